@@ -1,0 +1,148 @@
+"""Backbones (flax.linen): Conv4 and the CloserLook ResNet18, trained from scratch.
+
+Both take float images ``[batch, H, W, C]`` and return flat embeddings ``[batch, D]``.
+BatchNorm follows PyTorch's defaults (eps 1e-5, momentum 0.1, i.e. Flax momentum 0.9):
+batch statistics while training (support and query forwarded together), running
+statistics at evaluation (``train=False``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+# He initialisation with fan-out, as in the reference code: N(0, 2 / (k*k*out_channels)).
+he_fan_out = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
+
+
+def _batch_norm(train: bool, name: str | None = None) -> nn.BatchNorm:
+  return nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, name=name)
+
+
+def _window_slices(x: jnp.ndarray, window: int, stride: int, pad: int, pad_value: float):
+  """The ``window²`` strided views of ``x`` whose stacking would be its im2col patches."""
+  n, h, w, c = x.shape
+  if pad:
+    x = jnp.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)), constant_values=pad_value)
+  out_h, out_w = (h + 2 * pad - window) // stride + 1, (w + 2 * pad - window) // stride + 1
+  return [
+      x[:, i : i + stride * (out_h - 1) + 1 : stride, j : j + stride * (out_w - 1) + 1 : stride, :]
+      for i in range(window)
+      for j in range(window)
+  ]
+
+
+def max_pool(x: jnp.ndarray, window: int, stride: int, pad: int = 0) -> jnp.ndarray:
+  """Max-pooling as an elementwise maximum of strided views; floors odd sizes like PyTorch.
+
+  Not ``nn.max_pool``: XLA lowers the gradient of a windowed max to select-and-scatter,
+  which is several times slower on CPU than the gradient of an elementwise maximum.
+  """
+  views = _window_slices(x, window, stride, pad, -jnp.inf)
+  out = views[0]
+  for view in views[1:]:
+    out = jnp.maximum(out, view)
+  return out
+
+
+class Conv(nn.Module):
+  """A square convolution with ``nn.Conv``'s parameters (``kernel`` [k, k, in, out], ``bias``).
+
+  On CPU it runs as im2col + one matrix product: XLA's CPU convolutions (their gradients
+  above all) run about ten times slower inside a ``lax.scan`` body than outside
+  (jax-ml/jax#12868), while matrix products do not. Elsewhere it is ``lax.conv``, which
+  the accelerator's libraries do best. Both give the same numbers to float rounding, so a
+  checkpoint trained on one backend loads on the other.
+  """
+
+  features: int
+  kernel_size: int = 3
+  strides: int = 1
+  padding: int | None = None  # None: SAME for odd kernels
+  use_bias: bool = True
+  im2col: bool | None = None  # None: on CPU only
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    k, in_features = self.kernel_size, x.shape[-1]
+    pad = k // 2 if self.padding is None else self.padding
+    kernel = self.param("kernel", he_fan_out, (k, k, in_features, self.features))
+    im2col = jax.default_backend() == "cpu" if self.im2col is None else self.im2col
+    if im2col:
+      patches = jnp.concatenate(_window_slices(x, k, self.strides, pad, 0.0), axis=-1)
+      y = patches @ kernel.reshape(k * k * in_features, self.features)
+    else:
+      y = jax.lax.conv_general_dilated(
+          x, kernel, (self.strides,) * 2, [(pad, pad)] * 2, dimension_numbers=("NHWC", "HWIO", "NHWC")
+      )
+    if self.use_bias:
+      y = y + self.param("bias", nn.initializers.zeros, (self.features,))
+    return y
+
+
+class Conv4(nn.Module):
+  """4 × [3×3 conv (64, SAME, bias) → BatchNorm → ReLU → 2×2 max-pool], flattened.
+
+  84×84×3 → 5×5×64 = 1600-d; 28×28×1 → 1×1×64 = 64-d.
+  """
+
+  features: int = 64
+  depth: int = 4
+  im2col: bool | None = None
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
+    for _ in range(self.depth):
+      x = Conv(self.features, 3, im2col=self.im2col)(x)
+      x = nn.relu(_batch_norm(train)(x))
+      x = max_pool(x, 2, 2)
+    return x.reshape(x.shape[0], -1)
+
+
+class BasicBlock(nn.Module):
+  features: int
+  strides: int = 1
+  im2col: bool | None = None
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
+    conv = lambda f, k, s, name=None: Conv(f, k, s, use_bias=False, im2col=self.im2col, name=name)
+    y = nn.relu(_batch_norm(train)(conv(self.features, 3, self.strides)(x)))
+    y = _batch_norm(train)(conv(self.features, 3, 1)(y))
+    if self.strides != 1 or x.shape[-1] != self.features:
+      x = _batch_norm(train, "shortcut_bn")(conv(self.features, 1, self.strides, "shortcut_conv")(x))
+    return nn.relu(x + y)
+
+
+class ResNet18(nn.Module):
+  """CloserLook ResNet18: 7×7/2 conv → BN → ReLU → 3×3/2 max-pool → 4 × 2 basic blocks → global average pool.
+
+  224×224×3 → 512-d.
+  """
+
+  stage_features: tuple[int, ...] = (64, 128, 256, 512)
+  blocks_per_stage: int = 2
+  im2col: bool | None = None
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
+    x = Conv(64, 7, 2, use_bias=False, im2col=self.im2col)(x)
+    x = nn.relu(_batch_norm(train)(x))
+    x = max_pool(x, 3, 2, pad=1)
+    for stage, features in enumerate(self.stage_features):
+      for block in range(self.blocks_per_stage):
+        x = BasicBlock(features, 2 if stage > 0 and block == 0 else 1, self.im2col)(x, train)
+    return x.mean(axis=(1, 2))
+
+
+BACKBONES: dict[str, Callable[[], nn.Module]] = {"conv4": Conv4, "resnet18": ResNet18}
+
+
+def get_backbone(name: str) -> nn.Module:
+  """A backbone by name (``conv4`` or ``resnet18``)."""
+  if name not in BACKBONES:
+    raise ValueError(f"Unknown backbone {name!r}; choose one of {', '.join(BACKBONES)}.")
+  return BACKBONES[name]()

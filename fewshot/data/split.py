@@ -1,0 +1,54 @@
+"""The one form in which every dataset reaches the learner: a class split as arrays."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+class DataError(ValueError):
+  """Bad input data: the message is one line naming the problem and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """All images of one class split, sorted by label.
+
+  Attributes:
+    images: uint8 [N, H, W, C], grouped so that each class's images are contiguous.
+    labels: int32 [N], non-decreasing, in 0..num_classes-1.
+    class_names: one name per label.
+  """
+
+  images: np.ndarray
+  labels: np.ndarray
+  class_names: tuple[str, ...]
+
+  def __post_init__(self):
+    if self.images.dtype != np.uint8 or self.images.ndim != 4:
+      raise DataError(f"Split images must be uint8 [N, H, W, C], got {self.images.dtype} {self.images.shape}.")
+    if self.labels.shape != (self.images.shape[0],):
+      raise DataError(f"Split has {self.images.shape[0]} images but labels of shape {self.labels.shape}.")
+    if len(self.labels) and np.any(np.diff(self.labels) < 0):
+      raise DataError("Split labels must be sorted so that each class is contiguous; sort images by label first.")
+    counts = np.bincount(self.labels, minlength=len(self.class_names))
+    if len(counts) != len(self.class_names) or np.any(counts == 0):
+      raise DataError(f"Split has {len(self.class_names)} class names but images for labels {np.flatnonzero(counts).tolist()[:10]}...; every class needs at least one image.")
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.class_names)
+
+  @property
+  def image_shape(self) -> tuple[int, int, int]:
+    return tuple(self.images.shape[1:])
+
+  @property
+  def class_counts(self) -> np.ndarray:
+    return np.bincount(self.labels, minlength=self.num_classes).astype(np.int32)
+
+  @property
+  def class_offsets(self) -> np.ndarray:
+    """Index of each class's first image."""
+    return np.concatenate([[0], np.cumsum(self.class_counts)[:-1]]).astype(np.int32)

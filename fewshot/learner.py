@@ -1,0 +1,141 @@
+"""The compiled parts of episodic training: train state, a scanned chunk of episodes, evaluation.
+
+One call of :meth:`Learner.train_chunk` trains on the episodes between two checkpoints
+inside a single ``lax.scan``: episodes are drawn, gathered and converted on the device,
+so the host only steps in at checkpoints. Episode ``i`` of a run always uses the key
+``fold_in(train_key, i)``; a resumed run therefore replays the same episodes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from fewshot import heads
+from fewshot.episodes import Episode, EpisodeShape, EpisodeSource, sample_episode
+
+
+@flax.struct.dataclass
+class TrainState:
+  episode: jax.Array  # int32 scalar: episodes trained so far
+  params: Any  # {"backbone": ..., "rho": scalar}; rho is unused (zero gradient) by softmax heads
+  batch_stats: Any
+  opt_state: Any
+
+  @property
+  def variables(self) -> dict:
+    """What evaluation needs: backbone parameters, running BatchNorm statistics and rho."""
+    return {"params": self.params, "batch_stats": self.batch_stats}
+
+
+def to_float(images: jax.Array) -> jax.Array:
+  """Stored uint8 pixels to float32 in [0, 1]."""
+  return images.astype(jnp.float32) / 255.0
+
+
+def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:
+  """The paper's optimiser: Adam (0.9, 0.999, eps 1e-8), no weight decay, no schedule."""
+  return optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
+
+
+class Learner:
+  """Compiled training and evaluation of one backbone + head on episodes of one shape."""
+
+  def __init__(
+      self,
+      model: nn.Module,
+      shape: EpisodeShape,
+      *,
+      head: str = "softmax",
+      classifier: str = "proto",
+      optimizer: optax.GradientTransformation | None = None,
+  ):
+    heads.logits_from_distances(jnp.zeros((1, 1)), head)  # validates the names early
+    heads.class_squared_distances(jnp.zeros((1, 1)), jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1)), 1, classifier)
+    self.model, self.shape, self.head, self.classifier = model, shape, head, classifier
+    self.optimizer = optimizer or adam()
+    self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
+    self.evaluate = jax.jit(self._evaluate, static_argnums=(3, 4))
+
+  # ---- pure pieces -------------------------------------------------------------------
+  def init(self, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+    variables = self.model.init(key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
+    params = {"backbone": variables["params"], "rho": jnp.asarray(heads.RHO_INIT, jnp.float32)}
+    return TrainState(
+        episode=jnp.zeros((), jnp.int32),
+        params=params,
+        batch_stats=variables["batch_stats"],
+        opt_state=self.optimizer.init(params),
+    )
+
+  def embed(self, params, batch_stats, images: jax.Array, train: bool):
+    """Embeddings of uint8 images and the batch statistics after the forward pass.
+
+    In training mode BatchNorm normalises with this batch's statistics and updates its
+    running averages; in evaluation mode it uses the running averages and changes nothing.
+    """
+    variables = {"params": params["backbone"], "batch_stats": batch_stats}
+    if not train:
+      return self.model.apply(variables, to_float(images), train=False), batch_stats
+    embeddings, updates = self.model.apply(variables, to_float(images), train=True, mutable=["batch_stats"])
+    return embeddings, updates["batch_stats"]
+
+  def episode_logits(self, params, batch_stats, episode: Episode, train: bool):
+    """Query logits of an episode; support and query share one forward pass (one set of BN statistics)."""
+    n_support = episode.support_images.shape[0]
+    images = jnp.concatenate([episode.support_images, episode.query_images])
+    embeddings, batch_stats = self.embed(params, batch_stats, images, train)
+    logits = heads.episode_logits(
+        embeddings[:n_support],
+        episode.support_labels,
+        embeddings[n_support:],
+        episode.classes.shape[0],
+        classifier=self.classifier,
+        head=self.head,
+        rho=params["rho"],
+    )
+    return logits, batch_stats
+
+  def _loss(self, params, batch_stats, episode: Episode):
+    logits, batch_stats = self.episode_logits(params, batch_stats, episode, train=True)
+    loss, accuracy = heads.loss_and_accuracy(logits, episode.query_labels)
+    return loss, (accuracy, batch_stats)
+
+  def train_step(self, state: TrainState, episode: Episode):
+    """One Adam update on one episode; returns the new state and (loss, accuracy) before the update."""
+    grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+    (loss, (accuracy, batch_stats)), grads = grad_fn(state.params, state.batch_stats, episode)
+    updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+    new_state = state.replace(
+        episode=state.episode + 1,
+        params=optax.apply_updates(state.params, updates),
+        batch_stats=batch_stats,
+        opt_state=opt_state,
+    )
+    return new_state, {"loss": loss, "accuracy": accuracy}
+
+  # ---- compiled entry points -----------------------------------------------------------
+  def _train_chunk(self, state: TrainState, source: EpisodeSource, train_key: jax.Array, num_episodes: int):
+    """Train on the next ``num_episodes`` episodes; returns the state and per-episode metrics."""
+
+    def body(state, _):
+      episode = sample_episode(jax.random.fold_in(train_key, state.episode), source, self.shape)
+      return self.train_step(state, episode)
+
+    return jax.lax.scan(body, state, length=num_episodes)
+
+  def _evaluate(self, variables, source: EpisodeSource, key: jax.Array, num_episodes: int, shape: EpisodeShape):
+    """Per-episode query accuracy of ``num_episodes`` episodes (BatchNorm in evaluation mode)."""
+
+    def one(index):
+      episode = sample_episode(jax.random.fold_in(key, index), source, shape)
+      logits, _ = self.episode_logits(variables["params"], variables["batch_stats"], episode, train=False)
+      return heads.loss_and_accuracy(logits, episode.query_labels)[1]
+
+    return jax.lax.map(one, jnp.arange(num_episodes))

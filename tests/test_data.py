@@ -1,0 +1,253 @@
+"""Data layer: the strokes generator, tfds preparation and reuse, omniglot reading, bad input."""
+
+import os
+import pathlib
+import zipfile
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from fewshot import data
+from fewshot.data import omniglot, strokes
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+OMNIGLOT_DIR = pathlib.Path(os.environ.get('FEWSHOT_OMNIGLOT_DIR', REPO.parent / 'shared' / 'data' / 'omniglot'))
+needs_omniglot = pytest.mark.skipif(
+    not any(OMNIGLOT_DIR.glob('images_*.zip')),
+    reason=f'real Omniglot zips not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR')
+
+
+def write_character_pngs(root: pathlib.Path, alphabet: str, character: str, n: int, seed: int) -> None:
+  """1-bit 105x105 PNGs in the real layout: white background, a black random polyline."""
+  rng = np.random.default_rng(seed)
+  glyph = rng.uniform(15, 90, size=(4, 2))
+  folder = root / alphabet / character
+  folder.mkdir(parents=True)
+  for drawer in range(1, n + 1):
+    im = Image.new('1', (105, 105), 1)
+    pts = glyph + rng.normal(0, 2, glyph.shape)
+    ImageDraw.Draw(im).line([tuple(p) for p in pts], fill=0, width=6)
+    im.save(folder / f'0{seed:03d}_{drawer:02d}.png')
+
+
+def make_fixture(root: pathlib.Path, num_chars: int = 5, per_char: int = 4) -> pathlib.Path:
+  for c in range(num_chars):
+    write_character_pngs(root, 'alpha' if c % 2 == 0 else 'beta', f'character{c + 1:02d}', per_char, seed=c)
+  return root
+
+
+def tree(path: pathlib.Path) -> list[str]:
+  return sorted(str(p.relative_to(path)) for p in path.rglob('*')) if path.exists() else []
+
+
+def correlations(images, labels):
+  x = images.reshape(len(images), -1).astype(np.float64)
+  x -= x.mean(1, keepdims=True)
+  x /= np.linalg.norm(x, axis=1, keepdims=True)
+  corr = x @ x.T
+  same = labels[:, None] == labels[None, :]
+  off_diag = ~np.eye(len(x), dtype=bool)
+  return corr[same & off_diag].mean(), corr[~same].mean()
+
+
+# ----------------------------------------------------------------------------- strokes generator
+
+
+def test_render_is_deterministic_in_seed():
+  a_images, a_labels = strokes.render_glyphs(12, 5, seed=1)
+  b_images, b_labels = strokes.render_glyphs(12, 5, seed=1)
+  c_images, _ = strokes.render_glyphs(12, 5, seed=2)
+  np.testing.assert_array_equal(a_images, b_images)
+  np.testing.assert_array_equal(a_labels, b_labels)
+  assert np.mean(a_images != c_images) > 0.05
+
+
+def test_render_shapes_and_values():
+  images, labels = strokes.render_glyphs(30, 7, seed=3)
+  assert images.shape == (210, 28, 28, 1) and images.dtype == np.uint8
+  assert labels.dtype == np.int32
+  np.testing.assert_array_equal(labels, np.repeat(np.arange(30), 7))
+  flat = images.reshape(len(images), -1)
+  assert np.all(flat.min(1) == 0), 'every image has background'
+  assert np.all(flat.max(1) >= 200), 'every image has solid ink'
+  ink = (flat > 127).mean(1)
+  assert 0.02 < ink.min() and ink.max() < 0.5
+  # Anti-aliased: grey levels occur, not only 0 and 255.
+  assert np.mean((flat > 0) & (flat < 255)) > 0.02
+
+
+def test_render_classes_are_learnable_but_not_identical():
+  images, labels = strokes.render_glyphs(40, 10, seed=4)
+  within, between = correlations(images, labels)
+  assert within > between + 0.1, (within, between)
+  # Drawers differ: no two images of a class are the same.
+  assert within < 0.95
+
+
+# ----------------------------------------------------------------------------- strokes via tfds
+
+
+@pytest.fixture(scope='module')
+def strokes_tfds(tmp_path_factory):
+  tfds_dir = tmp_path_factory.mktemp('tfds_strokes')
+  return tfds_dir, data.load_splits('strokes', tfds_dir=str(tfds_dir))
+
+
+def test_strokes_default_splits(strokes_tfds):
+  _, splits = strokes_tfds
+  assert {k: v.num_classes for k, v in splits.items()} == {'train': 800, 'val': 200, 'test': 200}
+  names = [set(s.class_names) for s in splits.values()]
+  assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])
+  assert set.union(*names) == {strokes.class_name(i) for i in range(1200)}
+  for s in splits.values():
+    assert s.image_shape == (28, 28, 1) and s.images.dtype == np.uint8
+    assert np.all(s.class_counts == 20)
+    np.testing.assert_array_equal(np.unique(s.labels), np.arange(s.num_classes))
+
+
+def test_strokes_split_matches_generator(strokes_tfds):
+  _, splits = strokes_tfds
+  test = splits['test']
+  first = int(test.class_names[0].split('_')[1])
+  images, labels = strokes.render_glyphs(strokes.NUM_CLASSES, strokes.PER_CLASS)
+  stored = test.images[test.labels == 0]
+  expected = images[labels == first]
+  # Same set of images (tfds may store them in another order).
+  assert sorted(map(bytes, stored)) == sorted(map(bytes, expected))
+
+
+def test_second_load_reuses_prepared_data(strokes_tfds, monkeypatch):
+  tfds_dir, splits = strokes_tfds
+  before = {p: p.stat().st_mtime_ns for p in tfds_dir.rglob('*') if p.is_file()}
+
+  def fail(*args, **kwargs):
+    raise AssertionError('generator called again')
+
+  monkeypatch.setattr(strokes, 'render_glyphs', fail)
+  again = data.load_split('strokes', 'val', tfds_dir=str(tfds_dir))
+  np.testing.assert_array_equal(again.images, splits['val'].images)
+  assert again.class_names == splits['val'].class_names
+  assert {p: p.stat().st_mtime_ns for p in tfds_dir.rglob('*') if p.is_file()} == before
+
+
+def test_small_strokes_config(tmp_path):
+  b = strokes.Strokes(config=strokes.config(num_classes=12, per_class=3), data_dir=str(tmp_path))
+  data.tfds_io.prepare(b)
+  sizes = {s: data.tfds_io.read_split(b, s).num_classes for s in data.SPLITS}
+  assert sizes == {'train': 8, 'val': 2, 'test': 2}
+  assert b.is_prepared() and 'c12_p3' in b.data_dir
+
+
+def test_failed_preparation_leaves_nothing(tmp_path, monkeypatch):
+  def fail(*args, **kwargs):
+    raise RuntimeError('generator failed')
+
+  monkeypatch.setattr(strokes, 'render_glyphs', fail)
+  b = strokes.Strokes(config=strokes.config(num_classes=12, per_class=3), data_dir=str(tmp_path))
+  with pytest.raises(RuntimeError, match='generator failed'):
+    data.tfds_io.prepare(b)
+  assert tree(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- omniglot
+
+
+@pytest.fixture(scope='module')
+def omniglot_zips(tmp_path_factory):
+  if not any(OMNIGLOT_DIR.glob('images_*.zip')):
+    pytest.skip(f'real Omniglot zips not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR')
+  tfds_dir = tmp_path_factory.mktemp('tfds_omniglot')
+  return tfds_dir, data.load_splits('omniglot', data_dir=str(OMNIGLOT_DIR), tfds_dir=str(tfds_dir))
+
+
+@needs_omniglot
+def test_omniglot_real_zips(omniglot_zips):
+  _, splits = omniglot_zips
+  names = [set(s.class_names) for s in splits.values()]
+  assert sum(map(len, names)) == len(set.union(*names)) == 242
+  assert {'Greek/character01', 'Latin/character01'} <= set.union(*names)
+  for s in splits.values():
+    assert s.image_shape == (28, 28, 1) and s.images.dtype == np.uint8
+    assert np.all(s.class_counts == 20)
+    assert np.mean(s.images[:, 0, 0, 0] == 0) > 0.99, 'corners are background (0)'
+    assert np.all(s.images.reshape(len(s.images), -1).max(1) >= 128), 'every image has ink'
+    assert np.median(s.images) == 0
+
+
+@needs_omniglot
+def test_omniglot_extracted_matches_zips(omniglot_zips, tmp_path):
+  tfds_dir, from_zips = omniglot_zips
+  extracted = tmp_path / 'extracted'
+  for archive in sorted(OMNIGLOT_DIR.glob('images_*.zip')):
+    with zipfile.ZipFile(archive) as zf:
+      zf.extractall(extracted)
+  from_dirs = data.load_splits('omniglot', data_dir=str(extracted), tfds_dir=str(tfds_dir))
+  for split in data.SPLITS:
+    assert from_dirs[split].class_names == from_zips[split].class_names
+    np.testing.assert_array_equal(from_dirs[split].images, from_zips[split].images)
+  # A different source gets its own prepared copy, never the other one's.
+  assert len(list((tfds_dir / 'fewshot_omniglot').glob('src_*'))) == 2
+
+
+def test_omniglot_fixture_values(tmp_path):
+  src = make_fixture(tmp_path / 'src', num_chars=5, per_char=4)
+  splits = data.load_splits('omniglot', data_dir=str(src), tfds_dir=str(tmp_path / 'tfds'))
+  assert [s.num_classes for s in splits.values()] == [3, 1, 1]
+  images = np.concatenate([s.images for s in splits.values()])
+  assert images.shape == (20, 28, 28, 1)
+  assert np.all(images[:, :2, :, 0] == 0) and images.max() == 255
+  assert omniglot.class_split(['a', 'b', 'c', 'd', 'e']) == omniglot.class_split(['e', 'd', 'c', 'b', 'a'])
+
+
+def test_omniglot_changed_source_is_not_stale(tmp_path):
+  src = make_fixture(tmp_path / 'src', num_chars=5)
+  tfds_dir = str(tmp_path / 'tfds')
+  first = data.load_splits('omniglot', data_dir=str(src), tfds_dir=tfds_dir)
+  write_character_pngs(src, 'gamma', 'character01', 4, seed=9)
+  second = data.load_splits('omniglot', data_dir=str(src), tfds_dir=tfds_dir)
+  assert sum(s.num_classes for s in first.values()) == 5
+  assert sum(s.num_classes for s in second.values()) == 6
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_omniglot_without_data_dir(tmp_path):
+  with pytest.raises(data.DataError, match='--data_dir'):
+    data.load_split('omniglot', 'train', tfds_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize('case', ['missing', 'empty', 'corrupt_png', 'unsafe_zip'])
+def test_bad_omniglot_dir_leaves_nothing(tmp_path, case):
+  src, tfds_dir = tmp_path / 'src', tmp_path / 'tfds'
+  expect = {'missing': 'does not exist', 'empty': 'no Omniglot images',
+            'corrupt_png': '0001_01.png', 'unsafe_zip': 'unsafe member'}[case]
+  if case != 'missing':
+    src.mkdir()
+  if case == 'corrupt_png':
+    make_fixture(src)
+    (src / 'alpha' / 'character01' / '0001_01.png').write_bytes(b'\x89PNG not really a png')
+  if case == 'unsafe_zip':
+    with zipfile.ZipFile(src / 'images_background.zip', 'w') as zf:
+      zf.writestr('../evil/alpha/character01/0001_01.png', b'x')
+  with pytest.raises(data.DataError, match=expect) as err:
+    data.load_split('omniglot', 'train', data_dir=str(src), tfds_dir=str(tfds_dir))
+  assert '\n' not in str(err.value)
+  assert tree(tfds_dir) == []
+
+
+def test_unknown_dataset_and_split(tmp_path):
+  with pytest.raises(data.DataError, match='strokes, omniglot'):
+    data.load_split('mnist', 'train', tfds_dir=str(tmp_path))
+  with pytest.raises(data.DataError, match='train, val, test'):
+    data.load_split('strokes', 'valid', tfds_dir=str(tmp_path))
+  assert tree(tmp_path) == []
+
+
+def test_default_tfds_dir(monkeypatch, tmp_path):
+  monkeypatch.setenv('TFDS_DATA_DIR', str(tmp_path / 'env'))
+  assert data.default_tfds_dir(str(tmp_path / 'arg')) == str(tmp_path / 'arg')
+  assert data.default_tfds_dir() == str(tmp_path / 'env')
+  monkeypatch.delenv('TFDS_DATA_DIR')
+  assert data.default_tfds_dir() == os.path.expanduser('~/tensorflow_datasets')

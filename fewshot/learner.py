@@ -35,8 +35,10 @@ class TrainState:
 
 
 def to_float(images: jax.Array) -> jax.Array:
-  """Stored uint8 pixels to float32 in [0, 1]."""
-  return images.astype(jnp.float32) / 255.0
+  """Stored uint8 pixels to float32 in [0, 1]; float images pass through unchanged."""
+  if images.dtype == jnp.uint8:
+    return images.astype(jnp.float32) / 255.0
+  return images.astype(jnp.float32)
 
 
 def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:
@@ -75,7 +77,7 @@ class Learner:
     )
 
   def embed(self, params, batch_stats, images: jax.Array, train: bool):
-    """Embeddings of uint8 images and the batch statistics after the forward pass.
+    """Embeddings of images (uint8, or float in [0, 1]) and the batch statistics after the forward pass.
 
     In training mode BatchNorm normalises with this batch's statistics and updates its
     running averages; in evaluation mode it uses the running averages and changes nothing.

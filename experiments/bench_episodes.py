@@ -1,0 +1,227 @@
+"""Training throughput of Conv4 ProtoNet episodes: scanned JAX chunk vs a Python loop vs eager PyTorch.
+
+For each image size and head (classifier ``proto``), 5-way 1-shot 16-query, on
+``jax.devices()[0]`` with a random uint8 split resident on the device:
+
+* ``scan``: ``Learner.train_chunk`` (one ``lax.scan`` over ``--episodes`` episodes drawn
+  on the device);
+* ``loop``: the same per-episode work (draw + ``Learner.train_step``) jitted once and
+  called from a Python loop ``--episodes`` times;
+* ``torch`` (with ``--torch``): the eager PyTorch reference of ``experiments/torch_conv4.py``.
+
+Compile time is the first call, reported separately (``compile ≈ first call − one
+steady chunk``). Steady state is the median over ``--repeats`` chunks, each timed to
+``block_until_ready``; the variants alternate within every repetition so that a change
+in machine load hits all of them alike. The 1-, 5- and 15-minute load averages are
+recorded before and after each configuration.
+
+  python experiments/bench_episodes.py --sizes 28,84 --heads softmax,dr --torch --json /tmp/bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fewshot.backbones import Conv4
+from fewshot.data.split import Split
+from fewshot.episodes import EpisodeShape, EpisodeSource, sample_episode
+from fewshot.learner import Learner
+
+
+def random_split(size: int, channels: int, num_classes: int, per_class: int, seed: int = 0) -> Split:
+  rng = np.random.default_rng(seed)
+  images = rng.integers(0, 256, (num_classes * per_class, size, size, channels), dtype=np.uint8)
+  labels = np.repeat(np.arange(num_classes, dtype=np.int32), per_class)
+  return Split(images=images, labels=labels, class_names=tuple(f"c{i}" for i in range(num_classes)))
+
+
+def load() -> list[float]:
+  return [round(v, 2) for v in os.getloadavg()]
+
+
+def block(tree):
+  return jax.block_until_ready(tree)
+
+
+class JaxScan:
+  """``Learner.train_chunk`` over a chunk of episodes."""
+
+  def __init__(self, learner: Learner, source: EpisodeSource, image_shape, episodes: int, seed: int):
+    self.learner, self.source, self.episodes = learner, source, episodes
+    self.key = jax.random.key(seed + 1)
+    self.state = learner.init(jax.random.key(seed), image_shape)
+
+  def run(self):
+    self.state, metrics = self.learner.train_chunk(self.state, self.source, self.key, self.episodes)
+    block((self.state, metrics))
+
+
+class JaxLoop:
+  """The scan body (draw one episode + ``train_step``) jitted alone, called from Python per episode."""
+
+  def __init__(self, learner: Learner, source: EpisodeSource, image_shape, episodes: int, seed: int):
+    self.source, self.episodes = source, episodes
+    self.key = jax.random.key(seed + 1)
+    self.state = learner.init(jax.random.key(seed), image_shape)
+    shape = learner.shape
+
+    def step(state, source, key):
+      episode = sample_episode(jax.random.fold_in(key, state.episode), source, shape)
+      return learner.train_step(state, episode)
+
+    self.step = jax.jit(step, donate_argnums=0)
+
+  def run(self):
+    metrics = None
+    for _ in range(self.episodes):
+      self.state, metrics = self.step(self.state, self.source, self.key)
+    block((self.state, metrics))
+
+
+class TorchRef:
+  def __init__(self, split: Split, shape: EpisodeShape, head: str, episodes: int, device: str, seed: int):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_conv4 import EpisodeTrainer  # pylint: disable=import-outside-toplevel
+
+    self.trainer = EpisodeTrainer(split.images, split.labels, shape.way, shape.shot, shape.query, head, device, seed)
+    self.episodes = episodes
+
+  def run(self):
+    self.trainer.run(self.episodes)
+
+
+def timed(fn) -> float:
+  t0 = time.perf_counter()
+  fn()
+  return time.perf_counter() - t0
+
+
+def torch_status(want: bool, jax_platform: str) -> tuple[str | None, str]:
+  """(torch device or None, a note)."""
+  if not want:
+    return None, "torch: not requested (--torch)"
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    return None, f"torch: not importable ({e}); skipping the PyTorch reference"
+  device = "cuda" if jax_platform == "gpu" and torch.cuda.is_available() else "cpu"
+  return device, f"torch {torch.__version__} on {device}, {torch.get_num_threads()} threads"
+
+
+def parse_ints(text: str) -> list[int]:
+  return [int(t) for t in text.split(",") if t]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--sizes", default="28,84", help="image sizes: 28 (28×28×1) and/or 84 (84×84×3)")
+  parser.add_argument("--heads", default="softmax,dr")
+  parser.add_argument("--classifier", default="proto", choices=("proto", "nn"))
+  parser.add_argument("--way", type=int, default=5)
+  parser.add_argument("--shot", type=int, default=1)
+  parser.add_argument("--query", type=int, default=16)
+  parser.add_argument("--episodes", default=None,
+                      help="episodes per timed chunk: one int, or one per size (default: 20,3 on CPU, 100 elsewhere)")
+  parser.add_argument("--repeats", type=int, default=5, help="timed chunks per variant (median reported)")
+  parser.add_argument("--classes", type=int, default=64, help="classes of the random split")
+  parser.add_argument("--per-class", type=int, default=20, help="images per class of the random split")
+  parser.add_argument("--no-loop", action="store_true", help="skip the jitted-train_step Python-loop variant")
+  parser.add_argument("--torch", action="store_true", help="also time the eager PyTorch reference")
+  parser.add_argument("--json", default=None, help="write the results here")
+  parser.add_argument("--seed", type=int, default=0)
+  args = parser.parse_args(argv)
+
+  device = jax.devices()[0]
+  sizes = parse_ints(args.sizes)
+  heads_ = [h for h in args.heads.split(",") if h]
+  if args.episodes is None:
+    episodes = [20 if s <= 28 else 3 for s in sizes] if device.platform == "cpu" else [100] * len(sizes)
+  else:
+    episodes = parse_ints(args.episodes)
+    episodes = episodes * len(sizes) if len(episodes) == 1 else episodes
+    if len(episodes) != len(sizes):
+      parser.error("--episodes takes one int or one per --sizes entry")
+  shape = EpisodeShape(args.way, args.shot, args.query)
+  torch_device, torch_note = torch_status(args.torch, device.platform)
+
+  print(f"device: {device} ({device.platform}, {getattr(device, 'device_kind', '')}); jax {jax.__version__}; "
+        f"python {platform.python_version()}; {os.cpu_count()} CPUs")
+  print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
+  print(torch_note)
+  print(f"episode: {shape.way}-way {shape.shot}-shot {shape.query}-query, classifier {args.classifier}; "
+        f"split {args.classes}×{args.per_class} random uint8; repeats {args.repeats}; load {load()}")
+  results = []
+  for size, n_ep in zip(sizes, episodes):
+    channels = 1 if size <= 28 else 3
+    image_shape = (size, size, channels)
+    split = random_split(size, channels, args.classes, args.per_class, args.seed)
+    source = EpisodeSource.from_split(split, device)
+    for head in heads_:
+      load_before = load()
+      learner = Learner(Conv4(), shape, head=head, classifier=args.classifier)
+      variants = {"scan": JaxScan(learner, source, image_shape, n_ep, args.seed)}
+      if not args.no_loop:
+        variants["loop"] = JaxLoop(learner, source, image_shape, n_ep, args.seed)
+      if torch_device is not None:
+        variants["torch"] = TorchRef(split, shape, head, n_ep, torch_device, args.seed)
+      first = {name: timed(v.run) for name, v in variants.items()}  # compile (JAX) / warm-up (torch)
+      times = {name: [] for name in variants}
+      for _ in range(args.repeats):
+        for name, v in variants.items():  # interleaved: one chunk of each per repetition
+          times[name].append(timed(v.run))
+      load_after = load()
+      record = {
+          "size": size, "image_shape": list(image_shape), "head": head, "classifier": args.classifier,
+          "way": shape.way, "shot": shape.shot, "query": shape.query, "episodes_per_chunk": n_ep,
+          "repeats": args.repeats, "device": str(device), "platform": device.platform,
+          "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_before": load_before, "load_after": load_after,
+          "variants": {},
+      }
+      for name, ts in times.items():
+        med = statistics.median(ts)
+        record["variants"][name] = {
+            "first_call_s": first[name],
+            "compile_s": max(first[name] - med, 0.0),
+            "chunk_s": ts,
+            "median_chunk_s": med,
+            "ms_per_episode": 1e3 * med / n_ep,
+            "episodes_per_s": n_ep / med,
+            "spread_ms_per_episode": [1e3 * min(ts) / n_ep, 1e3 * max(ts) / n_ep],
+        }
+      results.append(record)
+      v = record["variants"]
+      tag = f"{size}x{size}x{channels} {head:7s}"
+      s = v["scan"]
+      print(f"{tag} jax scan : compile {s['compile_s']:6.2f} s (first call {s['first_call_s']:.2f} s) | "
+            f"{s['ms_per_episode']:8.2f} ms/episode {s['episodes_per_s']:8.2f} episodes/s "
+            f"[min {s['spread_ms_per_episode'][0]:.2f}, max {s['spread_ms_per_episode'][1]:.2f}] ({n_ep} episodes/chunk)")
+      if "loop" in v:
+        l = v["loop"]
+        print(f"{tag} jax loop : compile {l['compile_s']:6.2f} s | {l['ms_per_episode']:8.2f} ms/episode "
+              f"{l['episodes_per_s']:8.2f} episodes/s [min {l['spread_ms_per_episode'][0]:.2f}, "
+              f"max {l['spread_ms_per_episode'][1]:.2f}]  scan speedup ×{l['ms_per_episode'] / s['ms_per_episode']:.2f}")
+      if "torch" in v:
+        t = v["torch"]
+        print(f"{tag} torch    : warm-up {t['first_call_s']:6.2f} s | {t['ms_per_episode']:8.2f} ms/episode "
+              f"{t['episodes_per_s']:8.2f} episodes/s [min {t['spread_ms_per_episode'][0]:.2f}, "
+              f"max {t['spread_ms_per_episode'][1]:.2f}]  torch/jax-scan time ×{t['ms_per_episode'] / s['ms_per_episode']:.2f}")
+      print(f"{tag} load {load_before} -> {load_after}", flush=True)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"argv": sys.argv, "torch": torch_note, "results": results}, f, indent=1)
+    print(f"wrote {args.json}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

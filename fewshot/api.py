@@ -1,0 +1,85 @@
+"""Research use of a trained run from Python.
+
+    import fewshot
+    model = fewshot.load("runs/strokes_conv4_ProtoNet_DR_5w1s_seed0")
+    z = model.embed(images)                                    # [n, D], BatchNorm in evaluation mode
+    p = model.probabilities(support, support_labels, query)    # [n_query, way], the run's head
+    p_s = model.probabilities(support, support_labels, query, head="softmax", classifier="nn")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from fewshot import heads
+from fewshot.config import Config, ConfigError
+from fewshot.experiment import build_learner, run_keys
+from fewshot.learner import Learner
+from fewshot.rundir import RunDir
+
+
+@dataclasses.dataclass
+class TrainedModel:
+  """A backbone with its trained variables, and the head it was trained with."""
+
+  config: Config
+  learner: Learner
+  variables: dict  # {"params": {"backbone": ..., "rho": ...}, "batch_stats": ...}
+
+  @property
+  def theta(self) -> float:
+    return float(jnp.exp(self.variables["params"]["rho"]))
+
+  def embed(self, images: jax.Array) -> jax.Array:
+    """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1])."""
+    return _embed(self.learner, self.variables, jnp.asarray(images))
+
+  def logits(self, support_images, support_labels, query_images, *, head=None, classifier=None) -> jax.Array:
+    """Query logits ``[n_query, way]`` under any head; defaults to the run's own head and classifier.
+
+    ``support_labels`` are episode labels in ``0..way-1``; the DR head uses the trained θ.
+    Support and query are embedded with running BatchNorm statistics, as at test time.
+    """
+    support_labels = jnp.asarray(support_labels)
+    way = int(support_labels.max()) + 1
+    return heads.episode_logits(
+        self.embed(support_images),
+        support_labels,
+        self.embed(query_images),
+        way,
+        classifier=classifier or self.config.classifier,
+        head=head or self.config.head,
+        rho=self.variables["params"]["rho"],
+    )
+
+  def probabilities(self, support_images, support_labels, query_images, **head_options) -> jax.Array:
+    """Class probabilities ``[n_query, way]``: the softmax of :meth:`logits`."""
+    return jax.nn.softmax(self.logits(support_images, support_labels, query_images, **head_options), axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _embed(learner: Learner, variables: dict, images: jax.Array) -> jax.Array:
+  return learner.embed(variables["params"], variables["batch_stats"], images, train=False)[0]
+
+
+def build(config: Config, image_shape: tuple[int, ...], seed: int | None = None) -> TrainedModel:
+  """An untrained model of a configuration, initialised as ``python -m fewshot.train`` would."""
+  learner = build_learner(config)
+  state = learner.init(run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
+  return TrainedModel(config, learner, state.variables)
+
+
+def load(workdir: str, checkpoint: str = "best") -> TrainedModel:
+  """The trained model in a run directory (its ``best`` or ``last`` checkpoint)."""
+  rundir = RunDir(workdir)
+  if not rundir.holds_run():
+    raise ConfigError(f"{rundir.path} holds no run (no config.json); pass the workdir of a python -m fewshot.train run.")
+  saved = rundir.read_config()
+  config = Config.from_dict(saved)
+  learner = build_learner(config)
+  state = rundir.restore_checkpoint(checkpoint, learner.init(run_keys(config.seed)["init"], tuple(saved["image_shape"])))
+  return TrainedModel(config, learner, state.variables)

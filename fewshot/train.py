@@ -1,0 +1,139 @@
+"""Episodic training: ``python -m fewshot.train --way 5 --shot 1 --head dr``.
+
+Trains a backbone with a few-shot head, validates every ``--eval_every`` episodes,
+keeps the best checkpoint by validation accuracy, and ends with the test accuracy of
+that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import tqdm
+from absl import flags, logging
+
+from fewshot import backbones, cli, data, heads, stats
+from fewshot.config import Config, ConfigError
+from fewshot.experiment import Experiment
+from fewshot.learner import TrainState
+from fewshot.rundir import RunDir
+
+flags.DEFINE_string("dataset", "strokes", f"one of {', '.join(data.DATASETS)}")
+flags.DEFINE_string("data_dir", None, "folder with the dataset's files (omniglot: its zips or extracted folders)")
+flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+flags.DEFINE_string("backbone", "conv4", f"one of {', '.join(backbones.BACKBONES)}")
+flags.DEFINE_string("head", "softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)")
+flags.DEFINE_string("classifier", "proto", "proto (distance to the class mean) or nn (to the nearest support point)")
+flags.DEFINE_integer("way", 5, "classes per episode")
+flags.DEFINE_integer("shot", 1, "support images per class")
+flags.DEFINE_integer("query", 16, "query images per class in training and validation episodes")
+flags.DEFINE_integer("test_query", 15, "query images per class in test episodes (15 in the reference protocol)")
+flags.DEFINE_integer("episodes", None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small datasets)")
+flags.DEFINE_integer("eval_every", 100, "episodes between checkpoints (validation, metrics row, checkpoint)")
+flags.DEFINE_integer("val_episodes", 100, "validation episodes per checkpoint")
+flags.DEFINE_integer("test_episodes", 600, "test episodes for the final accuracy")
+flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate")
+flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
+flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
+flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+FLAGS = flags.FLAGS
+
+
+def open_rundir(config: Config, workdir: str, resume: bool) -> RunDir:
+  """The run directory for this config; refuses one that holds another run (writes nothing)."""
+  rundir = RunDir(workdir)
+  if rundir.holds_run():
+    saved = Config.from_dict(rundir.read_config())
+    changed = saved.differences(config)
+    if changed:
+      raise ConfigError(
+          f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
+          "choose another --workdir or repeat that run's options."
+      )
+    if not resume:
+      raise ConfigError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another --workdir.")
+  elif not rundir.is_empty():
+    raise ConfigError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
+  return rundir
+
+
+def _theta(state: TrainState) -> float:
+  return float(np.exp(np.asarray(state.params["rho"])))
+
+
+def train(config: Config, workdir: str, resume: bool = False, progress: bool = True) -> dict:
+  """Train, validate and test one configuration; returns the results written to results.json."""
+  rundir = open_rundir(config, workdir, resume)
+  experiment = Experiment.build(config)  # fails on bad data before anything is written
+  state = experiment.init_state()
+  rows: list[dict] = []
+  if rundir.checkpoint_step("last") is not None:
+    state = rundir.restore_checkpoint("last", state)
+    done = int(state.episode)
+    rows = [row for row in rundir.read_metrics() if row["episode"] <= done]
+    rundir.drop_checkpoints_after(done)
+  else:
+    rundir.write_config({**config.to_dict(), "image_shape": list(experiment.image_shape)})
+  best = max(rows, key=lambda r: r["val_accuracy"], default=None)  # max keeps the earliest of ties
+
+  bar = tqdm.tqdm(total=config.episodes, initial=int(state.episode), unit="ep", disable=not progress,
+                  desc=config.model_name)
+  while int(state.episode) < config.episodes:
+    start = time.perf_counter()
+    chunk = min(config.eval_every, config.episodes - int(state.episode))
+    state, train_metrics = experiment.learner.train_chunk(state, experiment.sources["train"], experiment.keys["train"], chunk)
+    val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
+    row = {
+        "episode": int(state.episode),
+        "train_loss": float(np.mean(train_metrics["loss"])),
+        "train_accuracy": float(100.0 * np.mean(train_metrics["accuracy"])),
+        "theta": _theta(state),
+        "val_accuracy": float(val.mean()),
+        "val_ci95": stats.mean_confidence_interval(val)[1],
+        "seconds": time.perf_counter() - start,
+    }
+    rows.append(row)
+    # Metrics first, checkpoints after: a run killed in between resumes from the previous
+    # checkpoint and replays this chunk, rewriting the same row.
+    rundir.write_metrics(rows)
+    if best is None or row["val_accuracy"] > best["val_accuracy"]:
+      best = row
+      rundir.save_checkpoint("best", row["episode"], state)
+    rundir.save_checkpoint("last", row["episode"], state)
+    bar.update(chunk)
+    bar.set_postfix(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
+  bar.close()
+
+  results = experiment.test(rundir.restore_checkpoint("best", experiment.init_state()))
+  results.update(best_episode=best["episode"], best_val_accuracy=best["val_accuracy"], workdir=str(rundir.path))
+  rundir.write_results(results)
+  return results
+
+
+def format_results(config: Config, results: dict) -> str:
+  return (
+      f"{results['model']} {config.dataset} {config.way}-way {config.shot}-shot: test accuracy "
+      f"{results['test_accuracy']:.2f}% ± {results['test_ci95']:.2f}% ({results['test_episodes']} episodes, "
+      f"best checkpoint at episode {results['best_episode']})"
+  )
+
+
+def config_from_flags() -> Config:
+  names = [f.name for f in dataclasses.fields(Config)]
+  return Config(**{name: FLAGS[name].value for name in names})
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  config = config_from_flags()
+  workdir = FLAGS.workdir or f"runs/{config.run_name}"
+  results = train(config, workdir, resume=FLAGS.resume)
+  print(format_results(config, results))
+  print(f"run directory: {results['workdir']}")
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -15,12 +15,17 @@ from fewshot.config import Config, ConfigError
 from fewshot.experiment import Experiment
 from fewshot.rundir import RunDir
 
-flags.DEFINE_string("workdir", None, "run directory written by python -m fewshot.train", required=True)
-flags.DEFINE_integer("test_episodes", None, "test episodes (default: the run's)")
-flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
-flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
-flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
-flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
+
+def define_flags() -> None:
+  """Define the command-line flags (only when run as a program, so importing this module defines none)."""
+  flags.DEFINE_string("workdir", None, "run directory written by python -m fewshot.train", required=True)
+  flags.DEFINE_integer("test_episodes", None, "test episodes (default: the run's)")
+  flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
+  flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
+  flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
+  flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
+
+
 FLAGS = flags.FLAGS
 
 
@@ -49,4 +54,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main)

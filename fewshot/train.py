@@ -20,24 +20,29 @@ from fewshot.experiment import Experiment
 from fewshot.learner import TrainState
 from fewshot.rundir import RunDir
 
-flags.DEFINE_string("dataset", "strokes", f"one of {', '.join(data.DATASETS)}")
-flags.DEFINE_string("data_dir", None, "folder with the dataset's files (omniglot: its zips or extracted folders)")
-flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
-flags.DEFINE_string("backbone", "conv4", f"one of {', '.join(backbones.BACKBONES)}")
-flags.DEFINE_string("head", "softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)")
-flags.DEFINE_string("classifier", "proto", "proto (distance to the class mean) or nn (to the nearest support point)")
-flags.DEFINE_integer("way", 5, "classes per episode")
-flags.DEFINE_integer("shot", 1, "support images per class")
-flags.DEFINE_integer("query", 16, "query images per class in training and validation episodes")
-flags.DEFINE_integer("test_query", 15, "query images per class in test episodes (15 in the reference protocol)")
-flags.DEFINE_integer("episodes", None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small datasets)")
-flags.DEFINE_integer("eval_every", 100, "episodes between checkpoints (validation, metrics row, checkpoint)")
-flags.DEFINE_integer("val_episodes", 100, "validation episodes per checkpoint")
-flags.DEFINE_integer("test_episodes", 600, "test episodes for the final accuracy")
-flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate")
-flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
-flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
-flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+
+def define_flags() -> None:
+  """Define the command-line flags (only when run as a program, so importing this module defines none)."""
+  flags.DEFINE_string("dataset", "strokes", f"one of {', '.join(data.DATASETS)}")
+  flags.DEFINE_string("data_dir", None, "folder with the dataset's files (omniglot: its zips or extracted folders)")
+  flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+  flags.DEFINE_string("backbone", "conv4", f"one of {', '.join(backbones.BACKBONES)}")
+  flags.DEFINE_string("head", "softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)")
+  flags.DEFINE_string("classifier", "proto", "proto (distance to the class mean) or nn (to the nearest support point)")
+  flags.DEFINE_integer("way", 5, "classes per episode")
+  flags.DEFINE_integer("shot", 1, "support images per class")
+  flags.DEFINE_integer("query", 16, "query images per class in training and validation episodes")
+  flags.DEFINE_integer("test_query", 15, "query images per class in test episodes (15 in the reference protocol)")
+  flags.DEFINE_integer("episodes", None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small datasets)")
+  flags.DEFINE_integer("eval_every", 100, "episodes between checkpoints (validation, metrics row, checkpoint)")
+  flags.DEFINE_integer("val_episodes", 100, "validation episodes per checkpoint")
+  flags.DEFINE_integer("test_episodes", 600, "test episodes for the final accuracy")
+  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate")
+  flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
+  flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
+  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+
+
 FLAGS = flags.FLAGS
 
 
@@ -136,4 +141,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main)

@@ -80,14 +80,14 @@ def test_angular_of_identical_and_opposite_points():
   ang = np.asarray(distances.angular(x, np.concatenate([x, -x])))
   np.testing.assert_allclose(np.diag(ang[:, :8]), 0.0, atol=1e-3)  # arccos(1 - 1e-7) = 4.5e-4
   np.testing.assert_allclose(np.diag(ang[:, 8:]), np.pi, atol=1e-3)
-  grad = jax.grad(lambda x: distances.angular(x, x).sum())(jnp.asarray(x))
+  grad = jax.jit(jax.grad(lambda x: distances.angular(x, x).sum()))(jnp.asarray(x))
   assert np.all(np.isfinite(grad))
 
 
 def test_squared_euclidean_is_clamped_at_zero_for_identical_points():
   # Large coordinates make the expansion |x|^2 + |y|^2 - 2 x.y round below zero on the
   # diagonal; check that this input really does so, then that the result is clamped.
-  x = 100.0 * jax.random.normal(jax.random.key(1), (64, 32))
+  x = jnp.asarray(100.0 * np.random.default_rng(1).normal(size=(64, 32)), jnp.float32)
   sq_norms = jnp.sum(x * x, axis=-1)
   raw = sq_norms[:, None] + sq_norms[None, :] - 2.0 * (x @ x.T)
   assert float(jnp.diag(raw).min()) < 0.0, 'precondition: the unclamped expansion goes negative'
@@ -103,17 +103,17 @@ def test_euclidean_gradient_is_finite_at_coincident_points():
   value = np.asarray(distances.euclidean(x, x))
   # sqrt(0 + 1e-10) = 1e-5; rounding may leave a little more, never less nor a NaN.
   assert np.all(np.diag(value) >= 1e-5 * (1 - 1e-6)) and np.all(np.diag(value) < 1e-2)
-  grad = np.asarray(jax.grad(lambda x: distances.euclidean(x, x).sum())(jnp.asarray(x)))
-  assert np.all(np.isfinite(grad))
+  grad_fn = jax.jit(jax.grad(lambda x: distances.euclidean(x, x).sum()))
+  assert np.all(np.isfinite(np.asarray(grad_fn(jnp.asarray(x)))))
   # Two exactly coincident rows (a duplicated embedding) keep the gradient finite too.
-  dup = jnp.asarray(np.concatenate([x, x[:2]]))
-  assert np.all(np.isfinite(np.asarray(jax.grad(lambda z: distances.euclidean(z, z).sum())(dup))))
+  assert np.all(np.isfinite(np.asarray(grad_fn(jnp.asarray(np.concatenate([x, x[:2]]))))))
 
 
 def test_euclidean_gradient_matches_closed_form_at_distinct_points():
   x, y = random_pair(4, 5, 3, seed=7)
   w = np.random.default_rng(8).normal(size=(4, 5))  # a random cotangent
-  grad = np.asarray(jax.grad(lambda x: jnp.sum(jnp.asarray(w, jnp.float32) * distances.euclidean(x, y)))(jnp.asarray(x)))
+  grad_fn = jax.jit(jax.grad(lambda x: jnp.sum(jnp.asarray(w, jnp.float32) * distances.euclidean(x, y))))
+  grad = np.asarray(grad_fn(jnp.asarray(x)))
   x64, y64 = x.astype(np.float64), y.astype(np.float64)
   ref = np.zeros_like(x64)
   for i in range(4):
@@ -130,7 +130,7 @@ def test_cosine_similarity_of_a_zero_vector_is_zero_with_finite_gradient():
   y = jnp.asarray([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
   np.testing.assert_allclose(np.asarray(distances.cosine_similarity(x, y))[0], 0.0, atol=1e-7)
   for f in (distances.cosine_similarity, distances.angular):
-    grad = np.asarray(jax.grad(lambda x: f(x, y).sum())(x))
+    grad = np.asarray(jax.jit(jax.grad(lambda x: f(x, y).sum()))(x))
     assert np.all(np.isfinite(grad)), f'{f.__name__}: gradient at a zero vector is {grad[0]}'
 
 

@@ -1,5 +1,6 @@
 """The four heads (proto|nn x softmax|dr) against float64 numpy, and the DR properties of the paper."""
 
+import functools
 import itertools
 
 import jax
@@ -66,8 +67,24 @@ def random_episode(seed=0, way=WAY, dim=16, counts=(1, 2, 3, 4, 5), n_query=12, 
   return support, labels, query, query_labels
 
 
-def jax_probs(support, labels, query, classifier, head, rho=heads.RHO_INIT, way=WAY):
+# Jitted once per (shape, classifier, head): op-by-op dispatch of the gradients is far slower.
+@functools.partial(jax.jit, static_argnames=('way', 'classifier', 'head'))
+def jit_logits(support, labels, query, rho, *, way, classifier, head):
+  return heads.episode_logits(support, labels, query, way, classifier=classifier, head=head, rho=rho)
+
+
+def episode_loss(support, labels, query, query_labels, rho, *, way, classifier, head):
   logits = heads.episode_logits(support, labels, query, way, classifier=classifier, head=head, rho=rho)
+  return heads.loss_and_accuracy(logits, query_labels)[0]
+
+
+jit_loss = jax.jit(episode_loss, static_argnames=('way', 'classifier', 'head'))
+# Gradient w.r.t. support, query and rho.
+loss_grads = jax.jit(jax.grad(episode_loss, argnums=(0, 2, 4)), static_argnames=('way', 'classifier', 'head'))
+
+
+def jax_probs(support, labels, query, classifier, head, rho=heads.RHO_INIT, way=WAY):
+  logits = jit_logits(support, labels, query, jnp.float32(rho), way=way, classifier=classifier, head=head)
   return np.asarray(jax.nn.softmax(logits, axis=-1), np.float64)
 
 
@@ -115,8 +132,8 @@ def test_episode_logits_match_numpy(classifier, head, rho):
 @pytest.mark.parametrize('classifier,head', COMBOS)
 def test_loss_and_accuracy_match_numpy_cross_entropy(classifier, head):
   support, labels, query, query_labels = random_episode(seed=5, n_query=40, scale=0.5, noise=1.5)
-  logits = heads.episode_logits(support, labels, query, WAY, classifier=classifier, head=head, rho=1.0)
-  loss, accuracy = heads.loss_and_accuracy(logits, query_labels)
+  logits = jit_logits(support, labels, query, jnp.float32(1.0), way=WAY, classifier=classifier, head=head)
+  loss, accuracy = jax.jit(heads.loss_and_accuracy)(logits, query_labels)
   ref_logits = np_logits(np_class_sq_dist(support, labels, query, WAY, classifier), head, 1.0)
   ref_loss = -np_log_softmax(ref_logits)[np.arange(len(query)), query_labels].mean()
   ref_accuracy = np.mean(ref_logits.argmax(axis=1) == query_labels)
@@ -129,11 +146,7 @@ def test_loss_and_accuracy_match_numpy_cross_entropy(classifier, head):
 def test_loss_gradient_wrt_embeddings_matches_finite_differences(classifier, head):
   support, labels, query, query_labels = random_episode(seed=6, way=3, dim=4, counts=(1, 2, 3), n_query=4)
 
-  def loss(s, q):
-    logits = heads.episode_logits(s, labels, q, 3, classifier=classifier, head=head, rho=0.5)
-    return heads.loss_and_accuracy(logits, query_labels)[0]
-
-  grads = jax.grad(loss, argnums=(0, 1))(jnp.asarray(support), jnp.asarray(query))
+  grads = loss_grads(support, labels, query, query_labels, jnp.float32(0.5), way=3, classifier=classifier, head=head)
   s64, q64, h = support.astype(np.float64), query.astype(np.float64), 1e-6
   for which, (x64, grad) in enumerate([(s64, grads[0]), (q64, grads[1])]):
     fd = np.zeros_like(x64)
@@ -195,13 +208,6 @@ def test_dr_probability_tends_to_one_at_the_class_representative(classifier):
   assert np.diag(at_rep).max() < 0.99
 
 
-def loss_at(classifier, support, labels, query, query_labels):
-  def f(q, rho, s):
-    logits = heads.episode_logits(s, labels, q, WAY, classifier=classifier, head='dr', rho=rho)
-    return heads.loss_and_accuracy(logits, query_labels)[0]
-  return f
-
-
 @pytest.mark.parametrize('classifier', heads.CLASSIFIERS)
 def test_dr_exactly_on_the_representative_is_finite(classifier):
   support, labels, query, query_labels = random_episode(seed=10)
@@ -213,24 +219,25 @@ def test_dr_exactly_on_the_representative_is_finite(classifier):
   query = jnp.asarray(query).at[0].set(on)
   query_labels = query_labels.copy()
   query_labels[0] = target
-  logits = heads.episode_logits(support, labels, query, WAY, classifier=classifier, head='dr')
+  rho = jnp.float32(heads.RHO_INIT)
+  sq = jax.jit(heads.class_squared_distances, static_argnums=(3, 4))(support, labels, query, WAY, classifier)
+  assert float(sq[0, target]) < 1e-5  # on it, up to the rounding of the |q|^2 + |p|^2 - 2 q.p expansion
+  logits = jit_logits(support, labels, query, rho, way=WAY, classifier=classifier, head='dr')
   assert np.all(np.isfinite(np.asarray(logits)))
   assert int(jnp.argmax(logits[0])) == target
   assert float(jax.nn.softmax(logits[0])[target]) > 0.999
-  f = loss_at(classifier, jnp.asarray(support), labels, query, query_labels)
-  loss = f(query, jnp.float32(heads.RHO_INIT), jnp.asarray(support))
-  grads = jax.grad(f, argnums=(0, 1, 2))(query, jnp.float32(heads.RHO_INIT), jnp.asarray(support))
-  assert np.isfinite(float(loss))
-  for name, g in zip(('query', 'rho', 'support'), grads):
+  kwargs = dict(way=WAY, classifier=classifier, head='dr')
+  assert np.isfinite(float(jit_loss(support, labels, query, query_labels, rho, **kwargs)))
+  grads = loss_grads(support, labels, query, query_labels, rho, **kwargs)
+  for name, g in zip(('support', 'query', 'rho'), grads):
     assert np.all(np.isfinite(np.asarray(g))), f'non-finite gradient w.r.t. {name}'
 
 
 @pytest.mark.parametrize('classifier', heads.CLASSIFIERS)
 @pytest.mark.parametrize('rho', [-0.5, 2.0])
 def test_dr_loss_gradient_wrt_rho_matches_finite_differences(classifier, rho):
-  support, labels, query, query_labels = random_episode(seed=11, n_query=20, scale=0.5)
-  f = loss_at(classifier, jnp.asarray(support), labels, jnp.asarray(query), query_labels)
-  grad = float(jax.grad(lambda r: f(jnp.asarray(query), r, jnp.asarray(support)))(jnp.float32(rho)))
+  support, labels, query, query_labels = random_episode(seed=11, scale=0.5)
+  grad = float(loss_grads(support, labels, query, query_labels, jnp.float32(rho), way=WAY, classifier=classifier, head='dr')[2])
   h = 1e-5
   fd = (np_loss(support, labels, query, query_labels, WAY, classifier, 'dr', rho + h)
         - np_loss(support, labels, query, query_labels, WAY, classifier, 'dr', rho - h)) / (2 * h)

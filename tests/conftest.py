@@ -1,0 +1,29 @@
+"""Shared fixtures: the real Omniglot data beside the checkout, and a private tfds dir."""
+
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+OMNIGLOT_DIR = pathlib.Path(os.environ.get("FEWSHOT_OMNIGLOT_DIR", REPO.parent / "shared" / "data" / "omniglot"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_tfds_dir(tmp_path_factory):
+  """Prepared datasets go to a temporary dir (inherited by subprocesses), never ~/tensorflow_datasets."""
+  path = tmp_path_factory.mktemp("tfds")
+  old = os.environ.get("TFDS_DATA_DIR")
+  os.environ["TFDS_DATA_DIR"] = str(path)
+  yield path
+  if old is None:
+    os.environ.pop("TFDS_DATA_DIR", None)
+  else:
+    os.environ["TFDS_DATA_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def omniglot_dir():
+  if not any(OMNIGLOT_DIR.glob("images_*.zip")) and not any(OMNIGLOT_DIR.glob("*/*/*/*.png")):
+    pytest.skip(f"real Omniglot data not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR")
+  return OMNIGLOT_DIR

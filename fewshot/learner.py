@@ -62,11 +62,12 @@ class Learner:
     heads.class_squared_distances(jnp.zeros((1, 1)), jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1)), 1, classifier)
     self.model, self.shape, self.head, self.classifier = model, shape, head, classifier
     self.optimizer = optimizer or adam()
+    self.init = jax.jit(self._init, static_argnums=1)  # eager init would compile op by op
     self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
     self.evaluate = jax.jit(self._evaluate, static_argnums=(3, 4))
 
   # ---- pure pieces -------------------------------------------------------------------
-  def init(self, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+  def _init(self, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
     variables = self.model.init(key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
     params = {"backbone": variables["params"], "rho": jnp.asarray(heads.RHO_INIT, jnp.float32)}
     return TrainState(

@@ -22,6 +22,19 @@ def private_tfds_dir(tmp_path_factory):
     os.environ["TFDS_DATA_DIR"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_compilation_cache(tmp_path_factory):
+  """Tests (and their subprocesses) compile the same episode programs again and again: compile once."""
+  import jax
+
+  path = str(tmp_path_factory.mktemp("jax_cache"))
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  yield
+
+
 @pytest.fixture(scope="session")
 def omniglot_dir():
   if not any(OMNIGLOT_DIR.glob("images_*.zip")) and not any(OMNIGLOT_DIR.glob("*/*/*/*.png")):

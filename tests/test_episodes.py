@@ -26,13 +26,17 @@ def make_split():
 SPLIT = make_split()
 SOURCE = episodes.EpisodeSource.from_split(SPLIT)
 sample = jax.jit(episodes.sample_episode, static_argnums=2)
+N_EPISODES = 500
 
 
 @functools.lru_cache(maxsize=None)
-def sample_many(shape, n, seed=0):
-  """``n`` episodes from the keys ``fold_in(key(seed), i)``, drawn in one vmapped call, as numpy."""
-  keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))(np.arange(n))
-  draw = jax.jit(jax.vmap(functools.partial(episodes.sample_episode, shape=shape), in_axes=(0, None)))
+def sample_many(shape, n=N_EPISODES, seed=0):
+  """Episodes for the keys ``split(key(seed), n)``, as numpy arrays with a leading episode axis.
+
+  ``lax.map`` rather than ``vmap``: it compiles the sampler once, about 3x faster on CPU.
+  """
+  keys = jax.random.split(jax.random.key(seed), n)
+  draw = jax.jit(lambda keys, source: jax.lax.map(lambda k: episodes.sample_episode(k, source, shape), keys))
   return jax.tree.map(np.asarray, draw(keys, SOURCE))
 
 
@@ -51,50 +55,46 @@ def test_source_describes_the_split():
   np.testing.assert_array_equal(np.asarray(SOURCE.class_offsets), OFFSETS)
 
 
-SHAPES = [EpisodeShape(5, 1, 4), EpisodeShape(3, 2, 3), EpisodeShape(7, 1, 1), EpisodeShape(1, 3, 2)]
+def is_sorted_strictly(a):
+  a = np.sort(a, axis=-1)
+  return np.all(a[..., 1:] > a[..., :-1])
+
+
+# 5w1s4q: shot + query = 5 = the smallest class; 7w2s3q: every class in every episode.
+SHAPES = [EpisodeShape(5, 1, 4), EpisodeShape(3, 2, 3), EpisodeShape(7, 2, 3), EpisodeShape(1, 3, 2)]
 
 
 @pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f'{s.way}w{s.shot}s{s.query}q')
 def test_episode_shapes_labels_and_contents(shape):
-  ep = sample(jax.random.key(3), SOURCE, shape)
-  way, shot, query = shape.way, shape.shot, shape.query
-  assert ep.support_images.shape == (way * shot, 28, 28, 1) and ep.support_images.dtype == np.uint8
-  assert ep.query_images.shape == (way * query, 28, 28, 1) and ep.query_images.dtype == np.uint8
-  assert ep.classes.shape == (way,)
-  np.testing.assert_array_equal(np.asarray(ep.support_labels), np.repeat(np.arange(way), shot))
-  np.testing.assert_array_equal(np.asarray(ep.query_labels), np.repeat(np.arange(way), query))
-  classes = np.asarray(ep.classes)
-  assert len(set(classes.tolist())) == way and classes.min() >= 0 and classes.max() < NUM_CLASSES
-  support, queries = index_of(ep.support_images), index_of(ep.query_images)
-  drawn = np.concatenate([support, queries])
-  assert len(set(drawn.tolist())) == len(drawn)  # no duplicates, support and query disjoint
-  # Every image comes from the class its label names, inside that class's own images.
-  np.testing.assert_array_equal(CLASS_OF[support], classes[np.asarray(ep.support_labels)])
-  np.testing.assert_array_equal(CLASS_OF[queries], classes[np.asarray(ep.query_labels)])
-
-
-@pytest.mark.parametrize('shape', [EpisodeShape(3, 1, 4), EpisodeShape(7, 2, 3)], ids=['3w1s4q', '7w2s3q'])
-def test_every_episode_is_valid_over_many_keys(shape):
-  eps = sample_many(shape, 500)
-  support, queries = index_of(eps.support_images), index_of(eps.query_images)  # [n, way*shot], [n, way*query]
-  drawn = np.concatenate([support, queries], axis=1)
-  assert np.all(np.sort(drawn, axis=1)[:, 1:] != np.sort(drawn, axis=1)[:, :-1])  # distinct within each episode
+  eps = sample_many(shape)
+  n, way, shot, query = N_EPISODES, shape.way, shape.shot, shape.query
+  assert eps.support_images.shape == (n, way * shot, 28, 28, 1) and eps.support_images.dtype == np.uint8
+  assert eps.query_images.shape == (n, way * query, 28, 28, 1) and eps.query_images.dtype == np.uint8
+  assert eps.classes.shape == (n, way)
+  np.testing.assert_array_equal(eps.support_labels, np.tile(np.repeat(np.arange(way), shot), (n, 1)))
+  np.testing.assert_array_equal(eps.query_labels, np.tile(np.repeat(np.arange(way), query), (n, 1)))
   classes = eps.classes
-  assert np.all(np.sort(classes, axis=1)[:, 1:] != np.sort(classes, axis=1)[:, :-1])
-  assert classes.min() >= 0 and classes.max() < NUM_CLASSES
-  label_class = np.take_along_axis(classes, eps.support_labels, axis=1)
-  np.testing.assert_array_equal(CLASS_OF[support], label_class)
+  assert is_sorted_strictly(classes)  # distinct classes in each episode ...
+  assert classes.min() >= 0 and classes.max() < NUM_CLASSES  # ... all of the split
+  support, queries = index_of(eps.support_images), index_of(eps.query_images)
+  # Distinct images in each episode: no duplicates, support and query disjoint.
+  assert is_sorted_strictly(np.concatenate([support, queries], axis=1))
+  # Every image comes from the class its label names (so never past that class's own images).
+  np.testing.assert_array_equal(CLASS_OF[support], np.take_along_axis(classes, eps.support_labels, axis=1))
   np.testing.assert_array_equal(CLASS_OF[queries], np.take_along_axis(classes, eps.query_labels, axis=1))
 
 
 def test_same_key_same_episode_different_keys_different_episodes():
   shape = EpisodeShape(3, 2, 3)
-  a, b = sample(jax.random.key(11), SOURCE, shape), sample(jax.random.key(11), SOURCE, shape)
+  keys = jax.random.split(jax.random.key(0), N_EPISODES)  # the keys of sample_many(shape)
+  a, b = sample(keys[7], SOURCE, shape), sample(keys[7], SOURCE, shape)
+  batch = sample_many(shape)
   for field in ('support_images', 'query_images', 'support_labels', 'query_labels', 'classes'):
     np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)))
-  eps = sample_many(shape, 20, seed=12)
-  drawn = np.concatenate([index_of(eps.support_images), index_of(eps.query_images)], axis=1)
-  assert len({tuple(row) for row in drawn.tolist()}) == 20
+    # The same episode again from a separately compiled program (the batched sampler).
+    np.testing.assert_array_equal(np.asarray(getattr(a, field)), getattr(batch, field)[7])
+  drawn = np.concatenate([index_of(batch.support_images), index_of(batch.query_images)], axis=1)
+  assert len({tuple(row) for row in drawn.tolist()}) == N_EPISODES
 
 
 def chi_square(observed, expected):
@@ -102,43 +102,31 @@ def chi_square(observed, expected):
 
 
 def loose_bound(df):
-  """Far in the tail of chi-square(df): mean + 6 standard deviations."""
+  """Far in the upper tail of chi-square(df): mean + 6 standard deviations."""
   return df + 6 * np.sqrt(2 * df)
 
 
 def test_sampler_covers_the_split_uniformly():
-  # shot + query = 5 = the smallest class: that class is used whole whenever it is drawn.
-  shape, n = EpisodeShape(3, 1, 4), 2000
-  eps = sample_many(shape, n, seed=1)
+  shape = EpisodeShape(5, 1, 4)  # shot + query = 5 = the smallest class
+  eps = sample_many(shape)
   support, queries = index_of(eps.support_images), index_of(eps.query_images)
   drawn = np.concatenate([support, queries], axis=1).ravel()
   # Classes: each is in an episode with probability way / num_classes.
   class_freq = np.bincount(eps.classes.ravel(), minlength=NUM_CLASSES)
-  assert chi_square(class_freq, np.full(NUM_CLASSES, n * 3 / NUM_CLASSES)) < loose_bound(NUM_CLASSES - 1)
+  assert chi_square(class_freq, np.full(NUM_CLASSES, N_EPISODES * shape.way / NUM_CLASSES)) < loose_bound(NUM_CLASSES - 1)
   # Images: given its class, each of a class's images is among the 5 drawn with probability 5 / count.
   image_freq = np.bincount(drawn, minlength=len(CLASS_OF))
   assert len(image_freq) == len(CLASS_OF)  # nothing past the last image
-  assert image_freq.min() > 0  # every image of every class is eventually drawn
+  assert image_freq.min() > 0  # every image of every class is eventually drawn (expected >= 160 times)
   expected = class_freq[CLASS_OF] * shape.per_class / COUNTS[CLASS_OF]
   assert chi_square(image_freq, expected) < loose_bound(len(CLASS_OF) - NUM_CLASSES)
-  # The smallest class: all its images, every time it is drawn.
+  # The smallest class: all of its images, every time it is drawn.
   np.testing.assert_array_equal(image_freq[CLASS_OF == 0], class_freq[0])
-  # Support or query is a fair split: an image drawn lands in the support 1 time in 5.
-  support_freq = np.bincount(support.ravel(), minlength=len(CLASS_OF))
-  frac = support_freq.sum() / image_freq.sum()
-  assert frac == pytest.approx(shape.shot / shape.per_class)
+  # Support or query is a fair split: a drawn image lands in the support 1 time in 5.
   p = shape.shot / shape.per_class
+  support_freq = np.bincount(support.ravel(), minlength=len(CLASS_OF))
+  assert support_freq.sum() == p * image_freq.sum()
   assert chi_square(support_freq, p * image_freq) + chi_square(image_freq - support_freq, (1 - p) * image_freq) < loose_bound(len(CLASS_OF))
-
-
-def test_sample_indices_stay_inside_each_class():
-  shape = EpisodeShape(7, 2, 3)  # every class, the smallest (5 images) included, used whole
-  keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(5), i))(np.arange(200))
-  classes, indices = jax.jit(jax.vmap(functools.partial(episodes.sample_indices, shape=shape), in_axes=(0, None)))(keys, SOURCE)
-  classes, indices = np.asarray(classes), np.asarray(indices)
-  assert indices.shape == (200, 7, 5)
-  start = OFFSETS[classes][..., None]
-  assert np.all(indices >= start) and np.all(indices < start + COUNTS[classes][..., None])
 
 
 # ----------------------------------------------------------------------------- errors

@@ -1,0 +1,110 @@
+"""Bad input: one line on stderr naming the problem and the fix, exit status 2, nothing written."""
+
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from fewshot.config import Config, ConfigError
+from fewshot.data import DataError
+from fewshot.rundir import RunDir
+from fewshot.train import train
+
+TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
+
+
+def _run_cli(*args):
+  return subprocess.run([sys.executable, "-m", "fewshot.train", *args], capture_output=True, text=True)
+
+
+def _assert_one_line_error(result, *fragments):
+  assert result.returncode == 2, result.stderr
+  lines = [line for line in result.stderr.splitlines() if line.strip()]
+  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+  for fragment in fragments:
+    assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    "flag, fragment",
+    [
+        ("--head=cosine", "choose one of softmax, dr"),
+        ("--classifier=knn", "choose one of proto, nn"),
+        ("--backbone=vgg", "choose one of conv4, resnet18"),
+        ("--dataset=imagenet", "choose one of strokes, omniglot"),
+        ("--way=0", "--way must be a positive integer"),
+        ("--shot=-1", "--shot must be a positive integer"),
+        ("--query=0", "--query must be a positive integer"),
+        ("--episodes=0", "--episodes must be a positive integer"),
+        ("--way=five", "--way"),
+    ],
+)
+def test_bad_option_exits_2_and_writes_nothing(tmp_path, flag, fragment):
+  result = _run_cli(flag, f"--workdir={tmp_path / 'run'}")
+  _assert_one_line_error(result, fragment)
+  assert not (tmp_path / "run").exists()
+
+
+def test_missing_data_dir_exits_2(tmp_path):
+  result = _run_cli("--dataset=omniglot", f"--data_dir={tmp_path / 'nowhere'}", f"--workdir={tmp_path / 'run'}")
+  _assert_one_line_error(result, "does not exist", "--data_dir")
+  assert not (tmp_path / "run").exists()
+
+
+def _omniglot(omniglot_dir, **options):
+  return Config(dataset="omniglot", data_dir=str(omniglot_dir), **{**TINY, **options})
+
+
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        (dict(way=49), "use --way 48 or less"),  # the val split holds 48 characters
+        (dict(shot=5, query=16), "lower --shot or --query"),  # every character has 20 drawings
+        (dict(test_query=20), "lower --shot or --query"),
+    ],
+)
+def test_episode_larger_than_split(omniglot_dir, tmp_path, options, fragment):
+  with pytest.raises(DataError, match=fragment):
+    train(_omniglot(omniglot_dir, **options), tmp_path / "run", progress=False)
+  assert not (tmp_path / "run").exists()
+
+
+def test_data_dir_without_images_or_with_a_corrupt_image(tmp_path):
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises(DataError, match="no Omniglot images"):
+    train(Config(dataset="omniglot", data_dir=str(empty), **TINY), tmp_path / "run", progress=False)
+  for character in range(1, 4):
+    folder = tmp_path / "corrupt" / "Alphabet" / f"character0{character}"
+    folder.mkdir(parents=True)
+    for drawer in range(1, 3):
+      Image.new("1", (105, 105), 1).save(folder / f"000{character}_0{drawer}.png")
+  (tmp_path / "corrupt" / "Alphabet" / "character02" / "0002_01.png").write_bytes(b"not a png")
+  with pytest.raises(DataError, match="0002_01.png"):
+    train(Config(dataset="omniglot", data_dir=str(tmp_path / "corrupt"), **TINY), tmp_path / "run", progress=False)
+  assert not (tmp_path / "run").exists()
+
+
+def test_workdir_holding_another_run(omniglot_dir, tmp_path):
+  workdir = tmp_path / "run"
+  train(_omniglot(omniglot_dir), workdir, progress=False)
+  before = {p: p.stat().st_mtime_ns for p in workdir.rglob("*")}
+  with pytest.raises(ConfigError, match="differs in --head"):
+    train(_omniglot(omniglot_dir, head="dr"), workdir, resume=True, progress=False)
+  with pytest.raises(ConfigError, match="pass --resume"):
+    train(_omniglot(omniglot_dir), workdir, progress=False)
+  assert {p: p.stat().st_mtime_ns for p in workdir.rglob("*")} == before
+  # A finished run resumed is a no-op that reports the same results.
+  assert train(_omniglot(omniglot_dir), workdir, resume=True, progress=False) == RunDir(workdir).read_results()
+  # The CLI reports it in one line too.
+  result = _run_cli("--dataset=omniglot", f"--data_dir={omniglot_dir}", "--head=dr",
+                    *[f"--{k}={v}" for k, v in TINY.items()], f"--workdir={workdir}")
+  _assert_one_line_error(result, "holds a different run")
+
+
+def test_non_run_directory_is_refused(tmp_path):
+  (tmp_path / "notes.txt").write_text("mine")
+  with pytest.raises(ConfigError, match="not empty"):
+    train(Config(**TINY), tmp_path, progress=False)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -8,6 +8,7 @@ argument rather than computing distances themselves. Each maps ``x: [n, d]`` and
 from __future__ import annotations
 
 import chex
+import jax
 import jax.numpy as jnp
 
 Array = chex.Array
@@ -41,7 +42,10 @@ def euclidean(x: Array, y: Array, eps: float = 1e-10) -> Array:
 
 
 def _unit(v: Array, eps: float) -> Array:
-  return v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), eps)
+  # rsqrt of the clamped squared norm rather than dividing by the norm: the norm's
+  # gradient at a zero vector is 0/0, which would turn every parameter into NaN.
+  squared_norm = jnp.sum(v * v, axis=-1, keepdims=True)
+  return v * jax.lax.rsqrt(jnp.maximum(squared_norm, eps * eps))
 
 
 def cosine_similarity(x: Array, y: Array, eps: float = 1e-12) -> Array:

@@ -55,7 +55,8 @@ def test_source_describes_the_split():
   np.testing.assert_array_equal(np.asarray(SOURCE.class_offsets), OFFSETS)
 
 
-def is_sorted_strictly(a):
+def all_distinct(a):
+  """Whether each row of ``a`` has distinct entries."""
   a = np.sort(a, axis=-1)
   return np.all(a[..., 1:] > a[..., :-1])
 
@@ -74,11 +75,11 @@ def test_episode_shapes_labels_and_contents(shape):
   np.testing.assert_array_equal(eps.support_labels, np.tile(np.repeat(np.arange(way), shot), (n, 1)))
   np.testing.assert_array_equal(eps.query_labels, np.tile(np.repeat(np.arange(way), query), (n, 1)))
   classes = eps.classes
-  assert is_sorted_strictly(classes)  # distinct classes in each episode ...
+  assert all_distinct(classes)  # distinct classes in each episode ...
   assert classes.min() >= 0 and classes.max() < NUM_CLASSES  # ... all of the split
   support, queries = index_of(eps.support_images), index_of(eps.query_images)
   # Distinct images in each episode: no duplicates, support and query disjoint.
-  assert is_sorted_strictly(np.concatenate([support, queries], axis=1))
+  assert all_distinct(np.concatenate([support, queries], axis=1))
   # Every image comes from the class its label names (so never past that class's own images).
   np.testing.assert_array_equal(CLASS_OF[support], np.take_along_axis(classes, eps.support_labels, axis=1))
   np.testing.assert_array_equal(CLASS_OF[queries], np.take_along_axis(classes, eps.query_labels, axis=1))

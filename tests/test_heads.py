@@ -52,10 +52,6 @@ def np_loss(support, labels, query, query_labels, way, classifier, head, rho):
   return -logp[np.arange(len(query)), query_labels].mean()
 
 
-def np_probs(logits):
-  return np.exp(np_log_softmax(np.asarray(logits, np.float64)))
-
-
 def random_episode(seed=0, way=WAY, dim=16, counts=(1, 2, 3, 4, 5), n_query=12, scale=1.0, noise=0.7):
   """Unbalanced support (class c has counts[c] points) in shuffled order, random queries."""
   rng = np.random.default_rng(seed)

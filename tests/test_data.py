@@ -11,11 +11,6 @@ from PIL import Image, ImageDraw
 from fewshot import data
 from fewshot.data import omniglot, strokes
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-OMNIGLOT_DIR = pathlib.Path(os.environ.get('FEWSHOT_OMNIGLOT_DIR', REPO.parent / 'shared' / 'data' / 'omniglot'))
-needs_omniglot = pytest.mark.skipif(
-    not any(OMNIGLOT_DIR.glob('images_*.zip')),
-    reason=f'real Omniglot zips not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR')
 
 
 def write_character_pngs(root: pathlib.Path, alphabet: str, character: str, n: int, seed: int) -> None:
@@ -154,14 +149,11 @@ def test_failed_preparation_leaves_nothing(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope='module')
-def omniglot_zips(tmp_path_factory):
-  if not any(OMNIGLOT_DIR.glob('images_*.zip')):
-    pytest.skip(f'real Omniglot zips not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR')
+def omniglot_zips(tmp_path_factory, omniglot_dir):
   tfds_dir = tmp_path_factory.mktemp('tfds_omniglot')
-  return tfds_dir, data.load_splits('omniglot', data_dir=str(OMNIGLOT_DIR), tfds_dir=str(tfds_dir))
+  return tfds_dir, data.load_splits('omniglot', data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir))
 
 
-@needs_omniglot
 def test_omniglot_real_zips(omniglot_zips):
   _, splits = omniglot_zips
   names = [set(s.class_names) for s in splits.values()]
@@ -175,11 +167,10 @@ def test_omniglot_real_zips(omniglot_zips):
     assert np.median(s.images) == 0
 
 
-@needs_omniglot
-def test_omniglot_extracted_matches_zips(omniglot_zips, tmp_path):
+def test_omniglot_extracted_matches_zips(omniglot_zips, omniglot_dir, tmp_path):
   tfds_dir, from_zips = omniglot_zips
   extracted = tmp_path / 'extracted'
-  for archive in sorted(OMNIGLOT_DIR.glob('images_*.zip')):
+  for archive in sorted(omniglot_dir.glob('images_*.zip')):
     with zipfile.ZipFile(archive) as zf:
       zf.extractall(extracted)
   from_dirs = data.load_splits('omniglot', data_dir=str(extracted), tfds_dir=str(tfds_dir))

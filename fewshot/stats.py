@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import scipy.stats
 
 
 def mean_confidence_interval(values, z: float = 1.96) -> tuple[float, float]:
@@ -15,3 +18,170 @@ def mean_confidence_interval(values, z: float = 1.96) -> tuple[float, float]:
   if values.ndim != 1 or values.size == 0:
     raise ValueError(f"need a non-empty 1-D array of values, got shape {values.shape}.")
   return float(values.mean()), float(z * values.std() / np.sqrt(values.size))
+
+
+# ----------------------------------------------------------------------------- comparing two runs
+# Per-checkpoint training diagnostics of two runs (SPEC §6, the DR paper's Tables 3-10).
+
+MEASURES = ("norm_ratio", "con_alpha", "div_alpha", "con_div")
+# When an update "properly learned" by a measure (the paper's proportions); the norm ratio has none.
+PROPERLY_LEARNED = {"con_alpha": "<1", "div_alpha": ">1", "con_div": "<1"}
+SIGNIFICANCE_LEVEL = 0.05
+# Fewest finite values a run needs before the tests are run: one value is no distribution.
+MIN_VALUES = 2
+
+
+def split_finite(values) -> tuple[np.ndarray, int]:
+  """The finite values of a 1-D sequence as float64, and how many non-finite ones were left out.
+
+  Non-finite values are undefined diagnostics (e.g. a norm ratio of a checkpoint whose
+  embedding did not move); they are excluded from every statistic and counted.
+  """
+  values = np.asarray(values, dtype=np.float64)
+  if values.ndim != 1:
+    raise ValueError(f"need a 1-D array of values, got shape {values.shape}.")
+  finite = np.isfinite(values)
+  return values[finite], int(values.size - finite.sum())
+
+
+def geometric_mean(values) -> float:
+  r"""Geometric mean :math:`\exp(\tfrac1n \sum_i \log x_i)` of the finite values.
+
+  NaN when no value is finite, or when one is negative (the geometric mean is undefined); a
+  zero gives 0.
+  """
+  finite, _ = split_finite(values)
+  if finite.size == 0 or np.any(finite < 0):
+    return float("nan")
+  with np.errstate(divide="ignore"):  # log(0) = -inf, and exp(-inf) = 0 is the right answer
+    return float(np.exp(np.mean(np.log(finite))))
+
+
+def _below_above(values: np.ndarray, relation: str) -> np.ndarray:
+  if relation == "<1":
+    return values < 1.0
+  if relation == ">1":
+    return values > 1.0
+  raise ValueError(f"Unknown relation {relation!r}; choose '<1' or '>1'.")
+
+
+def proportion(values, relation: str) -> float:
+  """Fraction of the finite values with ``relation`` (``"<1"`` or ``">1"``) to 1; NaN if none."""
+  finite, _ = split_finite(values)
+  hits = _below_above(finite, relation)
+  return float(hits.mean()) if finite.size else float("nan")
+
+
+def proportion_below_one(values) -> float:
+  """Fraction of the finite values below 1; NaN if none."""
+  return proportion(values, "<1")
+
+
+def proportion_properly_learned(values, measure: str) -> float | None:
+  """Fraction of "properly learned" checkpoints (:data:`PROPERLY_LEARNED`); None for the norm ratio."""
+  _check_measure(measure)
+  relation = PROPERLY_LEARNED.get(measure)
+  return None if relation is None else proportion(values, relation)
+
+
+def _check_measure(measure: str) -> None:
+  if measure not in MEASURES:
+    raise ValueError(f"Unknown measure {measure!r}; choose one of {', '.join(MEASURES)}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """One measure of two runs A and B. Every float is finite or None, never NaN.
+
+  ``n_a``/``n_b`` count the finite values used; ``n_undefined_a``/``n_undefined_b`` the
+  non-finite ones left out. ``note`` says why a statistic is None ("" when none is).
+  """
+
+  measure: str
+  properly: str | None
+  n_a: int
+  n_b: int
+  n_undefined_a: int
+  n_undefined_b: int
+  geometric_mean_a: float | None
+  geometric_mean_b: float | None
+  proportion_a: float | None
+  proportion_b: float | None
+  mannwhitney_p: float | None
+  fisher_p: float | None
+  mannwhitney_significant: bool | None
+  fisher_significant: bool | None
+  note: str = ""
+
+  def as_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def _finite_or_none(value: float | None) -> float | None:
+  return None if value is None or not np.isfinite(value) else float(value)
+
+
+def _significant(p: float | None) -> bool | None:
+  return None if p is None else bool(p < SIGNIFICANCE_LEVEL)
+
+
+def compare_runs(a_values, b_values, measure: str) -> Comparison:
+  r"""Geometric means, proportions and two-sided tests of one measure between runs A and B.
+
+  * Mann–Whitney U over the per-checkpoint values, two-sided, asymptotic with continuity
+    correction (the reference's setting), via :func:`scipy.stats.mannwhitneyu`;
+  * Fisher's exact test, two-sided, on :math:`[[\#A<1, \#B<1], [\#A\ge1, \#B\ge1]]` via
+    :func:`scipy.stats.fisher_exact` (not for the norm ratio). The split is at 1 for every
+    measure; swapping the rows leaves a two-sided p unchanged, so it also tests div-alpha's
+    ">1" proportions (a value of exactly 1 counts as not properly learned either way).
+
+  A p-value is None, with the reason in ``note``, when a run has fewer than
+  :data:`MIN_VALUES` finite values or, for Mann–Whitney, when all values of both runs are
+  equal (the statistic's variance is 0, so the test is undefined).
+  """
+  _check_measure(measure)
+  a, n_undefined_a = split_finite(a_values)
+  b, n_undefined_b = split_finite(b_values)
+  relation = PROPERLY_LEARNED.get(measure)
+  notes = []
+
+  means = []
+  for name, values in (("A", a), ("B", b)):
+    mean = _finite_or_none(geometric_mean(values))
+    if mean is None:
+      notes.append(f"run {name} has no finite values" if values.size == 0
+                   else f"run {name} has negative values: geometric mean undefined")
+    means.append(mean)
+  proportions = [None if relation is None else _finite_or_none(proportion(v, relation)) for v in (a, b)]
+
+  mannwhitney_p = fisher_p = None
+  if min(a.size, b.size) < MIN_VALUES:
+    notes.append(f"too few values for a test (A: {a.size}, B: {b.size}; each run needs {MIN_VALUES})")
+  else:
+    pooled = np.concatenate([a, b])
+    if np.all(pooled == pooled[0]):
+      notes.append("all values are equal: Mann-Whitney U undefined")
+    else:
+      result = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic", use_continuity=True)
+      mannwhitney_p = _finite_or_none(result.pvalue)
+    if relation is not None:
+      table = [[int(np.sum(a < 1)), int(np.sum(b < 1))], [int(np.sum(a >= 1)), int(np.sum(b >= 1))]]
+      fisher_p = _finite_or_none(scipy.stats.fisher_exact(table, alternative="two-sided").pvalue)
+
+  return Comparison(
+      measure=measure,
+      properly=relation,
+      n_a=int(a.size),
+      n_b=int(b.size),
+      n_undefined_a=n_undefined_a,
+      n_undefined_b=n_undefined_b,
+      geometric_mean_a=means[0],
+      geometric_mean_b=means[1],
+      proportion_a=proportions[0],
+      proportion_b=proportions[1],
+      mannwhitney_p=mannwhitney_p,
+      fisher_p=fisher_p,
+      mannwhitney_significant=_significant(mannwhitney_p),
+      fisher_significant=_significant(fisher_p),
+      note="; ".join(notes),
+  )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from fewshot import backbones, heads
+from fewshot import backbones, diagnostics, heads
 from fewshot.data import DATASETS
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
@@ -35,6 +35,7 @@ class Config:
   val_episodes: int = 100
   test_episodes: int = 600
   learning_rate: float = 1e-3
+  centring: str = "points"  # of the training diagnostics; "features" reproduces the reference code
   seed: int = 0
 
   def __post_init__(self):
@@ -43,6 +44,7 @@ class Config:
         ("backbone", tuple(backbones.BACKBONES)),
         ("head", heads.HEADS),
         ("classifier", heads.CLASSIFIERS),
+        ("centring", diagnostics.CENTRINGS),
     ):
       if getattr(self, name) not in choices:
         raise ConfigError(f"unknown --{name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")

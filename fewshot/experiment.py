@@ -32,6 +32,7 @@ def build_learner(config: Config) -> Learner:
       head=config.head,
       classifier=config.classifier,
       optimizer=adam(config.learning_rate),
+      centring=config.centring,
   )
 
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import heads
+from fewshot import diagnostics, heads
 from fewshot.episodes import Episode, EpisodeShape, EpisodeSource, sample_episode
 
 
@@ -57,11 +57,15 @@ class Learner:
       head: str = "softmax",
       classifier: str = "proto",
       optimizer: optax.GradientTransformation | None = None,
+      centring: str = "points",
   ):
     heads.logits_from_distances(jnp.zeros((1, 1)), head)  # validates the names early
     heads.class_squared_distances(jnp.zeros((1, 1)), jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1)), 1, classifier)
     self.model, self.shape, self.head, self.classifier = model, shape, head, classifier
     self.optimizer = optimizer or adam()
+    if centring not in diagnostics.CENTRINGS:
+      raise ValueError(f"Unknown centring {centring!r}; choose one of {', '.join(diagnostics.CENTRINGS)}.")
+    self.centring = centring
     self.init = jax.jit(self._init, static_argnums=1)  # eager init would compile op by op
     self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
     self.evaluate = jax.jit(self._evaluate, static_argnums=(3, 4))
@@ -89,31 +93,38 @@ class Learner:
     embeddings, updates = self.model.apply(variables, to_float(images), train=True, mutable=["batch_stats"])
     return embeddings, updates["batch_stats"]
 
-  def episode_logits(self, params, batch_stats, episode: Episode, train: bool):
-    """Query logits of an episode; support and query share one forward pass (one set of BN statistics)."""
+  def episode_embeddings(self, params, batch_stats, episode: Episode, train: bool):
+    """Support and query embeddings from one forward pass (one set of BatchNorm statistics)."""
     n_support = episode.support_images.shape[0]
     images = jnp.concatenate([episode.support_images, episode.query_images])
     embeddings, batch_stats = self.embed(params, batch_stats, images, train)
-    logits = heads.episode_logits(
-        embeddings[:n_support],
+    return embeddings[:n_support], embeddings[n_support:], batch_stats
+
+  def logits(self, params, support: jax.Array, query: jax.Array, episode: Episode) -> jax.Array:
+    """Query logits of an episode from its embeddings, under this learner's head."""
+    return heads.episode_logits(
+        support,
         episode.support_labels,
-        embeddings[n_support:],
+        query,
         episode.classes.shape[0],
         classifier=self.classifier,
         head=self.head,
         rho=params["rho"],
     )
-    return logits, batch_stats
 
   def _loss(self, params, batch_stats, episode: Episode):
-    logits, batch_stats = self.episode_logits(params, batch_stats, episode, train=True)
-    loss, accuracy = heads.loss_and_accuracy(logits, episode.query_labels)
-    return loss, (accuracy, batch_stats)
+    support, query, batch_stats = self.episode_embeddings(params, batch_stats, episode, train=True)
+    loss, accuracy = heads.loss_and_accuracy(self.logits(params, support, query, episode), episode.query_labels)
+    return loss, (accuracy, batch_stats, (support, query))
 
   def train_step(self, state: TrainState, episode: Episode):
-    """One Adam update on one episode; returns the new state and (loss, accuracy) before the update."""
+    """One Adam update on one episode.
+
+    Returns the new state, ``{"loss", "accuracy"}`` before the update, and the episode's
+    embeddings before the update (the diagnostics' X).
+    """
     grad_fn = jax.value_and_grad(self._loss, has_aux=True)
-    (loss, (accuracy, batch_stats)), grads = grad_fn(state.params, state.batch_stats, episode)
+    (loss, (accuracy, batch_stats, before)), grads = grad_fn(state.params, state.batch_stats, episode)
     updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
     new_state = state.replace(
         episode=state.episode + 1,
@@ -121,24 +132,53 @@ class Learner:
         batch_stats=batch_stats,
         opt_state=opt_state,
     )
-    return new_state, {"loss": loss, "accuracy": accuracy}
+    return new_state, {"loss": loss, "accuracy": accuracy}, before
+
+  def diagnose(self, before, new_state: TrainState, old_batch_stats, episode: Episode) -> dict:
+    """Diagnostics of one update: the same images embedded again with the updated parameters.
+
+    The second forward pass runs in the update's BatchNorm mode (training: the episode's
+    own statistics) and its running-statistics update is discarded, so diagnosing never
+    changes the model.
+    """
+    after_support, after_query, _ = self.episode_embeddings(new_state.params, old_batch_stats, episode, train=True)
+    return diagnostics.episode_diagnostics(
+        *before, after_support, after_query, episode.support_labels, episode.query_labels,
+        episode.classes.shape[0], classifier=self.classifier, centring=self.centring,
+    )
 
   # ---- compiled entry points -----------------------------------------------------------
   def _train_chunk(self, state: TrainState, source: EpisodeSource, train_key: jax.Array, num_episodes: int):
-    """Train on the next ``num_episodes`` episodes; returns the state and per-episode metrics."""
+    """Train on the next ``num_episodes`` episodes.
+
+    Returns the state, per-episode ``{"loss", "accuracy"}`` (before each update) and the
+    diagnostics of the last update (:func:`fewshot.diagnostics.episode_diagnostics`).
+    """
+
+    last = state.episode + num_episodes - 1
+    no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
 
     def body(state, _):
       episode = sample_episode(jax.random.fold_in(train_key, state.episode), source, self.shape)
-      return self.train_step(state, episode)
+      new_state, metrics, before = self.train_step(state, episode)
+      # Only the chunk's last update is diagnosed (the paper's protocol); the cond keeps
+      # the extra forward pass out of the other episodes.
+      diagnosed = jax.lax.cond(
+          state.episode == last,
+          lambda: self.diagnose(before, new_state, state.batch_stats, episode),
+          lambda: no_diagnostics,
+      )
+      return new_state, (metrics, diagnosed)
 
-    return jax.lax.scan(body, state, length=num_episodes)
+    state, (metrics, diagnosed) = jax.lax.scan(body, state, length=num_episodes)
+    return state, metrics, jax.tree.map(lambda d: d[-1], diagnosed)
 
   def _evaluate(self, variables, source: EpisodeSource, key: jax.Array, num_episodes: int, shape: EpisodeShape):
     """Per-episode query accuracy of ``num_episodes`` episodes (BatchNorm in evaluation mode)."""
 
     def one(index):
       episode = sample_episode(jax.random.fold_in(key, index), source, shape)
-      logits, _ = self.episode_logits(variables["params"], variables["batch_stats"], episode, train=False)
-      return heads.loss_and_accuracy(logits, episode.query_labels)[1]
+      support, query, _ = self.episode_embeddings(variables["params"], variables["batch_stats"], episode, train=False)
+      return heads.loss_and_accuracy(self.logits(variables["params"], support, query, episode), episode.query_labels)[1]
 
     return jax.lax.map(one, jnp.arange(num_episodes))

@@ -38,6 +38,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("val_episodes", 100, "validation episodes per checkpoint")
   flags.DEFINE_integer("test_episodes", 600, "test episodes for the final accuracy")
   flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate")
+  flags.DEFINE_string("centring", "points", "centring of the diagnostics: points (the paper) or features (the reference code)")
   flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
   flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
@@ -64,6 +65,11 @@ def open_rundir(config: Config, workdir: str, resume: bool) -> RunDir:
   return rundir
 
 
+def _finite_or_none(value) -> float | None:
+  value = float(value)
+  return value if np.isfinite(value) else None
+
+
 def _theta(state: TrainState) -> float:
   return float(np.exp(np.asarray(state.params["rho"])))
 
@@ -88,7 +94,8 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
   while int(state.episode) < config.episodes:
     start = time.perf_counter()
     chunk = min(config.eval_every, config.episodes - int(state.episode))
-    state, train_metrics = experiment.learner.train_chunk(state, experiment.sources["train"], experiment.keys["train"], chunk)
+    state, train_metrics, diagnosed = experiment.learner.train_chunk(
+        state, experiment.sources["train"], experiment.keys["train"], chunk)
     val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
     row = {
         "episode": int(state.episode),
@@ -97,6 +104,9 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
         "theta": _theta(state),
         "val_accuracy": float(val.mean()),
         "val_ci95": stats.mean_confidence_interval(val)[1],
+        # Undefined diagnostics (e.g. an update that did not move the embedding) are
+        # recorded as null: JSON has no NaN.
+        **{name: _finite_or_none(value) for name, value in diagnosed.items()},
         "seconds": time.perf_counter() - start,
     }
     rows.append(row)

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from fewshot import api
+from fewshot import api, diagnostics
 from fewshot.config import Config
 from fewshot.evaluate import evaluate
 from fewshot.rundir import RunDir
@@ -29,6 +29,9 @@ def test_short_omniglot_run_learns(omniglot_dir, tmp_path, head):
   # Held-out characters, chance is 20%.
   assert results["test_accuracy"] > 60.0
   assert results["best_val_accuracy"] == max(r["val_accuracy"] for r in rows)
+  for row in rows:  # the training diagnostics of every checkpoint, all defined
+    for name in diagnostics.FIELDS:
+      assert row[name] is not None and np.isfinite(row[name]) and row[name] > 0, (row["episode"], name)
   theta = [r["theta"] for r in rows]
   if head == "dr":
     assert len(set(theta)) > 1, "rho is trained by the same optimiser"

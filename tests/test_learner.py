@@ -1,0 +1,74 @@
+"""The compiled chunk equals the same steps taken one by one; diagnostics are of the last update."""
+
+import jax
+import numpy as np
+import pytest
+from flax.traverse_util import flatten_dict
+
+from fewshot import diagnostics
+from fewshot.backbones import Conv4
+from fewshot.data.split import Split
+from fewshot.episodes import EpisodeShape, EpisodeSource, sample_episode
+from fewshot.learner import Learner
+
+
+@pytest.fixture(scope="module")
+def source():
+  rng = np.random.default_rng(0)
+  labels = np.repeat(np.arange(12), 8).astype(np.int32)
+  images = rng.integers(0, 256, (len(labels), 28, 28, 1), dtype=np.uint8)
+  return EpisodeSource.from_split(Split(images, labels, tuple(f"c{i}" for i in range(12))))
+
+
+@pytest.mark.parametrize("head, classifier", [("dr", "proto"), ("softmax", "nn")])
+def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifier):
+  shape = EpisodeShape(3, 2, 2)
+  learner = Learner(Conv4(features=8), shape, head=head, classifier=classifier)
+  key = jax.random.key(1)
+  start = learner.init(jax.random.key(0), (28, 28, 1))
+
+  state = start
+  for i in range(3):
+    episode = sample_episode(jax.random.fold_in(key, i), source, shape)
+    previous = state
+    state, metrics, _ = learner.train_step(state, episode)
+  # Independent diagnostics of the last update: embed before and after, as the paper does.
+  before_s, before_q, _ = learner.episode_embeddings(previous.params, previous.batch_stats, episode, train=True)
+  after_s, after_q, _ = learner.episode_embeddings(state.params, previous.batch_stats, episode, train=True)
+  expected = diagnostics.episode_diagnostics(before_s, before_q, after_s, after_q, episode.support_labels,
+                                             episode.query_labels, 3, classifier=classifier)
+
+  chunk_state, chunk_metrics, diagnosed = learner.train_chunk(jax.tree.map(lambda x: x.copy(), start), source, key, 3)
+  assert int(chunk_state.episode) == 3
+  np.testing.assert_allclose(chunk_metrics["loss"][-1], metrics["loss"], rtol=1e-4)
+  got, want = flatten_dict(chunk_state.params), flatten_dict(state.params)
+  for name in want:
+    # A conv bias feeding BatchNorm has a gradient of pure rounding noise, which Adam
+    # turns into steps of size lr of either sign: compare it only to that scale.
+    atol = 2 * 3 * 1.01e-3 if name[-1] == "bias" else 1e-5
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=atol, err_msg=str(name))
+  # Diagnosing does not touch the running statistics (a second momentum update would move
+  # the means by ~5e-3; the bias noise above moves them by < 1e-3).
+  for a, b in zip(jax.tree.leaves(chunk_state.batch_stats), jax.tree.leaves(state.batch_stats)):
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
+  assert set(diagnosed) == set(diagnostics.FIELDS)
+  for name in diagnostics.FIELDS:
+    assert np.isfinite(diagnosed[name]), name
+    np.testing.assert_allclose(diagnosed[name], expected[name], rtol=2e-3, err_msg=name)
+
+
+def test_evaluation_uses_running_statistics(source):
+  shape = EpisodeShape(3, 1, 2)
+  learner = Learner(Conv4(features=8), shape)
+  state = learner.init(jax.random.key(0), (28, 28, 1))
+  state, _, _ = learner.train_chunk(state, source, jax.random.key(1), 2)
+  accuracies = np.asarray(learner.evaluate(state.variables, source, jax.random.key(2), 4, shape))
+  for i, accuracy in enumerate(accuracies):
+    episode = sample_episode(jax.random.fold_in(jax.random.key(2), i), source, shape)
+    support, query, stats = learner.episode_embeddings(state.params, state.batch_stats, episode, train=False)
+    assert stats is state.batch_stats
+    logits = np.asarray(learner.logits(state.params, support, query, episode))
+    assert accuracy == pytest.approx(np.mean(logits.argmax(1) == np.asarray(episode.query_labels)))
+  # Evaluation mode: an episode's embeddings do not depend on which other images share the batch.
+  alone, _ = learner.embed(state.params, state.batch_stats, episode.query_images[:1], train=False)
+  np.testing.assert_allclose(alone, query[:1], rtol=1e-5, atol=1e-6)

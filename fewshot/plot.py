@@ -1,0 +1,165 @@
+"""Figures of runs and of the two heads, as PNG files (the DR paper's Figures 1-5).
+
+    python -m fewshot.plot runs/A runs/B [...] [--out figs/]
+    python -m fewshot.plot --landscape_only [--out figs/]
+
+Writes into ``--out``:
+
+* ``val_accuracy.png``: validation accuracy against episodes, every run on one axis (Figs 2-3);
+* ``norm_ratio.png``: the norm ratio against episodes (Fig 4);
+* ``alpha_ratios.png``: con-alpha, div-alpha and con-div against episodes, a panel each (Fig 5);
+* ``confidence_landscape.png``: the largest class probability around three 2-D prototypes
+  under softmax and under the distance ratio (Fig 1); needs no runs.
+
+The ratio panels draw a line at 1, where a checkpoint changes from properly learned to not.
+Undefined (null) diagnostics are left out of the curves.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on training machines
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from absl import flags, logging
+
+from fewshot import analyze, cli, distances, heads
+from fewshot.config import ConfigError
+
+# Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
+PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
+EXTENT = 3.0  # the landscape covers [-EXTENT, EXTENT]^2
+RESOLUTION = 301
+ALPHA_RATIOS = ("con_alpha", "div_alpha", "con_div")
+FILES = ("val_accuracy.png", "norm_ratio.png", "alpha_ratios.png", "confidence_landscape.png")
+DPI = 120
+
+
+def define_flags() -> None:
+  """Define the command-line flags (only when run as a program, so importing this module defines none)."""
+  flags.DEFINE_string("out", "figs", "folder for the PNG files (created if missing)")
+  flags.DEFINE_bool("landscape_only", False, "draw only the confidence landscape (no run directories needed)")
+
+
+FLAGS = flags.FLAGS
+
+
+# ----------------------------------------------------------------------------- landscape (pure)
+def max_probability(points, prototypes, head: str, rho: float = heads.RHO_INIT) -> np.ndarray:
+  r"""Largest class probability of each 2-D point ``[n, 2]`` among the prototypes ``[k, 2]``.
+
+  Softmax: :math:`p_c \propto e^{-d_c^2}`; distance ratio: :math:`p_c \propto d_c^{-\theta}`,
+  :math:`\theta = e^{\rho}` (:math:`e^2` by default, the heads' initial value).
+  """
+  sq_dist = distances.squared_euclidean(jnp.asarray(points, jnp.float32), jnp.asarray(prototypes, jnp.float32))
+  probabilities = jax.nn.softmax(heads.logits_from_distances(sq_dist, head, rho), axis=-1)
+  return np.asarray(probabilities.max(axis=-1))
+
+
+def landscape_grid(extent: float = EXTENT, resolution: int = RESOLUTION) -> tuple[np.ndarray, np.ndarray]:
+  """Axis coordinates of a square grid over ``[-extent, extent]^2``."""
+  axis = np.linspace(-extent, extent, resolution)
+  return axis, axis
+
+
+def confidence_landscape(prototypes=PROTOTYPES, head: str = "dr", extent: float = EXTENT,
+                         resolution: int = RESOLUTION, rho: float = heads.RHO_INIT) -> np.ndarray:
+  """Largest class probability on the grid of :func:`landscape_grid`, as ``[resolution (y), resolution (x)]``."""
+  xs, ys = landscape_grid(extent, resolution)
+  gx, gy = np.meshgrid(xs, ys)
+  points = np.stack([gx.ravel(), gy.ravel()], axis=-1)
+  return max_probability(points, prototypes, head, rho).reshape(gy.shape)
+
+
+# ----------------------------------------------------------------------------- figures
+def _save(fig, path: pathlib.Path) -> str:
+  fig.savefig(path, dpi=DPI, bbox_inches="tight")
+  plt.close(fig)
+  return str(path)
+
+
+def _plot_series(ax, runs, labels, key: str) -> None:
+  for run, label in zip(runs, labels):
+    episodes, values = run.series(key)
+    defined = np.isfinite(values)  # null diagnostics are gaps in the record, not zeros
+    ax.plot(episodes[defined], values[defined], marker=".", markersize=3, linewidth=1, label=label)
+
+
+def plot_val_accuracy(runs, out: pathlib.Path) -> str:
+  fig, ax = plt.subplots(figsize=(6, 4))
+  _plot_series(ax, runs, analyze.run_labels(runs), "val_accuracy")
+  ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy")
+  ax.grid(alpha=0.3)
+  ax.legend()
+  return _save(fig, out / "val_accuracy.png")
+
+
+def _plot_ratios(runs, measures, path: pathlib.Path) -> str:
+  labels = analyze.run_labels(runs)
+  fig, axes = plt.subplots(1, len(measures), figsize=(5 * len(measures), 3.6), squeeze=False)
+  for ax, measure in zip(axes[0], measures):
+    _plot_series(ax, runs, labels, measure)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set(xlabel="episodes", title=analyze.MEASURE_NAMES[measure])
+    ax.grid(alpha=0.3)
+  axes[0][0].legend()
+  return _save(fig, path)
+
+
+def plot_norm_ratio(runs, out: pathlib.Path) -> str:
+  return _plot_ratios(runs, ("norm_ratio",), out / "norm_ratio.png")
+
+
+def plot_alpha_ratios(runs, out: pathlib.Path) -> str:
+  return _plot_ratios(runs, ALPHA_RATIOS, out / "alpha_ratios.png")
+
+
+def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: float = EXTENT) -> str:
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), constrained_layout=True)
+  protos = np.asarray(prototypes)
+  titles = {"softmax": r"softmax: $p_c \propto e^{-d_c^2}$", "dr": r"distance ratio: $p_c \propto d_c^{-\theta}$, $\theta=e^2$"}
+  for ax, head in zip(axes, ("softmax", "dr")):
+    # Both maps share one colour scale, from chance (1/k) to certainty, so they can be compared.
+    image = ax.imshow(confidence_landscape(prototypes, head, extent), origin="lower", cmap="viridis",
+                      extent=(-extent, extent, -extent, extent), vmin=1.0 / len(protos), vmax=1.0)
+    ax.scatter(protos[:, 0], protos[:, 1], marker="*", s=160, c="red", edgecolors="white", label="prototypes")
+    ax.set(title=titles[head], xlabel="$z_1$", ylabel="$z_2$")
+  axes[0].legend(loc="lower left")
+  fig.colorbar(image, ax=axes, label="largest class probability", shrink=0.9)
+  return _save(fig, out / "confidence_landscape.png")
+
+
+def plot(paths: list[str], out: str, landscape_only: bool = False) -> tuple[list[str], str | None]:
+  """Write the figures; return their paths and the runs' protocol warning (or None)."""
+  if not paths and not landscape_only:
+    raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
+  runs = [] if landscape_only else [analyze.load_run(p) for p in paths]
+  out_dir = pathlib.Path(out)
+  if out_dir.exists() and not out_dir.is_dir():
+    raise ConfigError(f"--out {out} is a file; pass a folder for the figures.")
+  out_dir.mkdir(parents=True, exist_ok=True)
+  written = []
+  if runs:
+    written = [plot_val_accuracy(runs, out_dir), plot_norm_ratio(runs, out_dir), plot_alpha_ratios(runs, out_dir)]
+  written.append(plot_confidence_landscape(out_dir))
+  return written, analyze.protocol_warning(runs) if len(runs) > 1 else None
+
+
+def main(argv):
+  logging.set_verbosity(logging.WARNING)  # jax's INFO line about absent TPUs is noise here
+  written, warning = plot(argv[1:], FLAGS.out, FLAGS.landscape_only)
+  if warning:
+    print(warning, file=sys.stderr)
+  for path in written:
+    print(path)
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

@@ -1,0 +1,96 @@
+"""python -m fewshot.plot: PNG figures of runs, and the confidence landscape of softmax vs DR."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from fewshot import plot
+from fewshot.config import ConfigError
+from fewshot.rundir import RunDir
+
+PROTOTYPES = np.array(plot.PROTOTYPES)
+
+
+def write_run(path, head, n=12, seed=0):
+  """A run directory with random diagnostics, one of them null (undefined)."""
+  rng = np.random.default_rng(seed)
+  rundir = RunDir(path)
+  rundir.write_config(dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1))
+  rows = []
+  for i in range(n):
+    row = dict(episode=100 * (i + 1), val_accuracy=50.0 + 3 * i + rng.normal(), val_ci95=1.0,
+               norm_ratio=float(rng.uniform(0.2, 0.8)))
+    row.update({m: float(rng.lognormal(0.0, 0.01)) for m in ("con_alpha", "div_alpha", "con_div")})
+    rows.append(row)
+  rows[3]["norm_ratio"] = rows[5]["con_alpha"] = None
+  rundir.write_metrics(rows)
+  return str(path)
+
+
+def _assert_png(path, min_bytes=5_000):
+  with open(path, "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  with Image.open(path) as image:
+    image.verify()
+  with Image.open(path) as image:
+    pixels = np.asarray(image.convert("L"), dtype=np.float64)
+  assert min(pixels.shape) > 200 and pixels.std() > 5  # drawn on, not a blank canvas
+  assert path.stat().st_size > min_bytes
+
+
+def test_figures_of_runs_are_valid_pngs(tmp_path):
+  paths = [write_run(tmp_path / "A", "softmax", seed=1), write_run(tmp_path / "B", "dr", seed=2)]
+  written, warning = plot.plot(paths, str(tmp_path / "figs"))
+  assert warning is None
+  assert [p.split("/")[-1] for p in written] == list(plot.FILES)
+  for path in written:
+    _assert_png(tmp_path / "figs" / path.split("/")[-1])
+
+
+def test_landscape_only_cli(tmp_path):
+  out = tmp_path / "figs"
+  result = subprocess.run([sys.executable, "-m", "fewshot.plot", "--landscape_only", f"--out={out}"],
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.split() == [str(out / "confidence_landscape.png")]
+  assert [p.name for p in out.iterdir()] == ["confidence_landscape.png"]
+  _assert_png(out / "confidence_landscape.png")
+
+
+def test_bad_input(tmp_path):
+  with pytest.raises(ConfigError, match="at least one run directory"):
+    plot.plot([], str(tmp_path / "figs"))
+  with pytest.raises(ConfigError, match="does not exist"):
+    plot.plot([str(tmp_path / "nowhere")], str(tmp_path / "figs"))
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(ConfigError, match="is a file"):
+    plot.plot([], str(tmp_path / "file"), landscape_only=True)
+
+
+def test_dr_is_certain_at_each_prototype_and_softmax_is_not():
+  dr = plot.max_probability(PROTOTYPES, PROTOTYPES, "dr")
+  softmax = plot.max_probability(PROTOTYPES, PROTOTYPES, "softmax")
+  np.testing.assert_allclose(dr, 1.0, atol=1e-6)
+  # Softmax at prototype c: 1 / sum_c' exp(-|p_c - p_c'|^2), computed here without fewshot.
+  sq = ((PROTOTYPES[:, None] - PROTOTYPES[None]) ** 2).sum(-1)
+  np.testing.assert_allclose(softmax, 1.0 / np.exp(-sq).sum(1), rtol=1e-5)
+  assert np.all(softmax < 0.99)
+
+
+def test_landscape_values_lie_between_chance_and_certainty():
+  for head in ("softmax", "dr"):
+    values = plot.confidence_landscape(head=head, resolution=41)
+    assert values.shape == (41, 41)
+    assert np.all(values >= 1 / 3 - 1e-6) and np.all(values <= 1 + 1e-6)
+
+
+@pytest.mark.parametrize("c", [0.25, 4.0])
+def test_dr_landscape_is_scale_invariant_and_softmax_is_not(c):
+  def landscape(head, scale):
+    return plot.confidence_landscape(PROTOTYPES * scale, head, extent=plot.EXTENT * scale, resolution=61)
+
+  np.testing.assert_allclose(landscape("dr", c), landscape("dr", 1.0), atol=1e-4)
+  assert np.abs(landscape("softmax", c) - landscape("softmax", 1.0)).max() > 0.1

@@ -4,7 +4,7 @@
 the diagnostics' arithmetic, behind a ``lax.cond``). This times that work alone, jitted, against
 a whole ``--episodes``-episode chunk, and prints the ratio.
 
-  python experiments/bench_diagnostics.py --size 28 --channels 1 --episodes 100
+  python -m experiments.bench_diagnostics --size 28 --channels 1 --episodes 100   # from the repository root
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import os
 
 from fewshot import backbones, diagnostics, heads
 from fewshot.data import DATASETS
+from fewshot.learner import PSI_CLASSIFIERS
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
 # datasets get counts that finish in minutes on a 2-core CPU.
@@ -36,6 +37,7 @@ class Config:
   test_episodes: int = 600
   learning_rate: float = 1e-3
   centring: str = "points"  # of the training diagnostics; "features" reproduces the reference code
+  psi_classifier: str = "model"  # class distance of the diagnostics' ψ; "proto" reproduces the reference code
   seed: int = 0
 
   def __post_init__(self):
@@ -45,6 +47,7 @@ class Config:
         ("head", heads.HEADS),
         ("classifier", heads.CLASSIFIERS),
         ("centring", diagnostics.CENTRINGS),
+        ("psi_classifier", PSI_CLASSIFIERS),
     ):
       if getattr(self, name) not in choices:
         raise ConfigError(f"unknown --{name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")

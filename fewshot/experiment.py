@@ -33,6 +33,7 @@ def build_learner(config: Config) -> Learner:
       classifier=config.classifier,
       optimizer=adam(config.learning_rate),
       centring=config.centring,
+      psi_classifier=config.psi_classifier,
   )
 
 

@@ -46,6 +46,9 @@ def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:
   return optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
 
 
+PSI_CLASSIFIERS = ("model", "proto")
+
+
 class Learner:
   """Compiled training and evaluation of one backbone + head on episodes of one shape."""
 
@@ -58,6 +61,7 @@ class Learner:
       classifier: str = "proto",
       optimizer: optax.GradientTransformation | None = None,
       centring: str = "points",
+      psi_classifier: str = "model",
   ):
     heads.logits_from_distances(jnp.zeros((1, 1)), head)  # validates the names early
     heads.class_squared_distances(jnp.zeros((1, 1)), jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1)), 1, classifier)
@@ -66,6 +70,10 @@ class Learner:
     if centring not in diagnostics.CENTRINGS:
       raise ValueError(f"Unknown centring {centring!r}; choose one of {', '.join(diagnostics.CENTRINGS)}.")
     self.centring = centring
+    # The paper's ψ uses the model's own class distance; the reference code always uses prototypes.
+    if psi_classifier not in PSI_CLASSIFIERS:
+      raise ValueError(f"Unknown psi_classifier {psi_classifier!r}; choose one of {', '.join(PSI_CLASSIFIERS)}.")
+    self.psi_classifier = classifier if psi_classifier == "model" else psi_classifier
     self.init = jax.jit(self._init, static_argnums=1)  # eager init would compile op by op
     self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
     self.evaluate = jax.jit(self._evaluate, static_argnums=(3, 4))
@@ -144,7 +152,7 @@ class Learner:
     after_support, after_query, _ = self.episode_embeddings(new_state.params, old_batch_stats, episode, train=True)
     return diagnostics.episode_diagnostics(
         *before, after_support, after_query, episode.support_labels, episode.query_labels,
-        episode.classes.shape[0], classifier=self.classifier, centring=self.centring,
+        episode.classes.shape[0], classifier=self.psi_classifier, centring=self.centring,
     )
 
   # ---- compiled entry points -----------------------------------------------------------

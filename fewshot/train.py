@@ -39,6 +39,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("test_episodes", 600, "test episodes for the final accuracy")
   flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate")
   flags.DEFINE_string("centring", "points", "centring of the diagnostics: points (the paper) or features (the reference code)")
+  flags.DEFINE_string("psi_classifier", "model", "class distance of the diagnostics' psi: model (the paper) or proto (the reference code)")
   flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
   flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")

@@ -20,10 +20,13 @@ def source():
   return EpisodeSource.from_split(Split(images, labels, tuple(f"c{i}" for i in range(12))))
 
 
-@pytest.mark.parametrize("head, classifier", [("dr", "proto"), ("softmax", "nn")])
-def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifier):
+@pytest.mark.parametrize(
+    "head, classifier, psi_classifier, psi_distance",
+    [("dr", "proto", "model", "proto"), ("softmax", "nn", "model", "nn"), ("dr", "nn", "proto", "proto")],
+)
+def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifier, psi_classifier, psi_distance):
   shape = EpisodeShape(3, 2, 2)
-  learner = Learner(Conv4(features=8), shape, head=head, classifier=classifier)
+  learner = Learner(Conv4(features=8), shape, head=head, classifier=classifier, psi_classifier=psi_classifier)
   key = jax.random.key(1)
   start = learner.init(jax.random.key(0), (28, 28, 1))
 
@@ -36,7 +39,7 @@ def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifi
   before_s, before_q, _ = learner.episode_embeddings(previous.params, previous.batch_stats, episode, train=True)
   after_s, after_q, _ = learner.episode_embeddings(state.params, previous.batch_stats, episode, train=True)
   expected = diagnostics.episode_diagnostics(before_s, before_q, after_s, after_q, episode.support_labels,
-                                             episode.query_labels, 3, classifier=classifier)
+                                             episode.query_labels, 3, classifier=psi_distance)
 
   chunk_state, chunk_metrics, diagnosed = learner.train_chunk(jax.tree.map(lambda x: x.copy(), start), source, key, 3)
   assert int(chunk_state.episode) == 3

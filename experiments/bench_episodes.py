@@ -30,7 +30,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fewshot.backbones import Conv4

@@ -8,7 +8,6 @@ so the host only steps in at checkpoints. Episode ``i`` of a run always uses the
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import flax.linen as nn

@@ -14,7 +14,7 @@ import numpy as np
 import tqdm
 from absl import flags, logging
 
-from fewshot import backbones, cli, data, heads, stats
+from fewshot import backbones, cli, data, stats
 from fewshot.config import Config, ConfigError
 from fewshot.experiment import Experiment
 from fewshot.learner import TrainState

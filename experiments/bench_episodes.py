@@ -152,6 +152,8 @@ def main(argv=None) -> int:
   parser.add_argument("--torch", action="store_true", help="also time the eager PyTorch reference")
   parser.add_argument("--json", default=None, help="write the results here")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--conv", default="auto", choices=("auto", "im2col", "lax"),
+                      help="convolution of backbones.Conv: auto (im2col on CPU only), or force one")
   args = parser.parse_args(argv)
 
   device = jax.devices()[0]
@@ -181,7 +183,8 @@ def main(argv=None) -> int:
     source = EpisodeSource.from_split(split, device)
     for head in heads_:
       load_before = load()
-      learner = Learner(Conv4(), shape, head=head, classifier=args.classifier)
+      im2col = {"auto": None, "im2col": True, "lax": False}[args.conv]
+      learner = Learner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier)
       variants = {"scan": JaxScan(learner, source, image_shape, n_ep, args.seed)}
       if not args.no_loop:
         variants["loop"] = JaxLoop(learner, source, image_shape, n_ep, args.seed)

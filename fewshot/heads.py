@@ -43,6 +43,12 @@ def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:
     raise ValueError(f"Unknown {what} {value!r}; choose one of {', '.join(choices)}.")
 
 
+def check_names(head: str, classifier: str) -> None:
+  """Raise ``ValueError`` listing the valid choices for an unknown head or classifier."""
+  _check_choice(head, HEADS, "head")
+  _check_choice(classifier, CLASSIFIERS, "classifier")
+
+
 def prototypes(support: Array, support_labels: Array, way: int) -> Array:
   """Class means of the support embeddings: ``[n_support, d] -> [way, d]``."""
   chex.assert_rank([support, support_labels], [2, 1])

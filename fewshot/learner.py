@@ -62,8 +62,7 @@ class Learner:
       centring: str = "points",
       psi_classifier: str = "model",
   ):
-    heads.logits_from_distances(jnp.zeros((1, 1)), head)  # validates the names early
-    heads.class_squared_distances(jnp.zeros((1, 1)), jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1)), 1, classifier)
+    heads.check_names(head, classifier)
     self.model, self.shape, self.head, self.classifier = model, shape, head, classifier
     self.optimizer = optimizer or adam()
     if centring not in diagnostics.CENTRINGS:

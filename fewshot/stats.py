@@ -117,7 +117,8 @@ class Comparison:
     return dataclasses.asdict(self)
 
 
-def _finite_or_none(value: float | None) -> float | None:
+def finite_or_none(value) -> float | None:
+  """``value`` as a float, or None where it is missing or not finite (JSON has no NaN)."""
   return None if value is None or not np.isfinite(value) else float(value)
 
 
@@ -147,12 +148,12 @@ def compare_runs(a_values, b_values, measure: str) -> Comparison:
 
   means = []
   for name, values in (("A", a), ("B", b)):
-    mean = _finite_or_none(geometric_mean(values))
+    mean = finite_or_none(geometric_mean(values))
     if mean is None:
       notes.append(f"run {name} has no finite values" if values.size == 0
                    else f"run {name} has negative values: geometric mean undefined")
     means.append(mean)
-  proportions = [None if relation is None else _finite_or_none(proportion(v, relation)) for v in (a, b)]
+  proportions = [None if relation is None else finite_or_none(proportion(v, relation)) for v in (a, b)]
 
   mannwhitney_p = fisher_p = None
   if min(a.size, b.size) < MIN_VALUES:
@@ -163,10 +164,10 @@ def compare_runs(a_values, b_values, measure: str) -> Comparison:
       notes.append("all values are equal: Mann-Whitney U undefined")
     else:
       result = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic", use_continuity=True)
-      mannwhitney_p = _finite_or_none(result.pvalue)
+      mannwhitney_p = finite_or_none(result.pvalue)
     if relation is not None:
       table = [[int(np.sum(a < 1)), int(np.sum(b < 1))], [int(np.sum(a >= 1)), int(np.sum(b >= 1))]]
-      fisher_p = _finite_or_none(scipy.stats.fisher_exact(table, alternative="two-sided").pvalue)
+      fisher_p = finite_or_none(scipy.stats.fisher_exact(table, alternative="two-sided").pvalue)
 
   return Comparison(
       measure=measure,

@@ -66,11 +66,6 @@ def open_rundir(config: Config, workdir: str, resume: bool) -> RunDir:
   return rundir
 
 
-def _finite_or_none(value) -> float | None:
-  value = float(value)
-  return value if np.isfinite(value) else None
-
-
 def _theta(state: TrainState) -> float:
   return float(np.exp(np.asarray(state.params["rho"])))
 
@@ -107,7 +102,7 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
         "val_ci95": stats.mean_confidence_interval(val)[1],
         # Undefined diagnostics (e.g. an update that did not move the embedding) are
         # recorded as null: JSON has no NaN.
-        **{name: _finite_or_none(value) for name, value in diagnosed.items()},
+        **{name: stats.finite_or_none(float(value)) for name, value in diagnosed.items()},
         "seconds": time.perf_counter() - start,
     }
     rows.append(row)

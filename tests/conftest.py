@@ -36,6 +36,21 @@ def shared_compilation_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def assert_one_line_error():
+  """Checks a finished CLI subprocess: exit 2, one ``error:`` line naming the fragments, no stdout."""
+
+  def check(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+      assert fragment in lines[0]
+    assert result.stdout == ""
+
+  return check
+
+
+@pytest.fixture(scope="session")
 def omniglot_dir():
   if not any(OMNIGLOT_DIR.glob("images_*.zip")) and not any(OMNIGLOT_DIR.glob("*/*/*/*.png")):
     pytest.skip(f"real Omniglot data not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR")

@@ -204,23 +204,15 @@ def test_different_protocols_warn_but_still_compare(tmp_path):
   assert analyze.protocol_warning(_runs(a, write_run(tmp_path / "C", "dr"))) is None
 
 
-def _assert_one_line_error(result, *fragments):
-  assert result.returncode == 2, result.stderr
-  lines = [line for line in result.stderr.splitlines() if line.strip()]
-  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-  for fragment in fragments:
-    assert fragment in lines[0]
-  assert result.stdout == ""
-
 
 @pytest.mark.parametrize("which, fragment", [("missing", "does not exist"), ("empty", "is empty")])
-def test_missing_or_empty_run_directory_exits_2(tmp_path, which, fragment):
+def test_missing_or_empty_run_directory_exits_2(tmp_path, which, fragment, assert_one_line_error):
   a = write_run(tmp_path / "A", "softmax")
   bad = tmp_path / which
   if which == "empty":
     bad.mkdir()
   result = subprocess.run([sys.executable, "-m", "fewshot.analyze", a, str(bad)], capture_output=True, text=True)
-  _assert_one_line_error(result, fragment, str(bad))
+  assert_one_line_error(result, fragment, str(bad))
 
 
 def test_other_bad_runs_are_config_errors(tmp_path):

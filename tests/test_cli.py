@@ -18,13 +18,6 @@ def _run_cli(*args):
   return subprocess.run([sys.executable, "-m", "fewshot.train", *args], capture_output=True, text=True)
 
 
-def _assert_one_line_error(result, *fragments):
-  assert result.returncode == 2, result.stderr
-  lines = [line for line in result.stderr.splitlines() if line.strip()]
-  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-  for fragment in fragments:
-    assert fragment in lines[0]
-
 
 @pytest.mark.parametrize(
     "flag, fragment",
@@ -40,15 +33,15 @@ def _assert_one_line_error(result, *fragments):
         ("--way=five", "--way"),
     ],
 )
-def test_bad_option_exits_2_and_writes_nothing(tmp_path, flag, fragment):
+def test_bad_option_exits_2_and_writes_nothing(tmp_path, flag, fragment, assert_one_line_error):
   result = _run_cli(flag, f"--workdir={tmp_path / 'run'}")
-  _assert_one_line_error(result, fragment)
+  assert_one_line_error(result, fragment)
   assert not (tmp_path / "run").exists()
 
 
-def test_missing_data_dir_exits_2(tmp_path):
+def test_missing_data_dir_exits_2(tmp_path, assert_one_line_error):
   result = _run_cli("--dataset=omniglot", f"--data_dir={tmp_path / 'nowhere'}", f"--workdir={tmp_path / 'run'}")
-  _assert_one_line_error(result, "does not exist", "--data_dir")
+  assert_one_line_error(result, "does not exist", "--data_dir")
   assert not (tmp_path / "run").exists()
 
 
@@ -86,7 +79,7 @@ def test_data_dir_without_images_or_with_a_corrupt_image(tmp_path):
   assert not (tmp_path / "run").exists()
 
 
-def test_workdir_holding_another_run(omniglot_dir, tmp_path):
+def test_workdir_holding_another_run(omniglot_dir, tmp_path, assert_one_line_error):
   workdir = tmp_path / "run"
   train(_omniglot(omniglot_dir), workdir, progress=False)
   before = {p: p.stat().st_mtime_ns for p in workdir.rglob("*")}
@@ -100,7 +93,7 @@ def test_workdir_holding_another_run(omniglot_dir, tmp_path):
   # The CLI reports it in one line too.
   result = _run_cli("--dataset=omniglot", f"--data_dir={omniglot_dir}", "--head=dr",
                     *[f"--{k}={v}" for k, v in TINY.items()], f"--workdir={workdir}")
-  _assert_one_line_error(result, "holds a different run")
+  assert_one_line_error(result, "holds a different run")
 
 
 def test_non_run_directory_is_refused(tmp_path):

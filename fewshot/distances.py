@@ -61,3 +61,14 @@ def angular(x: Array, y: Array, eps: float = 1e-7) -> Array:
   arccos is infinite at :math:`\pm 1`.
   """
   return jnp.arccos(jnp.clip(cosine_similarity(x, y), -1.0 + eps, 1.0 - eps))
+
+
+def inner_product(x: Array, y: Array) -> Array:
+  r"""Inner products :math:`x_i^\top y_j` (a similarity: larger is closer); the cosine on unit vectors."""
+  _check_pair(x, y)
+  return x @ y.T
+
+
+def cosine_distance(x: Array, y: Array) -> Array:
+  r"""Cosine distances :math:`1 - \cos(x_i, y_j)` in :math:`[0, 2]`; half the squared chord on the unit sphere."""
+  return 1.0 - cosine_similarity(x, y)

@@ -1,0 +1,1 @@
+"""Metric-learning losses: pure jittable functions ``(embeddings, labels, ...) -> scalar``."""

@@ -41,17 +41,21 @@ def euclidean(x: Array, y: Array, eps: float = 1e-10) -> Array:
   return jnp.sqrt(squared_euclidean(x, y) + eps)
 
 
-def _unit(v: Array, eps: float) -> Array:
+def l2_normalize(v: Array, eps: float = 1e-12) -> Array:
+  """Rows of ``v`` scaled to unit length; a zero row stays zero, with a finite gradient."""
   # rsqrt of the clamped squared norm rather than dividing by the norm: the norm's
   # gradient at a zero vector is 0/0, which would turn every parameter into NaN.
   squared_norm = jnp.sum(v * v, axis=-1, keepdims=True)
   return v * jax.lax.rsqrt(jnp.maximum(squared_norm, eps * eps))
 
 
+_unit = l2_normalize  # TODO(lead): remove once the loss modules use l2_normalize
+
+
 def cosine_similarity(x: Array, y: Array, eps: float = 1e-12) -> Array:
   r"""Cosine similarities :math:`\frac{x_i^\top y_j}{\|x_i\| \|y_j\|}` (a similarity: larger is closer)."""
   _check_pair(x, y)
-  return _unit(x, eps) @ _unit(y, eps).T
+  return l2_normalize(x, eps) @ l2_normalize(y, eps).T
 
 
 def angular(x: Array, y: Array, eps: float = 1e-7) -> Array:

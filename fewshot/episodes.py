@@ -89,17 +89,28 @@ def check_fits(split: Split, shape: EpisodeShape, split_name: str) -> None:
     )
 
 
+def sample_class_images(key: chex.PRNGKey, source: EpisodeSource, num_classes: int,
+                        per_class: int) -> tuple[jax.Array, jax.Array]:
+  """Draw ``num_classes`` distinct classes ``[C]`` and ``per_class`` images of each, ``[C, per_class]`` indices.
+
+  Images are distinct within a class while the class has enough of them; a smaller class
+  repeats its images (pytorch-metric-learning's M-per-class sampler does the same).
+  Episodes never hit that case, since :func:`check_fits` rejects such splits up front.
+  """
+  class_key, image_key = jax.random.split(key)
+  classes = jax.random.choice(class_key, source.num_classes, (num_classes,), replace=False)
+  counts = source.class_counts[classes]
+  # Distinct images per class: the top per_class of uniform scores over the class's
+  # slots, with slots past the class's size scored below any real one.
+  scores = jax.random.uniform(image_key, (num_classes, max(source.max_count, per_class)))
+  scores = jnp.where(jnp.arange(scores.shape[1])[None, :] < counts[:, None], scores, -1.0)
+  _, within_class = jax.lax.top_k(scores, per_class)
+  return classes, source.class_offsets[classes][:, None] + within_class % counts[:, None]
+
+
 def sample_indices(key: chex.PRNGKey, source: EpisodeSource, shape: EpisodeShape) -> tuple[jax.Array, jax.Array]:
   """Draw the classes ``[way]`` and the image indices ``[way, shot + query]`` of one episode."""
-  class_key, image_key = jax.random.split(key)
-  classes = jax.random.choice(class_key, source.num_classes, (shape.way,), replace=False)
-  counts = source.class_counts[classes]
-  # Distinct images per class: the top shot+query of uniform scores over the class's
-  # slots, with slots past the class's size scored below any real one.
-  scores = jax.random.uniform(image_key, (shape.way, source.max_count))
-  scores = jnp.where(jnp.arange(source.max_count)[None, :] < counts[:, None], scores, -1.0)
-  _, within_class = jax.lax.top_k(scores, shape.per_class)
-  return classes, source.class_offsets[classes][:, None] + within_class
+  return sample_class_images(key, source, shape.way, shape.per_class)
 
 
 def sample_episode(key: chex.PRNGKey, source: EpisodeSource, shape: EpisodeShape) -> Episode:

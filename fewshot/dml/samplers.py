@@ -1,0 +1,60 @@
+"""The metric-learning batch: C classes x M images per class, drawn on the device from a split.
+
+The reality check's protocol (Musgrave et al., 2020) uses C = 8, M = 4 for embedding
+losses, which need positive pairs in every batch, and C = 32, M = 1 for classification
+losses. A batch is an episode without the support/query division, so it is drawn by the
+same code (:func:`fewshot.episodes.sample_class_images`), seeded the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax.numpy as jnp
+
+from fewshot.data.split import DataError, Split
+from fewshot.episodes import EpisodeSource, sample_class_images
+
+EMBEDDING_LOSS_BATCH = (8, 4)
+CLASSIFICATION_LOSS_BATCH = (32, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchShape:
+  """C classes x M images per class; the batch holds ``classes * per_class`` images."""
+
+  classes: int
+  per_class: int
+
+  def __post_init__(self):
+    for name in ("classes", "per_class"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"--{name} must be a positive integer, got {getattr(self, name)}.")
+
+  @property
+  def size(self) -> int:
+    return self.classes * self.per_class
+
+
+@chex.dataclass(frozen=True)
+class Batch:
+  images: chex.Array  # uint8 [C*M, H, W, C], class-major
+  labels: chex.Array  # int32 [C*M]: the split's class labels, as proxy losses need
+
+
+def check_fits(split: Split, shape: BatchShape, split_name: str) -> None:
+  """Raise a one-line ``DataError`` if the split has fewer classes than a batch draws."""
+  if shape.classes > split.num_classes:
+    raise DataError(
+        f"a batch of {shape.classes} classes cannot be drawn from the {split.num_classes} classes of the "
+        f"{split_name} split; use --classes {split.num_classes} or less."
+    )
+
+
+def sample_batch(key: chex.PRNGKey, source: EpisodeSource, shape: BatchShape) -> Batch:
+  """Draw one C x M batch (uint8 images, as stored); a class smaller than M repeats images."""
+  classes, indices = sample_class_images(key, source, shape.classes, shape.per_class)
+  labels = jnp.broadcast_to(classes[:, None], indices.shape).astype(jnp.int32)
+  return Batch(images=source.images[indices.reshape(-1)], labels=labels.reshape(-1))
+

@@ -49,8 +49,6 @@ def l2_normalize(v: Array, eps: float = 1e-12) -> Array:
   return v * jax.lax.rsqrt(jnp.maximum(squared_norm, eps * eps))
 
 
-_unit = l2_normalize  # TODO(lead): remove once the loss modules use l2_normalize
-
 
 def cosine_similarity(x: Array, y: Array, eps: float = 1e-12) -> Array:
   r"""Cosine similarities :math:`\frac{x_i^\top y_j}{\|x_i\| \|y_j\|}` (a similarity: larger is closer)."""
@@ -76,3 +74,12 @@ def inner_product(x: Array, y: Array) -> Array:
 def cosine_distance(x: Array, y: Array) -> Array:
   r"""Cosine distances :math:`1 - \cos(x_i, y_j)` in :math:`[0, 2]`; half the squared chord on the unit sphere."""
   return 1.0 - cosine_similarity(x, y)
+
+
+def squared_chord(x: Array, y: Array) -> Array:
+  r"""Squared Euclidean distances of the L2-normalised points, :math:`2 - 2\cos(x_i, y_j) \in [0, 4]`.
+
+  From the cosine rather than from the difference of normalised points, which needs no
+  second normalisation; rounding can push the cosine past 1, hence the clamp.
+  """
+  return jnp.maximum(2.0 * cosine_distance(x, y), 0.0)

@@ -35,12 +35,19 @@ def _check_batch(embeddings: Array, labels: Array) -> None:
   chex.assert_equal_shape_prefix([embeddings, labels], 1)
 
 
+def _no_triplets() -> Triplets:
+  empty = jnp.zeros((0,), jnp.int32)
+  return Triplets(anchor=empty, positive=empty, negative=empty, valid=jnp.zeros((0,), bool))
+
+
 def batch_hard(embeddings: Array, labels: Array, distance: Distance = distances.euclidean) -> Triplets:
   r"""Batch-hard mining (Hermans et al., 2017): for each anchor, its farthest positive and nearest negative.
 
   ``T = B``; an anchor without a positive or without a negative gives an invalid triplet.
   """
   _check_batch(embeddings, labels)
+  if labels.shape[0] == 0:  # static; argmax over an empty axis raises
+    return _no_triplets()
   d = jax.lax.stop_gradient(distance(embeddings, embeddings))
   positive_mask, negative_mask = pair_masks(labels)
   positive = jnp.argmax(jnp.where(positive_mask, d, -jnp.inf), axis=1).astype(jnp.int32)
@@ -61,6 +68,8 @@ def semi_hard(embeddings: Array, labels: Array, margin: float = 0.2,
   negative nearest to the anchor; pairs without one are invalid.
   """
   _check_batch(embeddings, labels)
+  if labels.shape[0] == 0:
+    return _no_triplets()
   d = jax.lax.stop_gradient(distance(embeddings, embeddings))
   positive_mask, negative_mask = pair_masks(labels)
   d_ap = d[:, :, None]  # [a, p, 1]

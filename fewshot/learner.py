@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from fewshot import diagnostics, heads
+from fewshot.augment import to_float
 from fewshot.episodes import Episode, EpisodeShape, EpisodeSource, sample_episode
 
 
@@ -31,13 +32,6 @@ class TrainState:
   def variables(self) -> dict:
     """What evaluation needs: backbone parameters, running BatchNorm statistics and rho."""
     return {"params": self.params, "batch_stats": self.batch_stats}
-
-
-def to_float(images: jax.Array) -> jax.Array:
-  """Stored uint8 pixels to float32 in [0, 1]; float images pass through unchanged."""
-  if images.dtype == jnp.uint8:
-    return images.astype(jnp.float32) / 255.0
-  return images.astype(jnp.float32)
 
 
 def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:

@@ -1,0 +1,376 @@
+"""On-device image augmentation of the distance-ratio paper (SPEC §4), jittable and batched.
+
+Training: RandomResizedCrop(size, scale (0.08, 1), ratio (3/4, 4/3)) → brightness,
+contrast, saturation jitter, each factor U[0.6, 1.4], in that order → horizontal flip
+(p = 0.5) → normalise. Evaluation: resize to ``int(1.15·size)`` square → center crop
+``size`` → normalise. Both take a uint8 (or float in [0, 1]) batch ``[B, H, W, C]`` and
+return float32 ``[B, size, size, C]``; all sizes are static, so one compile serves a run.
+
+The reference pipeline (CloserLookFewShot: torchvision on PIL images) is followed
+operation by operation, with two deliberate differences, both because we work in float32:
+* no uint8 quantisation between steps (PIL rounds after each resize pass, with
+  fixed-point weights: < 1 level; and truncates after each enhancement: ≈ 0.5 level
+  low per step, up to ~3 levels after the three);
+* Contrast blends with the exact mean luma, where PIL first rounds it to an integer.
+One difference comes from the data, not from here: the images arrive already stored at
+``int(1.15·size)``, so the random crop is taken from that, where torchvision crops the
+original image (same geometry relative to the image, less detail in small crops).
+
+Randomness: ``jax.random.split(key, B)`` gives one key per image, and each image's crop,
+jitter factors and flip are a pure function of its key (:func:`sample_params`), so a
+batch is reproducible from its key alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import NamedTuple, Sequence
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# ITU-R 601-2 luma, as in PIL's convert("L").
+LUMA = (0.299, 0.587, 0.114)
+EVAL_RESIZE_FACTOR = 1.15
+ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 crops before its fallback
+CROP_UNIFORMS = 2 * ATTEMPTS + 2  # area and ratio per attempt, then the two offsets
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+# The pieces are jitted with their configuration static (so hashable: tuples, not lists):
+# eagerly called, each is one compiled program per configuration and shape, not hundreds
+# of dispatched ops, and train_transform reuses the compiled sampling across sizes and
+# normalisations; inside an outer jit they are simply inlined.
+_PARAM_ARGS = ("batch", "height", "width", "scale", "ratio", "brightness", "contrast", "saturation", "flip_prob")
+
+
+def to_float(images: jax.Array) -> jax.Array:
+  """Stored uint8 pixels to float32 in [0, 1]; float images pass through unchanged.
+
+  Multiplies by the float32 reciprocal of 255, which XLA substitutes for the division
+  under jit anyway: written out, eager and compiled results agree bit for bit.
+  """
+  if images.dtype == jnp.uint8:
+    return images.astype(jnp.float32) * np.float32(1 / 255)
+  return images.astype(jnp.float32)
+
+
+def eval_resize(size: int) -> int:
+  """The evaluation transform's square resize side: ``int(1.15·size)`` (96 for 84, 257 for 224)."""
+  return int(EVAL_RESIZE_FACTOR * size)
+
+
+# ---- resampling ----------------------------------------------------------------------------
+@functools.partial(jax.jit, static_argnames=("in_size", "out_size", "full", "offset"))
+def resample_weights(in_size: int, out_size: int, start, length, full=None, offset=0) -> jax.Array:
+  """``[out_size, in_size]`` bilinear weights mapping the window ``[start, start + length)`` onto ``full`` pixels.
+
+  Output pixel ``o`` is pixel ``o + offset`` of the window resized to ``full`` pixels
+  (default ``out_size``), so a resize followed by a crop is one matrix. The conventions
+  are ``jax.image.scale_and_translate``'s and PIL's (they agree): half-pixel centres, so
+  output centre ``o + offset + 0.5`` samples the input at ``start + (o + offset + 0.5)·length/full``;
+  a triangle kernel widened by ``length/full`` when downscaling (antialias); weights
+  renormalised over the pixels used. The one change from ``scale_and_translate``: the
+  kernel's support is clipped to the window, not to the whole image, which is what
+  torchvision's crop-then-resize does; with ``scale_and_translate`` the pixels just
+  outside a crop would bleed into its border. ``start``/``length`` may be traced.
+  """
+  full = out_size if full is None else full
+  length = jnp.asarray(length, jnp.float32)
+  start = jnp.asarray(start, jnp.float32)
+  step = length / full  # input pixels per output pixel
+  centres = start + (jnp.arange(out_size, dtype=jnp.float32) + offset + 0.5) * step
+  pixels = jnp.arange(in_size, dtype=jnp.float32) + 0.5
+  weights = jnp.maximum(0.0, 1.0 - jnp.abs(pixels[None, :] - centres[:, None]) / jnp.maximum(step, 1.0))
+  inside = (pixels >= start) & (pixels < start + length)
+  weights = jnp.where(inside[None, :], weights, 0.0)
+  return weights / weights.sum(axis=1, keepdims=True)
+
+
+def _resample(image: jax.Array, wy: jax.Array, wx: jax.Array) -> jax.Array:
+  """``[H, W, C]`` → ``[S, S', C]`` by separable weights ``wy [S, H]`` and ``wx [S', W]``."""
+  # HIGHEST keeps float32 on accelerators (TF32/bf16 passes would blur pixel-exact crops).
+  rows = jnp.einsum("oh,hwc->owc", wy, image, precision=_HIGHEST)
+  return jnp.einsum("pw,owc->opc", wx, rows, precision=_HIGHEST)
+
+
+# ---- random parameters ---------------------------------------------------------------------
+class AugmentParams(NamedTuple):
+  """What one image's training transform drew (each field gains a leading batch axis when batched)."""
+
+  top: jax.Array  # int32: the crop's first row
+  left: jax.Array  # int32: the crop's first column
+  height: jax.Array  # int32: crop rows
+  width: jax.Array  # int32: crop columns
+  factors: jax.Array  # float32 [3]: brightness, contrast, saturation factors (1 = unchanged)
+  flip: jax.Array  # bool: mirror left-right
+
+
+def fallback_box(height: int, width: int, ratio: Sequence[float]) -> tuple[int, int, int, int]:
+  """torchvision's crop when no attempt fits: central, aspect ratio clamped to ``ratio``; (top, left, h, w)."""
+  in_ratio = width / height
+  if in_ratio < min(ratio):
+    w = width
+    h = int(round(w / min(ratio)))
+  elif in_ratio > max(ratio):
+    h = height
+    w = int(round(h * max(ratio)))
+  else:
+    h, w = height, width
+  return (height - h) // 2, (width - w) // 2, h, w
+
+
+def crop_box(uniforms: jax.Array, height: int, width: int, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+  """One RandomResizedCrop box ``(top, left, h, w)`` (int32 scalars) of a ``height × width`` image.
+
+  ``uniforms`` are ``CROP_UNIFORMS`` draws from U[0, 1): torchvision's random numbers,
+  made explicit so that the choice is a plain function a test can replay. As torchvision:
+  attempt ``a`` has area fraction ``U(scale)`` (``uniforms[a]``) and log-uniform aspect
+  ratio ``w/h`` in ``ratio`` (``uniforms[10 + a]``), ``w = round(sqrt(area·ratio))``,
+  ``h = round(sqrt(area/ratio))`` (round half to even, like Python's ``round``); the first
+  attempt that fits is used, else :func:`fallback_box`. The 10 attempts are computed at
+  once and the first fitting one picked by ``argmax`` (no loop under jit). The position
+  is uniform over the valid offsets: ``floor(u·(H − h + 1))`` from ``uniforms[20:22]``.
+  """
+  if not 0 < scale[0] <= scale[1]:
+    raise ValueError(f"crop scale must satisfy 0 < min <= max, got {tuple(scale)}.")
+  if not 0 < ratio[0] <= ratio[1]:
+    raise ValueError(f"crop ratio must satisfy 0 < min <= max, got {tuple(ratio)}.")
+  chex.assert_shape(uniforms, (CROP_UNIFORMS,))
+  u_area, u_ratio, u_pos = uniforms[:ATTEMPTS], uniforms[ATTEMPTS:2 * ATTEMPTS], uniforms[2 * ATTEMPTS:]
+  area = height * width * (scale[0] + (scale[1] - scale[0]) * u_area)
+  log_lo, log_hi = math.log(ratio[0]), math.log(ratio[1])
+  aspect = jnp.exp(log_lo + (log_hi - log_lo) * u_ratio)
+  w = jnp.round(jnp.sqrt(area * aspect)).astype(jnp.int32)
+  h = jnp.round(jnp.sqrt(area / aspect)).astype(jnp.int32)
+  fits = (w > 0) & (w <= width) & (h > 0) & (h <= height)
+  first = jnp.argmax(fits)  # index of the first True (0 when none, masked below)
+  found = fits.any()
+  f_top, f_left, f_h, f_w = fallback_box(height, width, ratio)
+  h = jnp.where(found, h[first], f_h)
+  w = jnp.where(found, w[first], f_w)
+  # the min guards u·n rounding up to n in float32
+  top = jnp.minimum(jnp.floor(u_pos[0] * (height - h + 1)).astype(jnp.int32), height - h)
+  left = jnp.minimum(jnp.floor(u_pos[1] * (width - w + 1)).astype(jnp.int32), width - w)
+  return jnp.where(found, top, f_top), jnp.where(found, left, f_left), h, w
+
+
+def jitter_factors(uniforms: jax.Array, brightness: float = 0.4, contrast: float = 0.4, saturation: float = 0.4):
+  """``[3]`` factors ``1 + s·(2u − 1)`` from ``u ~ U[0, 1)``: CloserLookFewShot's ``ImageJitter`` (s = 0.4: U[0.6, 1.4])."""
+  strengths = jnp.asarray([brightness, contrast, saturation], jnp.float32)
+  return 1.0 + strengths * (2.0 * uniforms - 1.0)
+
+
+@functools.partial(jax.jit, static_argnames=_PARAM_ARGS)
+def sample_params(
+    key: jax.Array,
+    batch: int,
+    height: int,
+    width: int,
+    *,
+    scale=(0.08, 1.0),
+    ratio=(3 / 4, 4 / 3),
+    brightness: float = 0.4,
+    contrast: float = 0.4,
+    saturation: float = 0.4,
+    flip_prob: float = 0.5,
+) -> AugmentParams:
+  """The random draws of :func:`train_transform` for a batch: one ``jax.random.split(key, batch)`` key per image.
+
+  Each image's key gives one vector of ``CROP_UNIFORMS + 4`` uniforms (crop, three jitter
+  factors, flip): one threefry call per image keeps the compiled program small, where
+  a call per draw (``randint``, ``bernoulli``, ...) made it compile ~10× slower on CPU.
+  """
+
+  def one(k):
+    u = jax.random.uniform(k, (CROP_UNIFORMS + 4,))
+    top, left, h, w = crop_box(u[:CROP_UNIFORMS], height, width, scale, ratio)
+    factors = jitter_factors(u[CROP_UNIFORMS:CROP_UNIFORMS + 3], brightness, contrast, saturation)
+    return AugmentParams(top, left, h, w, factors, u[-1] < flip_prob)
+
+  return jax.vmap(one)(jax.random.split(key, batch))
+
+
+# ---- deterministic pieces --------------------------------------------------------------------
+def grayscale(image: jax.Array) -> jax.Array:
+  """``[..., C]`` → ``[..., 1]`` luma (PIL's ``convert("L")`` weights); one channel is its own grayscale."""
+  if image.shape[-1] == 1:
+    return image
+  if image.shape[-1] != 3:
+    raise ValueError(f"colour jitter needs 1 or 3 channels, got {image.shape[-1]}.")
+  return jnp.einsum("...c,c->...", image, jnp.asarray(LUMA, image.dtype), precision=_HIGHEST)[..., None]
+
+
+def color_jitter(image: jax.Array, factors: jax.Array, enabled: Sequence[bool] = (True, True, True)) -> jax.Array:
+  """PIL ``ImageEnhance`` Brightness → Contrast → Color on one float image ``[H, W, C]`` in [0, 1].
+
+  Each is PIL's ``Image.blend(degenerate, image, f) = degenerate + f·(image − degenerate)``,
+  clipped to [0, 1] as PIL's blend clips to [0, 255]: Brightness blends with black,
+  Contrast with the (scalar) mean luma of the image, Color with its luma image, each
+  computed from the output of the previous step. ``enabled`` (static) skips steps whose
+  strength is zero, so a jitter-free transform costs nothing and is exactly the identity.
+  """
+  chex.assert_rank(image, 3)
+  chex.assert_shape(factors, (3,))
+  if enabled[0]:
+    image = jnp.clip(image * factors[0], 0.0, 1.0)
+  if enabled[1]:
+    mean = grayscale(image).mean()
+    image = jnp.clip(mean + factors[1] * (image - mean), 0.0, 1.0)
+  if enabled[2] and image.shape[-1] != 1:  # grayscale of one channel is the image: Color is the identity
+    gray = grayscale(image)
+    image = jnp.clip(gray + factors[2] * (image - gray), 0.0, 1.0)
+  return image
+
+
+def normalize(images: jax.Array, mean: Sequence[float] | None, std: Sequence[float] | None) -> jax.Array:
+  """``(x − mean) / std`` per channel; ``mean=None`` (with ``std=None``) leaves the images in [0, 1]."""
+  if mean is None and std is None:
+    return images
+  if mean is None or std is None or len(mean) != images.shape[-1] or len(std) != images.shape[-1]:
+    raise ValueError(
+        f"normalisation needs a mean and a std per channel ({images.shape[-1]}), got mean={mean}, std={std};"
+        " pass mean=None, std=None for none."
+    )
+  return (images - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+
+
+def _check_images(images: jax.Array) -> None:
+  chex.assert_rank(images, 4)
+  if images.dtype != jnp.uint8 and not jnp.issubdtype(images.dtype, jnp.floating):
+    raise TypeError(f"images must be uint8 or float, got {images.dtype}.")
+
+
+@functools.partial(jax.jit, static_argnames=("size", "jitter", "mean", "std"))
+def apply_params(images: jax.Array, params: AugmentParams, size: int, *, jitter: Sequence[bool] = (True, True, True),
+                 mean=IMAGENET_MEAN, std=IMAGENET_STD) -> jax.Array:
+  """The training transform with given draws: crop + resize (+ flip) → jitter → normalise; ``[B, size, size, C]``.
+
+  The flip is folded into the column weights (reversed output columns): it commutes with
+  the jitter, whose contrast mean is flip-invariant, so applying it first costs nothing
+  and is exactly torchvision's order in result.
+  """
+  _check_images(images)
+  batch, height, width, _ = images.shape
+  chex.assert_shape([params.top, params.left, params.height, params.width, params.flip], (batch,))
+  chex.assert_shape(params.factors, (batch, 3))
+
+  def one(image, p: AugmentParams):
+    wy = resample_weights(height, size, p.top, p.height)
+    wx = resample_weights(width, size, p.left, p.width)
+    wx = jnp.where(p.flip, wx[::-1], wx)
+    return color_jitter(_resample(image, wy, wx), p.factors, jitter)
+
+  return normalize(jax.vmap(one)(to_float(images), params), mean, std)
+
+
+# ---- the transforms ------------------------------------------------------------------------
+def train_transform(
+    key: jax.Array,
+    images: jax.Array,
+    size: int,
+    *,
+    scale=(0.08, 1.0),
+    ratio=(3 / 4, 4 / 3),
+    brightness: float = 0.4,
+    contrast: float = 0.4,
+    saturation: float = 0.4,
+    flip_prob: float = 0.5,
+    mean=IMAGENET_MEAN,
+    std=IMAGENET_STD,
+) -> jax.Array:
+  """SPEC §4's training augmentation of a uint8 batch ``[B, H, W, C]`` → float32 ``[B, size, size, C]``.
+
+  Everything is determined by ``key`` (see :func:`sample_params`, which returns the draws).
+  Jitter strengths of 0 and ``flip_prob=0`` switch those steps off.
+  """
+  _check_images(images)
+  batch, height, width, _ = images.shape
+  params = sample_params(key, batch, height, width, scale=scale, ratio=ratio, brightness=brightness,
+                         contrast=contrast, saturation=saturation, flip_prob=flip_prob)
+  jitter = (brightness != 0, contrast != 0, saturation != 0)
+  return apply_params(images, params, size, jitter=jitter, mean=mean, std=std)
+
+
+@functools.partial(jax.jit, static_argnames=("size", "resize", "mean", "std"))
+def eval_transform(images: jax.Array, size: int, *, resize: int | None = None, mean=IMAGENET_MEAN,
+                   std=IMAGENET_STD) -> jax.Array:
+  """SPEC §4's evaluation transform: resize to ``resize`` square (default ``int(1.15·size)``), center crop ``size``.
+
+  Stored images already ``resize × resize`` are only sliced (exactly); otherwise the
+  resize and the crop are one bilinear resample (PIL's conventions, antialiased when
+  downscaling). The crop offset is torchvision's ``int(round((resize − size) / 2))``.
+  """
+  _check_images(images)
+  _, height, width, _ = images.shape
+  resize = eval_resize(size) if resize is None else resize
+  if resize < size:
+    raise ValueError(f"the evaluation resize ({resize}) must be at least the crop size ({size}).")
+  offset = int(round((resize - size) / 2.0))
+  images = to_float(images)
+  if (height, width) == (resize, resize):
+    out = images[:, offset:offset + size, offset:offset + size]
+  else:
+    wy = resample_weights(height, size, 0, height, full=resize, offset=offset)
+    wx = resample_weights(width, size, 0, width, full=resize, offset=offset)
+    out = jax.vmap(_resample, in_axes=(0, None, None))(images, wy, wx)
+  return normalize(out, mean, std)
+
+
+@dataclasses.dataclass(frozen=True)
+class Augmentation:
+  """What a learner holds: the training and evaluation transforms of one run (hashable, static).
+
+  ``size=None`` means no augmentation: both transforms are :func:`to_float` only (the
+  behaviour before augmentation existed) and every other field is ignored.
+  """
+
+  size: int | None = None
+  resize: int | None = None  # evaluation resize side; None: int(1.15·size)
+  scale: tuple[float, float] = (0.08, 1.0)
+  ratio: tuple[float, float] = (3 / 4, 4 / 3)
+  brightness: float = 0.4
+  contrast: float = 0.4
+  saturation: float = 0.4
+  flip_prob: float = 0.5
+  mean: tuple[float, ...] | None = IMAGENET_MEAN
+  std: tuple[float, ...] | None = IMAGENET_STD
+
+  def __post_init__(self):
+    # the fields become static jit arguments: tuples (hashable), whatever sequence was given
+    for name in ("scale", "ratio", "mean", "std"):
+      value = getattr(self, name)
+      if value is not None:
+        object.__setattr__(self, name, tuple(float(v) for v in value))
+    if self.size is not None and self.size < 1:
+      raise ValueError(f"augmentation size must be a positive integer, got {self.size}.")
+
+  @classmethod
+  def paper(cls, size: int, channels: int = 3) -> Augmentation:
+    """SPEC §4 at ``size``; ImageNet normalisation for RGB, none otherwise (the 28×28×1 runs train without)."""
+    stats = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else (None, None)
+    return cls(size=size, mean=stats[0], std=stats[1])
+
+  @property
+  def enabled(self) -> bool:
+    return self.size is not None
+
+  def train(self, key: jax.Array, images: jax.Array) -> jax.Array:
+    if not self.enabled:
+      return to_float(images)
+    return train_transform(key, images, self.size, scale=self.scale, ratio=self.ratio, brightness=self.brightness,
+                           contrast=self.contrast, saturation=self.saturation, flip_prob=self.flip_prob,
+                           mean=self.mean, std=self.std)
+
+  def eval(self, images: jax.Array) -> jax.Array:
+    if not self.enabled:
+      return to_float(images)
+    return eval_transform(images, self.size, resize=self.resize, mean=self.mean, std=self.std)
+
+
+NO_AUGMENTATION = Augmentation()

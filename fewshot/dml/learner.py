@@ -1,0 +1,127 @@
+"""The compiled parts of metric-learning training: embedder, train state, a scanned chunk of steps.
+
+Like the episodic :class:`fewshot.learner.Learner`, one :meth:`MetricLearner.train_chunk`
+call runs the steps between two evaluations inside one ``lax.scan``: batches are drawn,
+gathered and converted on the device. Step ``i`` of a run always uses the key
+``fold_in(train_key, i)``, so a resumed run sees the same batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from fewshot import distances
+from fewshot.dml import miners
+from fewshot.dml.losses import LOSSES, check_loss_name
+from fewshot.dml.samplers import Batch, BatchShape, sample_batch
+from fewshot.episodes import EpisodeSource
+from fewshot.augment import to_float
+from fewshot.learner import adam
+
+MINERS = {"batch_hard": miners.batch_hard, "semi_hard": miners.semi_hard}
+
+
+class Embedder(nn.Module):
+  """A backbone followed by a linear map to ``embedding_dim`` (the reality check's 128), or none."""
+
+  backbone: nn.Module
+  embedding_dim: int | None = 128
+
+  @nn.compact
+  def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+    features = self.backbone(x, train=train)
+    return features if self.embedding_dim is None else nn.Dense(self.embedding_dim)(features)
+
+
+@flax.struct.dataclass
+class MetricState:
+  step: jax.Array  # int32 scalar: steps trained so far
+  params: Any  # {"model": ..., "loss": {...}}: the loss's own learnable parameters (proxies, scale, ...)
+  batch_stats: Any
+  opt_state: Any
+
+  @property
+  def variables(self) -> dict:
+    """What embedding needs: the model's parameters and running BatchNorm statistics."""
+    return {"params": self.params["model"], "batch_stats": self.batch_stats}
+
+
+class MetricLearner:
+  """Compiled training of an embedder with one loss of :data:`fewshot.dml.losses.LOSSES`.
+
+  Embeddings are L2-normalised before the loss and whenever they are returned, as in the
+  reality check's protocol.
+  """
+
+  def __init__(self, model: nn.Module, batch: BatchShape, *, loss: str = "triplet", miner: str | None = None,
+               num_classes: int | None = None, loss_options: dict | None = None,
+               optimizer: optax.GradientTransformation | None = None):
+    check_loss_name(loss)
+    self.loss = LOSSES[loss]
+    if miner is not None and miner not in MINERS:
+      raise ValueError(f"Unknown miner {miner!r}; choose one of {', '.join(MINERS)} or none.")
+    if miner is not None and not self.loss.takes_triplets:
+      takes = ", ".join(name for name, spec in LOSSES.items() if spec.takes_triplets)
+      raise ValueError(f"the {loss} loss does not take mined triplets; use a miner only with {takes}.")
+    if self.loss.per_class and num_classes is None:
+      raise ValueError(f"the {loss} loss learns one proxy per class: pass num_classes (the training split's classes).")
+    self.model, self.batch, self.miner, self.num_classes = model, batch, miner, num_classes
+    self.loss_options = dict(loss_options or {})
+    self.optimizer = optimizer or adam()
+    self.init = jax.jit(self._init, static_argnums=1)
+    self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
+    self._embed_chunk = jax.jit(self.embed)
+
+  def _init(self, key: jax.Array, image_shape: tuple[int, ...]) -> MetricState:
+    model_key, loss_key = jax.random.split(key)
+    variables = self.model.init(model_key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
+    dim = self.model.apply(variables, jnp.zeros((1, *image_shape), jnp.float32), train=False).shape[-1]
+    loss_params = {} if self.loss.init is None else self.loss.init(loss_key, self.num_classes, dim)
+    params = {"model": variables["params"], "loss": loss_params}
+    return MetricState(step=jnp.zeros((), jnp.int32), params=params,
+                       batch_stats=variables.get("batch_stats", {}), opt_state=self.optimizer.init(params))
+
+  def embed(self, variables: dict, images: jax.Array) -> jax.Array:
+    """L2-normalised embeddings of images (uint8, or float in [0, 1]), BatchNorm in evaluation mode."""
+    return distances.l2_normalize(self.model.apply(variables, to_float(images), train=False))
+
+  def _loss(self, params, batch_stats, batch: Batch):
+    variables = {"params": params["model"], "batch_stats": batch_stats}
+    embeddings, updates = self.model.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
+    embeddings = distances.l2_normalize(embeddings)
+    options = dict(self.loss_options)
+    if self.miner is not None:
+      options["triplets"] = MINERS[self.miner](embeddings, batch.labels)
+    loss = self.loss.fn(embeddings, batch.labels, **params["loss"], **options)
+    return loss, updates.get("batch_stats", {})
+
+  def train_step(self, state: MetricState, batch: Batch):
+    """One update on one batch; returns the new state and the loss before the update."""
+    (loss, batch_stats), grads = jax.value_and_grad(self._loss, has_aux=True)(state.params, state.batch_stats, batch)
+    updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+    return state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                         batch_stats=batch_stats, opt_state=opt_state), loss
+
+  def _train_chunk(self, state: MetricState, source: EpisodeSource, train_key: jax.Array, num_steps: int):
+    """Train on the next ``num_steps`` batches; returns the state and each step's loss ``[num_steps]``."""
+
+    def body(state, _):
+      return self.train_step(state, sample_batch(jax.random.fold_in(train_key, state.step), source, self.batch))
+
+    return jax.lax.scan(body, state, length=num_steps)
+
+  def embed_all(self, variables: dict, images: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Embeddings of a whole split, ``chunk`` images per compiled call (the last one padded)."""
+    out = []
+    for start in range(0, len(images), chunk):
+      part = images[start : start + chunk]
+      padded = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
+      out.append(np.asarray(self._embed_chunk(variables, padded))[: len(part)])
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)

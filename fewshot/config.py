@@ -6,7 +6,7 @@ import dataclasses
 import os
 
 from fewshot import backbones, diagnostics, heads
-from fewshot.data import DATASETS
+from fewshot.data import DATASETS, IMAGE_DATASETS
 from fewshot.learner import PSI_CLASSIFIERS
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
@@ -51,6 +51,11 @@ class Config:
     ):
       if getattr(self, name) not in choices:
         raise ConfigError(f"unknown --{name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")
+    if self.dataset in IMAGE_DATASETS:
+      # Loading works (fewshot.data.load_splits); the episodic trainer does not yet resize or
+      # augment their stored images to the backbone's size, so it refuses rather than train wrong.
+      raise ConfigError(f"--dataset {self.dataset} is not wired into fewshot.train yet; "
+                        f"use --dataset strokes or omniglot, or load it with fewshot.data.load_splits.")
     positive = ("way", "shot", "query", "test_query", "eval_every", "val_episodes", "test_episodes")
     for name in positive + (("episodes",) if self.episodes is not None else ()):
       if getattr(self, name) < 1:

@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -16,6 +17,7 @@ from fewshot.data.split import DataError, Split
 SPLITS = ('train', 'val', 'test')
 IMAGE_SHAPE = (28, 28, 1)
 _READ_BATCH = 4096
+_READ_BYTES = 256 << 20  # per chunk of a class-subset read: bounds the transient copy
 
 
 class _DropNoise(logging.Filter):
@@ -35,18 +37,32 @@ def default_tfds_dir(tfds_dir: str | None = None) -> str:
   return os.path.expanduser(tfds_dir or os.environ.get('TFDS_DATA_DIR') or '~/tensorflow_datasets')
 
 
-def dataset_info(builder: tfds.core.DatasetBuilder, class_names, description: str) -> tfds.core.DatasetInfo:
-  """Feature spec shared by all datasets: a 28x28x1 uint8 image and a class label."""
+def dataset_info(builder: tfds.core.DatasetBuilder, class_names, description: str,
+                 image_shape: tuple[int, ...] = IMAGE_SHAPE, *, metadata: tfds.core.MetadataDict | None = None,
+                 disable_shuffling: bool = False) -> tfds.core.DatasetInfo:
+  """Feature spec shared by all datasets: a uint8 image of `image_shape` and a class label.
+
+  `class_names` None leaves the label's names to be restored from a prepared
+  directory, so a prepared dataset can be opened without its source files.
+  """
   # tfds.features.Image would need TensorFlow to encode PNGs; a zlib tensor does not.
+  label = tfds.features.ClassLabel() if class_names is None else tfds.features.ClassLabel(names=list(class_names))
   return tfds.core.DatasetInfo(
       builder=builder,
       description=description,
       features=tfds.features.FeaturesDict({
-          'image': tfds.features.Tensor(shape=IMAGE_SHAPE, dtype=np.uint8, encoding=tfds.features.Encoding.ZLIB),
-          'label': tfds.features.ClassLabel(names=list(class_names)),
+          'image': tfds.features.Tensor(shape=tuple(image_shape), dtype=np.uint8,
+                                        encoding=tfds.features.Encoding.ZLIB),
+          'label': label,
       }),
       supervised_keys=('image', 'label'),
+      metadata=metadata,
+      disable_shuffling=disable_shuffling,
   )
+
+
+def image_shape(builder: tfds.core.DatasetBuilder) -> tuple[int, ...]:
+  return tuple(builder.info.features['image'].shape)
 
 
 def prepare(builder: tfds.core.DatasetBuilder) -> None:
@@ -79,7 +95,7 @@ def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
   n = len(source)
   if n == 0:
     raise DataError(f'Split {split!r} of {builder.name} at {builder.data_dir} is empty; delete that directory and load again.')
-  images = np.empty((n, *IMAGE_SHAPE), np.uint8)
+  images = np.empty((n, *image_shape(builder)), np.uint8)
   labels = np.empty(n, np.int64)
   for lo in range(0, n, _READ_BATCH):
     records = source.__getitems__(list(range(lo, min(n, lo + _READ_BATCH))))
@@ -92,3 +108,99 @@ def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
   order = np.argsort(labels, kind='stable')
   return Split(images=images[order], labels=labels[order].astype(np.int32),
                class_names=tuple(all_names[i] for i in present))
+
+
+# ---------------------------------------------------------------- label-sorted datasets
+# A dataset written with disable_shuffling in label order (fewshot.data.images)
+# has each class in one contiguous index range, known from its class counts
+# alone: a class subset is read by random access without touching other records.
+# Its records may span several tfds splits ("parts"), read as one sequence.
+
+
+class ConcatSource:
+  """Random access over several prepared splits of `builder`, indexed as one sequence in the given order."""
+
+  def __init__(self, builder: tfds.core.DatasetBuilder, splits: Sequence[str]):
+    self.builder = builder
+    self._sources = [builder.as_data_source(split=s) for s in splits]
+    self._starts = np.cumsum([0] + [len(s) for s in self._sources])
+
+  def __len__(self) -> int:
+    return int(self._starts[-1])
+
+  def __getitems__(self, indices: Sequence[int]) -> list[dict]:
+    idx = np.asarray(indices, np.int64)
+    if len(idx) and (idx.min() < 0 or idx.max() >= len(self)):
+      raise IndexError(f'record index out of range 0..{len(self) - 1}')
+    part = np.searchsorted(self._starts, idx, side='right') - 1
+    out: list = [None] * len(idx)
+    for p in np.unique(part):
+      at = np.flatnonzero(part == p)
+      for j, r in zip(at, self._sources[p].__getitems__((idx[at] - self._starts[p]).tolist())):
+        out[j] = r
+    return out
+
+
+def class_ranges(class_counts: Sequence[int], class_ids: Sequence[int]) -> list[tuple[int, int]]:
+  """[start, stop) record indices of each class in `class_ids` of a label-sorted sequence."""
+  counts = np.asarray(class_counts, np.int64)
+  starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+  ids = np.asarray(class_ids, np.int64)
+  if len(ids) and (ids.min() < 0 or ids.max() >= len(counts)):
+    raise ValueError(f'class ids must lie in 0..{len(counts) - 1}, got {ids.min()}..{ids.max()}.')
+  return [(int(starts[c]), int(starts[c] + counts[c])) for c in ids]
+
+
+def iter_class_chunks(source: ConcatSource, class_counts: Sequence[int], class_ids: Sequence[int],
+                      chunk_size: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """Yields (uint8 images [n, ...], int32 labels [n]) of the classes `class_ids`, `chunk_size` records at a time.
+
+  Labels are positions in `class_ids` (0..len(class_ids)-1); chunks follow
+  `class_ids` order and each class's records in stored order. Only those records
+  are read, so a host-memory loader can stream a split too big to hold.
+  `chunk_size` None: about 256 MB of pixels per chunk.
+
+  Raises:
+    DataError: a record's stored label disagrees with `class_counts` (a damaged prepared dir).
+  """
+  shape = image_shape(source.builder)
+  if chunk_size is None:
+    chunk_size = max(1, _READ_BYTES // int(np.prod(shape)))
+  if chunk_size < 1:
+    raise ValueError(f'chunk_size must be positive, got {chunk_size}.')
+  ranges = class_ranges(class_counts, class_ids)
+  index = np.concatenate([np.arange(lo, hi) for lo, hi in ranges] or [np.zeros(0, np.int64)])
+  labels = np.repeat(np.arange(len(ranges), dtype=np.int32), [hi - lo for lo, hi in ranges])
+  ids = np.asarray(class_ids, np.int64)
+  for lo in range(0, len(index), chunk_size):
+    idx, lab = index[lo:lo + chunk_size], labels[lo:lo + chunk_size]
+    images = np.empty((len(idx), *shape), np.uint8)
+    stored = np.empty(len(idx), np.int64)
+    for j, r in enumerate(source.__getitems__(idx.tolist())):
+      images[j] = r['image']
+      stored[j] = r['label']
+    if np.any(stored != ids[lab]):
+      # Cheap (the records are decoded anyway) and it catches a prepared dir whose
+      # record order is not the label order its metadata promises.
+      raise DataError(f'Prepared data at {source.builder.data_dir} has records out of label order; '
+                      'delete that directory and load again.')
+    yield images, lab
+
+
+def read_classes(source: ConcatSource, class_counts: Sequence[int], class_ids: Sequence[int]) -> Split:
+  """The classes `class_ids` of a label-sorted sequence as a `Split`, label k = class_ids[k].
+
+  Raises:
+    DataError: the prepared records disagree with `class_counts` (a damaged prepared dir).
+  """
+  class_ids = [int(c) for c in class_ids]
+  n = sum(hi - lo for lo, hi in class_ranges(class_counts, class_ids))
+  images = np.empty((n, *image_shape(source.builder)), np.uint8)
+  labels = np.empty(n, np.int32)
+  at = 0
+  for chunk, chunk_labels in iter_class_chunks(source, class_counts, class_ids):
+    images[at:at + len(chunk)] = chunk
+    labels[at:at + len(chunk)] = chunk_labels
+    at += len(chunk)
+  names = source.builder.info.features['label'].names
+  return Split(images=images, labels=labels, class_names=tuple(names[c] for c in class_ids))

@@ -1,0 +1,132 @@
+"""Class splits of the image datasets as pure functions: which class ids form 'train', 'val', 'test'.
+
+Every split is a rule on *positions* in a class order; the order is the dataset's
+default one (label 0, 1, ...) or a seeded random permutation of it, so a random
+order reshuffles which classes land together while keeping the rule (SPEC §8:
+default-order splits put related classes together, a domain bias).
+
+    protocol   dataset         rule on positions 0..C-1 of the order              splits
+    fewshot    cub             even -> train, % 4 == 1 -> val, % 4 == 3 -> test   100 / 50 / 50  (Chen et al. 2019)
+    fewshot    mini_imagenet   the csv / pickle partition of the classes          64 / 16 / 20   (Ravi & Larochelle)
+    dml        cub             first ceil(C/2) -> train, the rest -> test         100 / 100
+    dml        cars196         same                                               98 / 98
+    dml        sop             the Ebay_train.txt / Ebay_test.txt partition       11,318 / 11,316
+
+A partition defined by files (mini-ImageNet, SOP) is, in the default order, exactly
+those files' classes. In a random order it is blocks of the same sizes taken from
+the permuted order: a seeded random class split with the official sizes, the
+official partitions pooled. The 'dml' protocol has no 'val': its trainer makes
+class-disjoint folds inside 'train' (SPEC §7).
+
+Class ids in each split are returned sorted, so a split's class order (and its
+`Split` labels) is the default order whatever order chose its members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fewshot.data.split import DataError
+
+PROTOCOLS = {
+    'cub': ('fewshot', 'dml'),
+    'mini_imagenet': ('fewshot',),
+    'cars196': ('dml',),
+    'sop': ('dml',),
+}
+DEFAULT_PROTOCOL = {'cub': 'fewshot', 'mini_imagenet': 'fewshot', 'cars196': 'dml', 'sop': 'dml'}
+PROTOCOL_SPLITS = {'fewshot': ('train', 'val', 'test'), 'dml': ('train', 'test')}
+CLASS_ORDERS = ('default', 'random')
+# Datasets whose partition of the classes is given by their files, per protocol.
+_FILE_DEFINED = {('mini_imagenet', 'fewshot'), ('sop', 'dml')}
+
+
+def resolve_protocol(dataset: str, protocol: str | None) -> str:
+  """`protocol`, or the dataset's default; DataError naming the valid ones otherwise."""
+  if dataset not in PROTOCOLS:
+    raise DataError(f'Dataset {dataset!r} has no class-split protocols; choose one of {", ".join(PROTOCOLS)}.')
+  protocol = DEFAULT_PROTOCOL[dataset] if protocol is None else protocol
+  if protocol not in PROTOCOLS[dataset]:
+    raise DataError(f'Protocol {protocol!r} is not defined for {dataset}; '
+                    f'choose one of {", ".join(PROTOCOLS[dataset])}.')
+  return protocol
+
+
+def split_names(dataset: str, protocol: str | None = None) -> tuple[str, ...]:
+  """The splits a protocol defines for `dataset`: ('train', 'val', 'test') or ('train', 'test')."""
+  return PROTOCOL_SPLITS[resolve_protocol(dataset, protocol)]
+
+
+def class_permutation(num_classes: int, class_order: str = 'default', seed: int = 0) -> np.ndarray:
+  """int64 [num_classes]: the class id at each position, the identity or a permutation seeded by `seed`."""
+  if class_order not in CLASS_ORDERS:
+    raise DataError(f'Unknown class order {class_order!r}; choose one of {", ".join(CLASS_ORDERS)}.')
+  if class_order == 'default':
+    return np.arange(num_classes, dtype=np.int64)
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    raise DataError(f'The class-order seed must be an integer, got {seed!r}.')
+  return np.random.default_rng(int(seed)).permutation(num_classes).astype(np.int64)
+
+
+def class_subsets(labels: Sequence[int], subsets: Sequence[str | None], num_classes: int) -> list[str | None]:
+  """Per class, the partition all its images share ('train', 'val', 'test'), or None when they differ or have none.
+
+  CUB's and Cars196's train/test are image splits (a class has images in both):
+  None for every class. mini-ImageNet's and SOP's are class partitions.
+  """
+  out: list = [...] * num_classes  # Ellipsis: no image seen yet
+  for label, subset in zip(labels, subsets):
+    have = out[label]
+    out[label] = subset if have is ... or have == subset else None
+  return [None if s is ... else s for s in out]
+
+
+def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str | None = None,
+                 class_order: str = 'default', seed: int = 0) -> dict[str, np.ndarray]:
+  """{split: sorted int64 class ids} for `dataset` under `protocol` and `class_order`.
+
+  Args:
+    dataset: 'cub', 'mini_imagenet', 'cars196' or 'sop'.
+    subsets: one entry per class (the number of classes is its length): the
+      partition its files put it in (see `class_subsets`); used by mini_imagenet
+      and sop, whose class partition is given by files.
+    protocol: 'fewshot' or 'dml'; None: the dataset's default (DEFAULT_PROTOCOL).
+    class_order: 'default' (label order) or 'random' (a seeded permutation of it).
+    seed: the permutation's seed for order 'random'.
+
+  Raises:
+    DataError: an unknown protocol or order, a file-defined partition with a class
+      outside it, or too few classes for every split to get one.
+  """
+  protocol = resolve_protocol(dataset, protocol)
+  names = PROTOCOL_SPLITS[protocol]
+  num_classes = len(subsets)
+  perm = class_permutation(num_classes, class_order, seed)
+  pos = np.arange(num_classes)
+  if (dataset, protocol) in _FILE_DEFINED:
+    subs = np.array([s if s is not None else '' for s in subsets], dtype=object)
+    outside = [c for c in range(num_classes) if subs[c] not in names]
+    if outside:
+      raise DataError(f'{dataset} class {outside[0]} is in partition {subsets[outside[0]]!r}, but protocol {protocol} '
+                      f'splits classes by their files into {", ".join(names)}; read the dataset again '
+                      '(delete its prepared directory under the tfds dir).')
+    if class_order == 'default':
+      chosen = {name: np.flatnonzero(subs == name) for name in names}
+    else:
+      # Same sizes as the files' partition, as consecutive blocks of the permuted order.
+      sizes = np.cumsum([np.sum(subs == name) for name in names])[:-1]
+      chosen = {name: perm[block] for name, block in zip(names, np.split(pos, sizes))}
+  elif protocol == 'fewshot':  # cub: Chen et al.'s parity split
+    chosen = {'train': perm[pos % 2 == 0], 'val': perm[pos % 4 == 1], 'test': perm[pos % 4 == 3]}
+  else:  # dml halves
+    n_train = (num_classes + 1) // 2
+    chosen = {'train': perm[:n_train], 'test': perm[n_train:]}
+  out = {name: np.sort(chosen[name]).astype(np.int64) for name in names}
+  empty = [name for name in names if not len(out[name])]
+  if empty:
+    need = 4 if protocol == 'fewshot' and dataset == 'cub' else len(names)
+    raise DataError(f'{dataset} has {num_classes} classes, which leaves split {empty[0]!r} of protocol {protocol} '
+                    f'without classes; it needs at least {need}.')
+  return out

@@ -23,6 +23,30 @@ def root_dir(data_dir, dataset: str, layout: str) -> pathlib.Path:
   return root
 
 
+def locate_folder_or_archive(data_dir, dataset: str, folder: str, marker: str, layout: str,
+                             keep) -> tuple[archives.Source, str]:
+  """The dataset's folder (the one holding `marker`) or archive `folder`.*, and which it is; reads nothing.
+
+  data_dir may be that folder, its parent, the archive, or the archive's parent.
+  """
+  root = root_dir(data_dir, dataset, layout)
+  if root.is_file():
+    if not archives.is_archive(root):
+      raise DataError(f'{dataset} data_dir {root} is a file but not an archive; pass the folder holding {layout}.')
+    archive = root
+  elif (root / marker).is_file():
+    return archives.open_folder(root), 'folder'
+  elif (root / folder / marker).is_file():
+    return archives.open_folder(root / folder), 'folder'
+  else:
+    archive = find_archive(root, folder)
+    if archive is None:
+      if (root / folder).is_dir():  # extracted but incomplete: say which file is missing
+        return archives.open_folder(root / folder), 'folder'
+      raise DataError(f'Found no {dataset} in {root}; put {layout} there, or pass that folder as data_dir.')
+  return archives.open_archive(archive, keep=keep), 'archive'
+
+
 def find_archive(folder: pathlib.Path, stem: str, suffixes: Sequence[str] = archives.ARCHIVE_SUFFIXES
                  ) -> pathlib.Path | None:
   """`folder/<stem><suffix>` for the first suffix that exists as a file."""

@@ -33,22 +33,7 @@ def _keep(name: str) -> bool:
 
 def locate(data_dir) -> tuple[archives.Source, str]:
   """The SOP folder or archive and its layout ('folder' or 'archive'), without reading it."""
-  root = _util.root_dir(data_dir, NAME, _LAYOUT)
-  if root.is_file():
-    if not archives.is_archive(root):
-      raise DataError(f'{NAME} data_dir {root} is a file but not an archive; pass the folder holding {_LAYOUT}.')
-    archive = root
-  elif (root / FILES['train']).is_file():
-    return archives.open_folder(root), 'folder'
-  elif (root / FOLDER / FILES['train']).is_file():
-    return archives.open_folder(root / FOLDER), 'folder'
-  else:
-    archive = _util.find_archive(root, FOLDER)
-    if archive is None:
-      if (root / FOLDER).is_dir():  # extracted but incomplete: say which file is missing
-        return archives.open_folder(root / FOLDER), 'folder'
-      raise DataError(f'Found no {NAME} in {root}; put {_LAYOUT} there, or pass that folder as data_dir.')
-  return archives.open_archive(archive, keep=_keep), 'archive'
+  return _util.locate_folder_or_archive(data_dir, NAME, FOLDER, FILES['train'], _LAYOUT, _keep)
 
 
 def read_sop(data_dir) -> DatasetRecords:

@@ -3,7 +3,10 @@
 Like the episodic :class:`fewshot.learner.Learner`, one :meth:`MetricLearner.train_chunk`
 call runs the steps between two evaluations inside one ``lax.scan``: batches are drawn,
 gathered and converted on the device. Step ``i`` of a run always uses the key
-``fold_in(train_key, i)``, so a resumed run sees the same batches.
+``fold_in(train_key, i)``, so a resumed run sees the same batches. The learner's
+:class:`fewshot.augment.Augmentation` transforms each drawn batch with the key
+``fold_in(fold_in(train_key, i), 1)`` and every embedded image with its evaluation
+transform; the default, ``NO_AUGMENTATION``, only converts pixels to float.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from fewshot.dml import miners
 from fewshot.dml.losses import LOSSES, check_loss_name
 from fewshot.dml.samplers import Batch, BatchShape, sample_batch
 from fewshot.episodes import EpisodeSource
-from fewshot.augment import to_float
+from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.learner import adam
 
 MINERS = {"batch_hard": miners.batch_hard, "semi_hard": miners.semi_hard}
@@ -62,7 +65,8 @@ class MetricLearner:
 
   def __init__(self, model: nn.Module, batch: BatchShape, *, loss: str = "triplet", miner: str | None = None,
                num_classes: int | None = None, loss_options: dict | None = None,
-               optimizer: optax.GradientTransformation | None = None):
+               optimizer: optax.GradientTransformation | None = None,
+               augmentation: Augmentation = NO_AUGMENTATION):
     check_loss_name(loss)
     self.loss = LOSSES[loss]
     if miner is not None and miner not in MINERS:
@@ -75,25 +79,29 @@ class MetricLearner:
     self.model, self.batch, self.miner, self.num_classes = model, batch, miner, num_classes
     self.loss_options = dict(loss_options or {})
     self.optimizer = optimizer or adam()
+    self.augmentation = augmentation
     self.init = jax.jit(self._init, static_argnums=1)
     self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
     self._embed_chunk = jax.jit(self.embed)
 
   def _init(self, key: jax.Array, image_shape: tuple[int, ...]) -> MetricState:
     model_key, loss_key = jax.random.split(key)
-    variables = self.model.init(model_key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
-    dim = self.model.apply(variables, jnp.zeros((1, *image_shape), jnp.float32), train=False).shape[-1]
+    # The model sees images after the evaluation transform (a crop to the augmentation's size).
+    zeros = self.augmentation.eval(jnp.zeros((2, *image_shape), jnp.uint8))
+    variables = self.model.init(model_key, zeros, train=False)
+    dim = self.model.apply(variables, zeros[:1], train=False).shape[-1]
     loss_params = {} if self.loss.init is None else self.loss.init(loss_key, self.num_classes, dim)
     params = {"model": variables["params"], "loss": loss_params}
     return MetricState(step=jnp.zeros((), jnp.int32), params=params,
                        batch_stats=variables.get("batch_stats", {}), opt_state=self.optimizer.init(params))
 
   def embed(self, variables: dict, images: jax.Array) -> jax.Array:
-    """L2-normalised embeddings of images (uint8, or float in [0, 1]), BatchNorm in evaluation mode."""
-    return distances.l2_normalize(self.model.apply(variables, to_float(images), train=False))
+    """L2-normalised embeddings of images (uint8, or float in [0, 1]), after the evaluation transform, BatchNorm in evaluation mode."""
+    return distances.l2_normalize(self.model.apply(variables, self.augmentation.eval(images), train=False))
 
   def _loss(self, params, batch_stats, batch: Batch):
     variables = {"params": params["model"], "batch_stats": batch_stats}
+    # _train_chunk's batches arrive transformed (float, passed through); a direct caller's uint8 are converted.
     embeddings, updates = self.model.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
     embeddings = distances.l2_normalize(embeddings)
     options = dict(self.loss_options)
@@ -103,7 +111,7 @@ class MetricLearner:
     return loss, updates.get("batch_stats", {})
 
   def train_step(self, state: MetricState, batch: Batch):
-    """One update on one batch; returns the new state and the loss before the update."""
+    """One update on one batch (images as the model takes them: transformed, or uint8 without augmentation); returns the new state and the loss before the update."""
     (loss, batch_stats), grads = jax.value_and_grad(self._loss, has_aux=True)(state.params, state.batch_stats, batch)
     updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
     return state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
@@ -113,7 +121,10 @@ class MetricLearner:
     """Train on the next ``num_steps`` batches; returns the state and each step's loss ``[num_steps]``."""
 
     def body(state, _):
-      return self.train_step(state, sample_batch(jax.random.fold_in(train_key, state.step), source, self.batch))
+      step_key = jax.random.fold_in(train_key, state.step)
+      batch = sample_batch(step_key, source, self.batch)
+      batch = batch.replace(images=self.augmentation.train(jax.random.fold_in(step_key, 1), batch.images))
+      return self.train_step(state, batch)
 
     return jax.lax.scan(body, state, length=num_steps)
 

@@ -1,0 +1,277 @@
+"""Metric-learning training: ``python -m fewshot.dml.train --dataset cars196 --loss triplet --miner semi_hard``.
+
+The reality check's protocol (SPEC §7): the training classes are cut into 4
+class-disjoint folds; each fold model trains on 3 of them and is validated (P@1,
+R-Precision, MAP@R) on the 4th every epoch, keeping its best checkpoint by validation
+MAP@R. The best checkpoints are then tested on the test classes, each model alone
+("separated") and, with ``--folds 4``, the 4 models' L2-normalised embeddings
+concatenated and re-normalised ("concatenated"). ``--folds 1`` trains fold model 0
+only, or, where the dataset has a 'val' split (strokes, omniglot, mini_imagenet),
+trains on all of 'train' and validates on 'val'.
+
+Folds are contiguous blocks of the training split's class order (its labels, the
+dataset's default order) under ``--class_order default``; under ``--class_order random``
+the split's classes are first permuted by ``--split_seed`` (the split holds its classes
+sorted, so without this the folds would keep the default order's related classes together).
+
+Run directory (``--folds 1``: the fold's files are at the top)::
+
+  <workdir>/config.json                 the resolved configuration (+ image_shape)
+  <workdir>/results.json                test metrics of the best checkpoint(s)
+  <workdir>/fold<k>/metrics.jsonl       one row per epoch: loss, validation metrics, seconds
+  <workdir>/fold<k>/checkpoints/{last,best}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+import tqdm
+from absl import flags, logging
+
+from fewshot import augment, backbones, cli, data, stats
+from fewshot.config import ConfigError
+from fewshot.data import DataError, Split
+from fewshot.data.class_splits import class_permutation
+from fewshot.dml.config import SMALL_DATASETS, DMLConfig
+from fewshot.dml.learner import Embedder, MetricLearner
+from fewshot.dml.losses import LOSSES
+from fewshot.dml.metrics import retrieval_metrics
+from fewshot.dml.samplers import BatchShape, check_fits
+from fewshot.episodes import EpisodeSource
+from fewshot.learner import adam
+from fewshot.rundir import RunDir
+
+NUM_FOLDS = 4  # the class-disjoint folds of the training classes, whatever --folds trains
+RECALL_AT = (1, 2, 4, 8)
+REPORTED = ("precision_at_1", "r_precision", "map_at_r")
+
+
+def define_flags() -> None:
+  """Define the command-line flags (only when run as a program, so importing this module defines none)."""
+  flags.DEFINE_string("dataset", "cars196", f"one of {', '.join(data.DATASETS)}")
+  flags.DEFINE_string("data_dir", None, "folder with the dataset's files (archives or extracted folders)")
+  flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+  flags.DEFINE_string("backbone", "conv4", f"one of {', '.join(backbones.BACKBONES)}")
+  flags.DEFINE_integer("embedding_dim", 128, "dimension of the L2-normalised embedding")
+  flags.DEFINE_string("loss", "triplet", f"one of {', '.join(LOSSES)}")
+  flags.DEFINE_string("miner", "none", "none, batch_hard or semi_hard (triplet-taking losses only)")
+  flags.DEFINE_integer("classes", None, "classes per batch (default 8 for embedding losses, 32 for classification losses)")
+  flags.DEFINE_integer("per_class", None, "images per class in a batch (default 4 for embedding losses, 1 for classification)")
+  flags.DEFINE_integer("steps_per_epoch", 100, "training steps between validations")
+  flags.DEFINE_integer("epochs", None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)")
+  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate, of the model and the loss's parameters alike")
+  flags.DEFINE_integer("image_size", None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)")
+  flags.DEFINE_string("class_order", "default", "default or random: the class order the train/test halves are cut from")
+  flags.DEFINE_integer("split_seed", 0, "seed of --class_order random (and of the folds' order under it)")
+  flags.DEFINE_integer("folds", 1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)")
+  flags.DEFINE_integer("seed", 0, "seed of initialisation and of every batch")
+  flags.DEFINE_string("workdir", None, "run directory (default runs/dml_<dataset>_<backbone>_<loss>_seed<seed>)")
+  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoints")
+
+
+FLAGS = flags.FLAGS
+
+
+def class_subset(split: Split, class_ids: np.ndarray) -> Split:
+  """The images of some classes of ``split``, relabelled 0.. in increasing label order."""
+  class_ids = np.sort(np.asarray(class_ids))
+  keep = np.isin(split.labels, class_ids)
+  return Split(images=split.images[keep], labels=np.searchsorted(class_ids, split.labels[keep]).astype(np.int32),
+               class_names=tuple(split.class_names[i] for i in class_ids))
+
+
+def fold_splits(config: DMLConfig, splits: dict[str, Split]) -> list[tuple[Split, Split]]:
+  """(training, validation) split of each fold model that this run trains."""
+  train = splits["train"]
+  if config.folds == 1 and "val" in splits:
+    return [(train, splits["val"])]
+  if train.num_classes < NUM_FOLDS:
+    raise DataError(f"the training split has {train.num_classes} classes, fewer than the {NUM_FOLDS} "
+                    f"class-disjoint folds; use a dataset with more classes.")
+  blocks = np.array_split(class_permutation(train.num_classes, config.class_order, config.split_seed), NUM_FOLDS)
+  return [(class_subset(train, np.concatenate(blocks[:k] + blocks[k + 1:])), class_subset(train, blocks[k]))
+          for k in range(config.folds)]
+
+
+def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
+  small = config.dataset in SMALL_DATASETS
+  splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir,
+                            image_size=None if small else config.image_size, protocol=config.protocol,
+                            class_order=config.class_order, seed=config.split_seed)
+  folds = fold_splits(config, splits)
+  shape = BatchShape(config.classes, config.per_class)
+  for k, (train, _) in enumerate(folds):
+    check_fits(train, shape, "training" if len(folds) == 1 else f"fold {k} training")
+  return folds, splits["test"]
+
+
+def open_rundir(config: DMLConfig, workdir: str, resume: bool) -> RunDir:
+  """The run directory for this config; refuses one that holds another run (writes nothing)."""
+  rundir = RunDir(workdir)
+  if rundir.holds_run():
+    changed = DMLConfig.from_dict(rundir.read_config()).differences(config)
+    if changed:
+      raise ConfigError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
+                        "choose another --workdir or repeat that run's options.")
+    if not resume:
+      raise ConfigError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another --workdir.")
+  elif not rundir.is_empty():
+    raise ConfigError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
+  return rundir
+
+
+def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
+  """Retrieval metrics of a split against itself, the query left out of its own list; NaN as null."""
+  recall_at = tuple(k for k in RECALL_AT if k < len(labels))
+  m = retrieval_metrics(embeddings, labels, embeddings, labels, ref_includes_query=True, recall_at=recall_at)
+  return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
+
+
+def _score(row: dict) -> float:
+  """Validation MAP@R, undefined (null: no validation query had a positive) ranking lowest."""
+  return -np.inf if row["val_map_at_r"] is None else row["val_map_at_r"]
+
+
+def _mean(values: list) -> float | None:
+  return None if any(v is None for v in values) else float(np.mean(values))
+
+
+class Trainer:
+  """One run's config, data, and a learner per number of training classes (so folds share compiles); ``run`` trains."""
+
+  def __init__(self, config: DMLConfig, progress: bool = True):
+    self.config, self.progress = config, progress
+    self.rundir: RunDir | None = None
+    self.folds, self.test = load_data(config)
+    self.image_shape = self.test.image_shape
+    channels = self.image_shape[-1]
+    small = config.dataset in SMALL_DATASETS
+    self.augmentation = augment.NO_AUGMENTATION if small else augment.Augmentation.paper(config.image_size, channels)
+    self._learners: dict[int, MetricLearner] = {}
+
+  def learner(self, num_classes: int) -> MetricLearner:
+    if num_classes not in self._learners:
+      c = self.config
+      model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
+      self._learners[num_classes] = MetricLearner(
+          model, BatchShape(c.classes, c.per_class), loss=c.loss, miner=None if c.miner == "none" else c.miner,
+          num_classes=num_classes, optimizer=adam(c.learning_rate), augmentation=self.augmentation)
+    return self._learners[num_classes]
+
+  def fold_dir(self, fold: int) -> RunDir:
+    return self.rundir if self.config.folds == 1 else RunDir(self.rundir.path / f"fold{fold}")
+
+  def keys(self, fold: int) -> tuple[jax.Array, jax.Array]:
+    """(init, train) keys of a fold model; fold 0 of a 4-fold run is the 1-fold run's model."""
+    return tuple(jax.random.split(jax.random.fold_in(jax.random.key(self.config.seed), fold)))
+
+  def initial_state(self, fold: int):
+    """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
+    learner = self.learner(self.folds[fold][0].num_classes)
+    return learner.init(self.keys(fold)[0], self.image_shape)
+
+  def embed(self, learner: MetricLearner, state, split: Split) -> np.ndarray:
+    return learner.embed_all(state.variables, split.images)
+
+  def train_fold(self, fold: int) -> dict:
+    """Train (or finish training) one fold model; returns its best validation row."""
+    c, (train, val_split) = self.config, self.folds[fold]
+    learner, rundir = self.learner(train.num_classes), self.fold_dir(fold)
+    state, train_key = self.initial_state(fold), self.keys(fold)[1]
+    rows: list[dict] = []
+    if rundir.checkpoint_step("last") is not None:
+      state = rundir.restore_checkpoint("last", state)
+      done = int(state.step)
+      rows = [row for row in rundir.read_metrics() if row["step"] <= done]
+      rundir.drop_checkpoints_after(done)
+    best = max(rows, key=_score, default=None)  # max keeps the earliest of ties
+    total = c.epochs * c.steps_per_epoch
+    source = EpisodeSource.from_split(train)
+    desc = c.loss if c.folds == 1 else f"{c.loss} fold {fold}"
+    bar = tqdm.tqdm(total=total, initial=int(state.step), unit="step", disable=not self.progress, desc=desc)
+    while int(state.step) < total:
+      start = time.perf_counter()
+      state, losses = learner.train_chunk(state, source, train_key, c.steps_per_epoch)
+      val = retrieval(self.embed(learner, state, val_split), val_split.labels)
+      row = {"epoch": int(state.step) // c.steps_per_epoch, "step": int(state.step),
+             "loss": stats.finite_or_none(float(np.mean(losses))),
+             **{f"val_{name}": val[name] for name in REPORTED}, "seconds": time.perf_counter() - start}
+      rows.append(row)
+      # Metrics first, checkpoints after: a run killed in between replays this epoch and rewrites its row.
+      rundir.path.mkdir(parents=True, exist_ok=True)
+      rundir.write_metrics(rows)
+      if best is None or _score(row) > _score(best):
+        best = row
+        rundir.save_checkpoint("best", row["step"], state)
+      rundir.save_checkpoint("last", row["step"], state)
+      bar.update(c.steps_per_epoch)
+      bar.set_postfix(loss=row["loss"], val_map_at_r=row["val_map_at_r"])
+    bar.close()
+    return best
+
+  def best_test_embedding(self, fold: int) -> np.ndarray:
+    learner = self.learner(self.folds[fold][0].num_classes)
+    state = self.fold_dir(fold).restore_checkpoint("best", self.initial_state(fold))
+    return self.embed(learner, state, self.test)
+
+  def run(self, rundir: RunDir) -> dict:
+    c, self.rundir = self.config, rundir
+    if not self.rundir.holds_run():
+      self.rundir.write_config({**c.to_dict(), "image_shape": list(self.image_shape)})
+    bests = [self.train_fold(fold) for fold in range(len(self.folds))]
+    embeddings = [self.best_test_embedding(fold) for fold in range(len(self.folds))]
+    separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
+                  "dim": int(e.shape[1]), "test": retrieval(e, self.test.labels)}
+                 for k, (best, e) in enumerate(zip(bests, embeddings))]
+    results = {"dataset": c.dataset, "loss": c.loss, "miner": c.miner, "folds": c.folds,
+               "test_classes": self.test.num_classes, "test_images": len(self.test.labels), "separated": separated,
+               "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
+    if c.folds > 1:
+      # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
+      concatenated = np.concatenate(embeddings, axis=1)
+      concatenated /= np.maximum(np.linalg.norm(concatenated, axis=1, keepdims=True), 1e-12)
+      results["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, self.test.labels)}
+    results["workdir"] = str(self.rundir.path)
+    self.rundir.write_results(results)
+    return results
+
+
+def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True) -> dict:
+  """Train, validate and test one configuration; returns the results written to results.json."""
+  rundir = open_rundir(config, workdir, resume)
+  return Trainer(config, progress).run(rundir)  # Trainer fails on bad data before anything is written
+
+
+def format_results(config: DMLConfig, results: dict) -> str:
+  def metrics(m):
+    return ", ".join(f"{name} " + ("n/a" if m[name] is None else f"{100 * m[name]:.2f}") for name in REPORTED)
+
+  lines = [f"{config.dataset} {config.loss} ({results['test_classes']} test classes): test retrieval, %"]
+  for s in results["separated"]:
+    lines.append(f"  fold {s['fold']} ({s['dim']}-d, best epoch {s['best_epoch']}): {metrics(s['test'])}")
+  if "concatenated" in results:
+    lines.append(f"  separated mean: {metrics(results['separated_mean'])}")
+    lines.append(f"  concatenated ({results['concatenated']['dim']}-d): {metrics(results['concatenated']['test'])}")
+  return "\n".join(lines)
+
+
+def config_from_flags() -> DMLConfig:
+  return DMLConfig(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(DMLConfig)})
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  config = config_from_flags()
+  results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume)
+  print(format_results(config, results))
+  print(f"run directory: {results['workdir']}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

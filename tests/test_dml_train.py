@@ -1,0 +1,169 @@
+"""The metric-learning trainer end to end: learning on real Omniglot, the run directory, folds, resume, bad input."""
+
+import json
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from dataset_fixtures import write_cars196
+from fewshot.config import ConfigError
+from fewshot.dml.config import DMLConfig
+from fewshot.dml.train import Trainer, open_rundir, retrieval, train
+from fewshot.rundir import RunDir
+
+# 16 classes -> the dml protocol's 8 training classes -> 4 folds of 2 (each fold model trains on 6).
+TINY = dict(dataset="cars196", image_size=28, embedding_dim=16, classes=2, per_class=2, steps_per_epoch=2, epochs=2)
+
+
+@pytest.fixture(scope="module")
+def cars_dir(tmp_path_factory):
+  root = tmp_path_factory.mktemp("cars196")
+  write_cars196(root, classes=16, per_class=6, size=(20, 24))
+  return root
+
+
+@pytest.fixture(scope="module")
+def four_fold_run(cars_dir, tmp_path_factory):
+  config = DMLConfig(data_dir=str(cars_dir), folds=4, **TINY)
+  workdir = tmp_path_factory.mktemp("four_folds") / "run"
+  return config, workdir, train(config, str(workdir), progress=False)
+
+
+def _untrained_map_at_r(trainer, split):
+  """MAP@R of fold model 0 as the run initialises it (same keys), before any training."""
+  learner = trainer.learner(trainer.folds[0][0].num_classes)
+  return retrieval(learner.embed_all(trainer.initial_state(0).variables, split.images), split.labels)["map_at_r"]
+
+
+def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
+  config = DMLConfig(dataset="omniglot", data_dir=str(omniglot_dir), backbone="conv4", embedding_dim=64,
+                     loss="triplet", miner="semi_hard", steps_per_epoch=60, epochs=2)
+  trainer = Trainer(config, progress=False)  # one load of the data and one compile for before and after
+  untrained_val = _untrained_map_at_r(trainer, trainer.folds[0][1])
+  untrained_test = _untrained_map_at_r(trainer, trainer.test)
+  results = trainer.run(open_rundir(config, str(tmp_path / "run"), resume=False))
+  rows = RunDir(tmp_path / "run").read_metrics()
+  assert [(r["epoch"], r["step"]) for r in rows] == [(1, 60), (2, 120)]
+  best = max(rows, key=lambda r: r["val_map_at_r"])
+  (fold,) = results["separated"]
+  assert fold["best_epoch"] == best["epoch"] and fold["best_val_map_at_r"] == best["val_map_at_r"]
+  assert fold["dim"] == 64 and "concatenated" not in results
+  # omniglot has its own 'val' characters; held-out test characters: chance MAP@R is about 1/300.
+  assert best["val_map_at_r"] > untrained_val + 0.03, (untrained_val, rows)
+  assert fold["test"]["map_at_r"] > untrained_test + 0.03, (untrained_test, fold)
+
+
+def _cli(workdir, *extra, data_dir=None):
+  flags = [f"--{k}={v}" for k, v in TINY.items()]
+  data = [f"--data_dir={data_dir}"] if data_dir else []
+  return [sys.executable, "-m", "fewshot.dml.train", f"--workdir={workdir}", *flags, *data, *extra]
+
+
+def test_cli_run_writes_the_run_directory(cars_dir, tmp_path):
+  workdir = tmp_path / "run"
+  done = subprocess.run(_cli(workdir, "--loss=triplet", "--miner=semi_hard", data_dir=cars_dir),
+                        capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "map_at_r" in done.stdout and str(workdir) in done.stdout
+  config = json.loads((workdir / "config.json").read_text())
+  assert config["miner"] == "semi_hard" and config["folds"] == 1 and config["image_shape"] == [32, 32, 3]  # stored at int(1.15 * 28), cropped to 28
+  rows = RunDir(workdir).read_metrics()
+  assert [r["step"] for r in rows] == [2, 4]
+  for row in rows:
+    assert set(row) == {"epoch", "step", "loss", "val_precision_at_1", "val_r_precision", "val_map_at_r", "seconds"}
+  assert RunDir(workdir).checkpoint_step("last") == 4 and RunDir(workdir).checkpoint_step("best") in (2, 4)
+  results = RunDir(workdir).read_results()
+  (fold,) = results["separated"]
+  assert results["test_classes"] == 8 and fold["test"]["num_queries"] == results["test_images"] == 48
+  assert all(0.0 <= fold["test"][m] <= 1.0 for m in ("precision_at_1", "r_precision", "map_at_r"))
+
+
+@pytest.mark.slow
+def test_four_folds_give_separated_and_concatenated_results(four_fold_run):
+  config, workdir, results = four_fold_run
+  assert [s["fold"] for s in results["separated"]] == [0, 1, 2, 3]
+  assert all(s["dim"] == 16 for s in results["separated"])
+  assert results["concatenated"]["dim"] == 4 * 16
+  assert results["concatenated"]["test"]["num_queries"] == results["test_images"]
+  for k in range(4):
+    fold = RunDir(workdir / f"fold{k}")
+    assert [r["step"] for r in fold.read_metrics()] == [2, 4]
+    assert fold.checkpoint_step("last") == 4
+  assert RunDir(workdir).read_results() == json.loads(json.dumps(results))
+
+
+def _comparable(rows):
+  return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+
+@pytest.mark.slow
+def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_path, monkeypatch):
+  config, straight, straight_results = four_fold_run
+  workdir = tmp_path / "run"
+  save = RunDir.save_checkpoint
+
+  def dies_before_last_checkpoint_of_fold1_epoch2(self, kind, step, state):
+    # The hardest moment: epoch 2's metrics row is written (and maybe its best checkpoint), its last is not.
+    if self.path.name == "fold1" and kind == "last" and step == 4:
+      raise KeyboardInterrupt
+    return save(self, kind, step, state)
+
+  monkeypatch.setattr(RunDir, "save_checkpoint", dies_before_last_checkpoint_of_fold1_epoch2)
+  with pytest.raises(KeyboardInterrupt):
+    train(config, str(workdir), progress=False)
+  monkeypatch.setattr(RunDir, "save_checkpoint", save)
+  assert not (workdir / "results.json").exists() and not (workdir / "fold2").exists()
+  assert len(RunDir(workdir / "fold1").read_metrics()) == 2 and RunDir(workdir / "fold1").checkpoint_step("last") == 2
+
+  with pytest.raises(ConfigError, match="--resume"):
+    train(config, str(workdir), progress=False)
+  resumed = train(config, str(workdir), resume=True, progress=False)
+  for k in range(4):
+    assert _comparable(RunDir(workdir / f"fold{k}").read_metrics()) == _comparable(
+        RunDir(straight / f"fold{k}").read_metrics())
+  assert {k: v for k, v in resumed.items() if k != "workdir"} == {
+      k: v for k, v in straight_results.items() if k != "workdir"}
+  trainer = Trainer(config)
+  for k in range(4):
+    a = RunDir(workdir / f"fold{k}").restore_checkpoint("last", trainer.initial_state(k))
+    b = RunDir(straight / f"fold{k}").restore_checkpoint("last", trainer.initial_state(k))
+    jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
+
+
+def _finish(running: dict) -> dict:
+  out = {}
+  for name, process in running.items():
+    stdout, stderr = process.communicate(timeout=120)
+    out[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+  return out
+
+
+def test_bad_input_fails_with_one_line_and_writes_nothing(cars_dir, tmp_path, assert_one_line_error):
+  cases = {
+      "unknown_loss": (["--loss=nope"], ["--loss", "nope"]),
+      "unknown_miner": (["--miner=hardest"], ["--miner", "hardest"]),
+      "unknown_dataset": (["--dataset=mnist"], ["--dataset", "mnist"]),
+      "miner_without_triplets": (["--loss=contrastive", "--miner=semi_hard"], ["contrastive", "--miner none"]),
+      "folds": (["--folds=3"], ["--folds"]),
+      "too_many_classes": ([f"--data_dir={cars_dir}", "--classes=7"], ["--classes 6"]),
+  }
+  # Started together: each pays the interpreter's and jax's start-up, the slow part of a refusal.
+  results = _finish({name: subprocess.Popen(_cli(tmp_path / name, *extra), stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True) for name, (extra, _) in cases.items()})
+  for name, result in results.items():
+    assert_one_line_error(result, *cases[name][1])
+    assert not (tmp_path / name).exists(), name
+
+
+@pytest.mark.slow
+def test_workdir_of_another_run_is_refused(cars_dir, assert_one_line_error, four_fold_run):
+  _, other_run, _ = four_fold_run
+  before = sorted(p.relative_to(other_run) for p in other_run.rglob("*"))
+  result = _finish({"another_run": subprocess.Popen(
+      _cli(other_run, "--folds=4", "--seed=1", "--resume", data_dir=cars_dir),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)})["another_run"]
+  assert_one_line_error(result, "different run", "--seed")
+  assert sorted(p.relative_to(other_run) for p in other_run.rglob("*")) == before

@@ -35,7 +35,11 @@ class TrainedModel:
     return float(jnp.exp(self.variables["params"]["rho"]))
 
   def embed(self, images: jax.Array) -> jax.Array:
-    """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1])."""
+    """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1]) as stored by ``fewshot.data``.
+
+    The run's evaluation transform is applied first (image datasets: resize to
+    ``int(1.15·size)``, centre crop, normalise), so ``embed(split.images)`` is what testing sees.
+    """
     return _embed(self.learner, self.variables, jnp.asarray(images))
 
   def logits(self, support_images, support_labels, query_images, *, head=None, classifier=None) -> jax.Array:
@@ -63,12 +67,16 @@ class TrainedModel:
 
 @functools.partial(jax.jit, static_argnums=0)
 def _embed(learner: Learner, variables: dict, images: jax.Array) -> jax.Array:
-  return learner.embed(variables["params"], variables["batch_stats"], images, train=False)[0]
+  return learner.embed(variables["params"], variables["batch_stats"], learner.eval_images(images), train=False)[0]
 
 
-def build(config: Config, image_shape: tuple[int, ...], seed: int | None = None) -> TrainedModel:
-  """An untrained model of a configuration, initialised as ``python -m fewshot.train`` would."""
+def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int | None = None) -> TrainedModel:
+  """An untrained model of a configuration, initialised as ``python -m fewshot.train`` would.
+
+  ``image_shape`` is the backbone's input (after the transforms); default the config's.
+  """
   learner = build_learner(config)
+  image_shape = config.input_shape if image_shape is None else image_shape
   state = learner.init(run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
   return TrainedModel(config, learner, state.variables)
 

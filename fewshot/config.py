@@ -6,13 +6,19 @@ import dataclasses
 import os
 
 from fewshot import backbones, diagnostics, heads
-from fewshot.data import DATASETS, IMAGE_DATASETS
+from fewshot.data import DATASETS, IMAGE_DATASETS, class_splits
+from fewshot.data.images import BBOX_DATASETS
 from fewshot.learner import PSI_CLASSIFIERS
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
 # datasets get counts that finish in minutes on a 2-core CPU.
 PAPER_EPISODES = {1: 60_000, 5: 50_000}
 SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
+# strokes and omniglot are stored 28x28x1 and used as stored; the image datasets are RGB
+# at the backbone's input size of the paper (SPEC §4).
+SMALL_IMAGE_SIZE = 28
+PAPER_IMAGE_SIZES = {"conv4": 84, "resnet18": 224}
+MIN_IMAGE_SIZE = 8  # fewshot.data stores images of at least this side
 
 
 class ConfigError(ValueError):
@@ -39,6 +45,12 @@ class Config:
   centring: str = "points"  # of the training diagnostics; "features" reproduces the reference code
   psi_classifier: str = "model"  # class distance of the diagnostics' ψ; "proto" reproduces the reference code
   seed: int = 0
+  image_size: int | None = None  # None: 28 on strokes/omniglot, else 84 (conv4) or 224 (resnet18)
+  protocol: str | None = None  # image datasets' class splits; None: the dataset's default
+  class_order: str = "default"  # "random": classes permuted by split_seed before splitting
+  split_seed: int = 0
+  bbox_crop: bool = False
+  augment: bool | None = None  # None: on for the image datasets, off for strokes/omniglot
 
   def __post_init__(self):
     for name, choices in (
@@ -51,11 +63,7 @@ class Config:
     ):
       if getattr(self, name) not in choices:
         raise ConfigError(f"unknown --{name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")
-    if self.dataset in IMAGE_DATASETS:
-      # Loading works (fewshot.data.load_splits); the episodic trainer does not yet resize or
-      # augment their stored images to the backbone's size, so it refuses rather than train wrong.
-      raise ConfigError(f"--dataset {self.dataset} is not wired into fewshot.train yet; "
-                        f"use --dataset strokes or omniglot, or load it with fewshot.data.load_splits.")
+    self._check_data_options()
     positive = ("way", "shot", "query", "test_query", "eval_every", "val_episodes", "test_episodes")
     for name in positive + (("episodes",) if self.episodes is not None else ()):
       if getattr(self, name) < 1:
@@ -67,6 +75,52 @@ class Config:
     if self.episodes is None:
       default = SMALL_DATASET_EPISODES.get(self.dataset, PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1]))
       object.__setattr__(self, "episodes", default)
+
+  @property
+  def is_image_dataset(self) -> bool:
+    return self.dataset in IMAGE_DATASETS
+
+  @property
+  def channels(self) -> int:
+    return 3 if self.is_image_dataset else 1
+
+  @property
+  def input_shape(self) -> tuple[int, int, int]:
+    """What the backbone sees: images after the training or evaluation transform."""
+    return (self.image_size, self.image_size, self.channels)
+
+  def _check_data_options(self) -> None:
+    """Validate and resolve the data options, so that a saved config names its data exactly."""
+    image = self.is_image_dataset
+    if self.image_size is None:
+      size = PAPER_IMAGE_SIZES.get(self.backbone, PAPER_IMAGE_SIZES["conv4"]) if image else SMALL_IMAGE_SIZE
+      object.__setattr__(self, "image_size", size)
+    if isinstance(self.image_size, bool) or not isinstance(self.image_size, int):
+      raise ConfigError(f"--image_size must be an integer, got {self.image_size!r}.")
+    if image and self.image_size < MIN_IMAGE_SIZE:
+      raise ConfigError(f"--image_size must be at least {MIN_IMAGE_SIZE}, got {self.image_size}.")
+    if not image and self.image_size != SMALL_IMAGE_SIZE:
+      raise ConfigError(f"{self.dataset} images are {SMALL_IMAGE_SIZE}x{SMALL_IMAGE_SIZE}; --image_size "
+                        f"{self.image_size} applies to {', '.join(IMAGE_DATASETS)} (use {SMALL_IMAGE_SIZE} or leave it out).")
+    if self.class_order not in class_splits.CLASS_ORDERS:
+      raise ConfigError(f"unknown --class_order {self.class_order!r}; choose one of {', '.join(class_splits.CLASS_ORDERS)}.")
+    if image:
+      protocol = class_splits.DEFAULT_PROTOCOL[self.dataset] if self.protocol is None else self.protocol
+      if protocol not in class_splits.PROTOCOLS[self.dataset]:
+        raise ConfigError(f"--protocol {protocol} is not defined for {self.dataset}; "
+                          f"choose one of {', '.join(class_splits.PROTOCOLS[self.dataset])}.")
+      object.__setattr__(self, "protocol", protocol)
+      if self.bbox_crop and self.dataset not in BBOX_DATASETS:
+        raise ConfigError(f"{self.dataset} has no bounding boxes; --bbox_crop needs one of {', '.join(BBOX_DATASETS)}.")
+    else:
+      fixed = {"protocol": (self.protocol, None), "class_order": (self.class_order, "default"),
+               "bbox_crop": (self.bbox_crop, False)}
+      for name, (value, default) in fixed.items():
+        if value != default:
+          raise ConfigError(f"{self.dataset} has fixed class splits and no boxes; --{name} applies to "
+                            f"{', '.join(IMAGE_DATASETS)}.")
+    if self.augment is None:
+      object.__setattr__(self, "augment", image)
 
   @property
   def model_name(self) -> str:

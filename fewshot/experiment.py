@@ -8,7 +8,9 @@ import jax
 import numpy as np
 
 from fewshot import backbones, data, stats
+from fewshot.augment import NO_AUGMENTATION, Augmentation
 from fewshot.config import Config
+from fewshot.data import DataError, Split, class_splits
 from fewshot.episodes import EpisodeShape, EpisodeSource, check_fits
 from fewshot.learner import Learner, TrainState, adam
 
@@ -25,6 +27,29 @@ def test_shape(config: Config) -> EpisodeShape:
   return EpisodeShape(config.way, config.shot, config.test_query)
 
 
+@dataclasses.dataclass(frozen=True)
+class EvaluationTransformOnly(Augmentation):
+  """Training images get the evaluation transform: no randomness, but the input size and normalisation
+  the model is evaluated with (RGB data stored at int(1.15·size) with augmentation switched off)."""
+
+  def train(self, key: jax.Array, images: jax.Array) -> jax.Array:
+    del key
+    return self.eval(images)
+
+
+def build_augmentation(config: Config) -> Augmentation:
+  """The transforms between the stored images and the backbone, a function of the config alone
+  (so a saved run rebuilds them)."""
+  if config.is_image_dataset:
+    paper = Augmentation.paper(config.image_size, config.channels)
+    return paper if config.augment else EvaluationTransformOnly(**dataclasses.asdict(paper))
+  if config.augment:
+    # 28x28 data is stored at the input size: evaluation resizes nothing (resize = size) and,
+    # one channel, normalises nothing, so evaluation stays exactly what it is without augmentation.
+    return dataclasses.replace(Augmentation.paper(config.image_size, config.channels), resize=config.image_size)
+  return NO_AUGMENTATION
+
+
 def build_learner(config: Config) -> Learner:
   return Learner(
       backbones.get_backbone(config.backbone),
@@ -34,7 +59,43 @@ def build_learner(config: Config) -> Learner:
       optimizer=adam(config.learning_rate),
       centring=config.centring,
       psi_classifier=config.psi_classifier,
+      augmentation=build_augmentation(config),
   )
+
+
+def hold_out_val(train: Split) -> tuple[Split, Split]:
+  """(train, val) from a train split: every fourth class (by split label) validates.
+
+  The dml protocol (cars196, sop) splits classes into train and test only; episodic training
+  selects its checkpoint on held-out classes, so a quarter of the training classes are held
+  out for it, as in the reality check's class-disjoint folds inside the training half.
+  """
+  held = np.arange(train.num_classes) % 4 == 3
+  if not held.any() or held.all():
+    raise DataError(f"the train split has {train.num_classes} classes; holding out every fourth class for "
+                    "validation needs at least 4.")
+
+  def subset(keep: np.ndarray) -> Split:
+    relabel = np.cumsum(keep) - 1  # old label -> new label among the kept classes
+    mask = keep[train.labels]
+    names = tuple(name for name, k in zip(train.class_names, keep) if k)
+    return Split(train.images[mask], relabel[train.labels[mask]].astype(np.int32), names)
+
+  return subset(~held), subset(held)
+
+
+def load_data(config: Config, splits: tuple[str, ...] = data.SPLITS) -> dict[str, Split]:
+  """The requested splits of the config's dataset; a protocol without val holds out training classes."""
+  options = dict(image_size=config.image_size, protocol=config.protocol, class_order=config.class_order,
+                 seed=config.split_seed, bbox_crop=config.bbox_crop)
+  available = class_splits.PROTOCOL_SPLITS[config.protocol] if config.is_image_dataset else data.SPLITS
+  wanted = tuple(s for s in splits if s in available)
+  if "val" in splits and "val" not in available and "train" not in wanted:
+    wanted = ("train", *wanted)
+  loaded = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, wanted, **options)
+  if "val" in splits and "val" not in available:
+    loaded["train"], loaded["val"] = hold_out_val(loaded["train"])
+  return {name: loaded[name] for name in splits}
 
 
 def run_keys(seed: int) -> dict[str, jax.Array]:
@@ -49,18 +110,22 @@ class Experiment:
   config: Config
   learner: Learner
   sources: dict[str, EpisodeSource]
-  image_shape: tuple[int, ...]
+  image_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
   keys: dict[str, jax.Array]
 
   @classmethod
   def build(cls, config: Config, splits: tuple[str, ...] = data.SPLITS) -> "Experiment":
     """Load the splits, check they can supply the episodes, and build the learner (writes nothing)."""
-    loaded = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, splits)
+    loaded = load_data(config, splits)
     shapes = {"train": train_shape(config), "val": train_shape(config), "test": test_shape(config)}
     for name, split in loaded.items():
       check_fits(split, shapes[name], name)
     sources = {name: EpisodeSource.from_split(split) for name, split in loaded.items()}
-    return cls(config, build_learner(config), sources, next(iter(loaded.values())).image_shape, run_keys(config.seed))
+    stored = next(iter(loaded.values())).image_shape
+    if stored[-1] != config.channels:
+      raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
+    # The learner is initialised on what the backbone sees, after the transforms.
+    return cls(config, build_learner(config), sources, config.input_shape, run_keys(config.seed))
 
   def init_state(self) -> TrainState:
     return self.learner.init(self.keys["init"], self.image_shape)

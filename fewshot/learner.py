@@ -4,6 +4,11 @@ One call of :meth:`Learner.train_chunk` trains on the episodes between two check
 inside a single ``lax.scan``: episodes are drawn, gathered and converted on the device,
 so the host only steps in at checkpoints. Episode ``i`` of a run always uses the key
 ``fold_in(train_key, i)``; a resumed run therefore replays the same episodes.
+
+The learner's :class:`~fewshot.augment.Augmentation` sits between sampling and the model:
+a training episode's images are augmented once, with ``fold_in(episode_key, 1)``, right
+after they are drawn, so the update and its diagnostics see the same augmented images;
+evaluation episodes get the deterministic evaluation transform.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import jax.numpy as jnp
 import optax
 
 from fewshot import diagnostics, heads
-from fewshot.augment import to_float
+from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.episodes import Episode, EpisodeShape, EpisodeSource, sample_episode
 
 
@@ -55,6 +60,7 @@ class Learner:
       optimizer: optax.GradientTransformation | None = None,
       centring: str = "points",
       psi_classifier: str = "model",
+      augmentation: Augmentation = NO_AUGMENTATION,
   ):
     heads.check_names(head, classifier)
     self.model, self.shape, self.head, self.classifier = model, shape, head, classifier
@@ -66,12 +72,14 @@ class Learner:
     if psi_classifier not in PSI_CLASSIFIERS:
       raise ValueError(f"Unknown psi_classifier {psi_classifier!r}; choose one of {', '.join(PSI_CLASSIFIERS)}.")
     self.psi_classifier = classifier if psi_classifier == "model" else psi_classifier
+    self.augmentation = augmentation
     self.init = jax.jit(self._init, static_argnums=1)  # eager init would compile op by op
     self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
     self.evaluate = jax.jit(self._evaluate, static_argnums=(3, 4))
 
   # ---- pure pieces -------------------------------------------------------------------
   def _init(self, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+    """``image_shape`` is the backbone's input: the transformed images' shape, not the stored one."""
     variables = self.model.init(key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
     params = {"backbone": variables["params"], "rho": jnp.asarray(heads.RHO_INIT, jnp.float32)}
     return TrainState(
@@ -92,6 +100,27 @@ class Learner:
       return self.model.apply(variables, to_float(images), train=False), batch_stats
     embeddings, updates = self.model.apply(variables, to_float(images), train=True, mutable=["batch_stats"])
     return embeddings, updates["batch_stats"]
+
+  def _transform(self, episode: Episode, transform) -> Episode:
+    """The episode with support and query images passed through ``transform`` as one batch."""
+    if not self.augmentation.enabled:
+      return episode  # as stored: to_float in embed, exactly as before augmentation existed
+    n_support = episode.support_images.shape[0]
+    images = transform(jnp.concatenate([episode.support_images, episode.query_images]))
+    return episode.replace(support_images=images[:n_support], query_images=images[n_support:])
+
+  def training_episode(self, key: jax.Array, source: EpisodeSource) -> Episode:
+    """The training episode of ``key``: drawn with ``key``, augmented with ``fold_in(key, 1)``."""
+    episode = sample_episode(key, source, self.shape)
+    return self._transform(episode, lambda images: self.augmentation.train(jax.random.fold_in(key, 1), images))
+
+  def evaluation_episode(self, key: jax.Array, source: EpisodeSource, shape: EpisodeShape) -> Episode:
+    """The evaluation episode of ``key``, through the evaluation transform."""
+    return self._transform(sample_episode(key, source, shape), self.augmentation.eval)
+
+  def eval_images(self, images: jax.Array) -> jax.Array:
+    """Stored images (uint8, or float in [0, 1]) as evaluation sees them."""
+    return self.augmentation.eval(images) if self.augmentation.enabled else images
 
   def episode_embeddings(self, params, batch_stats, episode: Episode, train: bool):
     """Support and query embeddings from one forward pass (one set of BatchNorm statistics)."""
@@ -159,7 +188,8 @@ class Learner:
     no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
 
     def body(state, _):
-      episode = sample_episode(jax.random.fold_in(train_key, state.episode), source, self.shape)
+      # Augmented once: the update and the diagnostics' second pass see the same images.
+      episode = self.training_episode(jax.random.fold_in(train_key, state.episode), source)
       new_state, metrics, before = self.train_step(state, episode)
       # Only the chunk's last update is diagnosed (the paper's protocol); the cond keeps
       # the extra forward pass out of the other episodes.
@@ -177,7 +207,7 @@ class Learner:
     """Per-episode query accuracy of ``num_episodes`` episodes (BatchNorm in evaluation mode)."""
 
     def one(index):
-      episode = sample_episode(jax.random.fold_in(key, index), source, shape)
+      episode = self.evaluation_episode(jax.random.fold_in(key, index), source, shape)
       support, query, _ = self.episode_embeddings(variables["params"], variables["batch_stats"], episode, train=False)
       return heads.loss_and_accuracy(self.logits(variables["params"], support, query, episode), episode.query_labels)[1]
 

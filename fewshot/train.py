@@ -41,6 +41,15 @@ def define_flags() -> None:
   flags.DEFINE_string("centring", "points", "centring of the diagnostics: points (the paper) or features (the reference code)")
   flags.DEFINE_string("psi_classifier", "model", "class distance of the diagnostics' psi: model (the paper) or proto (the reference code)")
   flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
+  flags.DEFINE_integer("image_size", None, "the backbone's input side (default 28 on strokes/omniglot, else 84 with "
+                       "conv4, 224 with resnet18); image datasets are stored at int(1.15*size)")
+  flags.DEFINE_string("protocol", None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
+                      "dml (train/test halves; val holds out every 4th training class); default the dataset's")
+  flags.DEFINE_string("class_order", "default", "default, or random: classes permuted by --split_seed before splitting")
+  flags.DEFINE_integer("split_seed", 0, "seed of --class_order random")
+  flags.DEFINE_bool("bbox_crop", False, "crop images to their bounding boxes before resizing (cub, cars196)")
+  flags.DEFINE_bool("augment", None, "the paper's training augmentation on the device (default: on for the "
+                    "image datasets, off for strokes/omniglot)")
   flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
 

@@ -18,7 +18,7 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 import orbax.checkpoint as ocp
 
@@ -111,3 +111,16 @@ class RunDir:
       saved = self.checkpoint_step(kind)
       if saved is not None and saved > step:
         self._manager(kind).delete(saved)
+
+  def resume(self, state: Any, step_key: str, step_of: Callable[[Any], Any]) -> tuple[Any, list[dict]]:
+    """Continue from the ``last`` checkpoint: ``(state, metrics rows up to it)``; ``(state, [])`` if none.
+
+    Rows and checkpoints newer than ``last`` (written before a crash) are dropped, since
+    the resumed run replays those steps and writes them again.
+    """
+    if self.checkpoint_step("last") is None:
+      return state, []
+    state = self.restore_checkpoint("last", state)
+    done = int(step_of(state))
+    self.drop_checkpoints_after(done)
+    return state, [row for row in self.read_metrics() if row[step_key] <= done]

@@ -84,13 +84,9 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
   rundir = open_rundir(config, workdir, resume)
   experiment = Experiment.build(config)  # fails on bad data before anything is written
   state = experiment.init_state()
-  rows: list[dict] = []
-  if rundir.checkpoint_step("last") is not None:
-    state = rundir.restore_checkpoint("last", state)
-    done = int(state.episode)
-    rows = [row for row in rundir.read_metrics() if row["episode"] <= done]
-    rundir.drop_checkpoints_after(done)
-  else:
+  resuming = rundir.checkpoint_step("last") is not None
+  state, rows = rundir.resume(state, "episode", lambda s: s.episode)
+  if not resuming:
     rundir.write_config({**config.to_dict(), "image_shape": list(experiment.image_shape)})
   best = max(rows, key=lambda r: r["val_accuracy"], default=None)  # max keeps the earliest of ties
 

@@ -182,12 +182,7 @@ class Trainer:
     c, (train, val_split) = self.config, self.folds[fold]
     learner, rundir = self.learner(train.num_classes), self.fold_dir(fold)
     state, train_key = self.initial_state(fold), self.keys(fold)[1]
-    rows: list[dict] = []
-    if rundir.checkpoint_step("last") is not None:
-      state = rundir.restore_checkpoint("last", state)
-      done = int(state.step)
-      rows = [row for row in rundir.read_metrics() if row["step"] <= done]
-      rundir.drop_checkpoints_after(done)
+    state, rows = rundir.resume(state, "step", lambda s: s.step)
     best = max(rows, key=_score, default=None)  # max keeps the earliest of ties
     total = c.epochs * c.steps_per_epoch
     source = EpisodeSource.from_split(train)

@@ -1,0 +1,119 @@
+"""The distance-ratio paper's grid on one dataset, ending with its Table 2 and the statistics tables.
+
+    python -m experiments.reproduce_dr --dataset cub --data_dir DIR [--out runs/dr_cub] [--smoke]
+
+Trains {Conv4, ResNet18} x {1, 5}-shot x {ProtoNet_S, ProtoNet_DR}, plus 1-NN_S and 1-NN_DR at
+5-shot, each in OUT/<run name>; a configuration whose results.json exists is skipped, and an
+interrupted one resumes, so re-running the command continues the grid. Prints the accuracy table
+(rows: models, columns: backbone x shot) and, per (backbone, shot, classifier), fewshot.analyze's
+tables of S against DR, and writes both to OUT/summary.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+from absl import logging
+
+from fewshot import analyze, heads
+from fewshot.config import Config
+from fewshot.rundir import RunDir
+from fewshot.train import train
+
+BACKBONES = ("conv4", "resnet18")
+SHOTS = (1, 5)
+NN_SHOTS = (5,)  # the paper reports 1-NN only at 5-shot: at 1-shot it is ProtoNet
+MODELS = (("proto", "softmax"), ("proto", "dr"), ("nn", "softmax"), ("nn", "dr"))
+# Small enough to finish in about a minute per backbone on a fixture with a 2-core CPU.
+SMOKE = dict(image_size=28, way=2, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=2, test_episodes=4)
+SMOKE_BACKBONES = ("conv4",)  # ResNet-18 compiles for minutes on CPU; name it with --backbones to include it
+
+
+def grid(args) -> list[Config]:
+  """Every configuration of the grid, in the order they run."""
+  overrides = SMOKE if args.smoke else {}
+  configs = []
+  for backbone in args.backbones:
+    for shot in args.shots:
+      for classifier, head in MODELS:
+        if classifier == "nn" and shot not in NN_SHOTS:
+          continue
+        configs.append(Config(dataset=args.dataset, data_dir=args.data_dir, backbone=backbone, shot=shot,
+                              classifier=classifier, head=head, seed=args.seed, **overrides))
+  return configs
+
+
+def run_all(configs: list[Config], out: pathlib.Path) -> dict[Config, dict]:
+  results = {}
+  for i, config in enumerate(configs, 1):
+    workdir = out / config.run_name
+    done = RunDir(workdir).read_results() if (workdir / "results.json").exists() else None
+    print(f"[{i}/{len(configs)}] {config.run_name}: " + ("done, skipped" if done else "training"), flush=True)
+    # resume=True continues a run that was interrupted and starts an absent one afresh.
+    results[config] = done or train(config, str(workdir), resume=True, progress=False)
+  return results
+
+
+def accuracy_table(results: dict[Config, dict]) -> str:
+  """Table 2's layout: a row per model, a column per (backbone, shot), cells "acc ± ci"."""
+  columns = sorted({(c.backbone, c.shot) for c in results}, key=lambda k: (BACKBONES.index(k[0]), k[1]))
+  cells = {(heads.MODEL_NAMES[(c.classifier, c.head)], c.backbone, c.shot): r for c, r in results.items()}
+  header = "| Model | " + " | ".join(f"{b} {s}-shot" for b, s in columns) + " |"
+  lines = [header, "|" + "---|" * (len(columns) + 1)]
+  for model in (heads.MODEL_NAMES[m] for m in MODELS):
+    row = [cells.get((model, b, s)) for b, s in columns]
+    if any(row):
+      lines.append(f"| {model} | " + " | ".join(
+          f"{r['test_accuracy']:.2f} ± {r['test_ci95']:.2f}" if r else "–" for r in row) + " |")
+  return "\n".join(lines)
+
+
+def statistics_tables(results: dict[Config, dict], out: pathlib.Path) -> str:
+  """fewshot.analyze's tables (runs, then one per measure) of S against DR for each pair in the grid."""
+  sections = []
+  by_key = {(c.backbone, c.shot, c.classifier, c.head): c for c in results}
+  for (backbone, shot, classifier, head), s in by_key.items():
+    dr = by_key.get((backbone, shot, classifier, "dr"))
+    if head != "softmax" or dr is None:
+      continue
+    text, warning = analyze.analyze([str(out / s.run_name), str(out / dr.run_name)], fmt="markdown")
+    title = f"## {backbone} {shot}-shot {heads.MODEL_NAMES[(classifier, 'softmax')].split('_')[0]}: S vs DR"
+    sections.append("\n\n".join([title] + ([f"> {warning}"] if warning else []) + [text.strip()]))
+  return "\n\n".join(sections)
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--dataset", required=True, choices=("cub", "mini_imagenet"))
+  parser.add_argument("--data_dir", default=None)
+  parser.add_argument("--out", default=None, help="default: runs/dr_<dataset>")
+  parser.add_argument("--smoke", action="store_true", help="tiny episodes and images: checks the pipeline, not the paper")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--backbones", default=None, help=f"comma-separated subset of {','.join(BACKBONES)}")
+  parser.add_argument("--shots", default=None, help="comma-separated subset of 1,5")
+  args = parser.parse_args(argv)
+  default_backbones = SMOKE_BACKBONES if args.smoke else BACKBONES
+  args.backbones = tuple(args.backbones.split(",")) if args.backbones else default_backbones
+  args.shots = tuple(int(s) for s in args.shots.split(",")) if args.shots else SHOTS
+  if not set(args.backbones) <= set(BACKBONES) or not set(args.shots) <= set(SHOTS):
+    parser.error(f"--backbones must name some of {', '.join(BACKBONES)} and --shots some of 1, 5")
+  args.out = pathlib.Path(args.out or f"runs/dr_{args.dataset}")
+  return args
+
+
+def main(argv=None) -> str:
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint save at INFO
+  results = run_all(grid(args), args.out)
+  summary = (f"# {args.dataset}: test accuracy (%, 95% CI)\n\n{accuracy_table(results)}\n\n"
+             f"# Statistics, S vs DR\n\n{statistics_tables(results, args.out)}\n")
+  (args.out / "summary.md").write_text(summary)
+  print(summary)
+  print(f"wrote {args.out / 'summary.md'}")
+  return summary
+
+
+if __name__ == "__main__":
+  main()

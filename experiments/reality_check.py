@@ -17,9 +17,9 @@ import sys
 
 from absl import logging
 
+from experiments import grid
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.train import REPORTED, train
-from fewshot.rundir import RunDir
 
 LOSSES = {"contrastive": "none", "triplet": "semi_hard", "npair": "none", "nsl": "none"}  # loss -> miner
 PROTOCOL = dict(embedding_dim=128, folds=4)
@@ -37,17 +37,6 @@ def configs(args) -> dict[str, DMLConfig]:
     out[loss] = DMLConfig(dataset=args.dataset, data_dir=args.data_dir, backbone=args.backbone, loss=loss,
                           miner=LOSSES[loss], seed=args.seed, **{**PROTOCOL, **smoke})
   return out
-
-
-def run_all(by_loss: dict[str, DMLConfig], out: pathlib.Path) -> dict[str, dict]:
-  results = {}
-  for i, (loss, config) in enumerate(by_loss.items(), 1):
-    workdir = out / loss
-    done = RunDir(workdir).read_results() if (workdir / "results.json").exists() else None
-    print(f"[{i}/{len(by_loss)}] {loss}: " + ("done, skipped" if done else "training"), flush=True)
-    # resume=True continues an interrupted run and starts an absent one afresh.
-    results[loss] = done or train(config, str(workdir), resume=True, progress=False)
-  return results
 
 
 def _percent(x: float | None) -> str:
@@ -85,14 +74,11 @@ def parse_args(argv):
 def main(argv=None) -> str:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint save at INFO
-  results = run_all(configs(args), args.out)
+  results = grid.run_all({loss: (loss, c) for loss, c in configs(args).items()}, args.out, train)
   folds = PROTOCOL["folds"]
   summary = (f"# {args.dataset}: test retrieval (%), {folds} folds: separated = mean over the fold models, "
              f"concatenated = their embeddings joined\n\n{table(results)}\n")
-  (args.out / "summary.md").write_text(summary)
-  print(summary)
-  print(f"wrote {args.out / 'summary.md'}")
-  return summary
+  return grid.write_summary(args.out, summary)
 
 
 if __name__ == "__main__":

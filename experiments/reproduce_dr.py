@@ -17,9 +17,9 @@ import sys
 
 from absl import logging
 
+from experiments import grid
 from fewshot import analyze, heads
 from fewshot.config import Config
-from fewshot.rundir import RunDir
 from fewshot.train import train
 
 BACKBONES = ("conv4", "resnet18")
@@ -31,7 +31,7 @@ SMOKE = dict(image_size=28, way=2, query=2, test_query=2, episodes=4, eval_every
 SMOKE_BACKBONES = ("conv4",)  # ResNet-18 compiles for minutes on CPU; name it with --backbones to include it
 
 
-def grid(args) -> list[Config]:
+def configurations(args) -> list[Config]:
   """Every configuration of the grid, in the order they run."""
   overrides = SMOKE if args.smoke else {}
   configs = []
@@ -43,17 +43,6 @@ def grid(args) -> list[Config]:
         configs.append(Config(dataset=args.dataset, data_dir=args.data_dir, backbone=backbone, shot=shot,
                               classifier=classifier, head=head, seed=args.seed, **overrides))
   return configs
-
-
-def run_all(configs: list[Config], out: pathlib.Path) -> dict[Config, dict]:
-  results = {}
-  for i, config in enumerate(configs, 1):
-    workdir = out / config.run_name
-    done = RunDir(workdir).read_results() if (workdir / "results.json").exists() else None
-    print(f"[{i}/{len(configs)}] {config.run_name}: " + ("done, skipped" if done else "training"), flush=True)
-    # resume=True continues a run that was interrupted and starts an absent one afresh.
-    results[config] = done or train(config, str(workdir), resume=True, progress=False)
-  return results
 
 
 def accuracy_table(results: dict[Config, dict]) -> str:
@@ -106,13 +95,10 @@ def parse_args(argv):
 def main(argv=None) -> str:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint save at INFO
-  results = run_all(grid(args), args.out)
+  results = grid.run_all({c: (c.run_name, c) for c in configurations(args)}, args.out, train)
   summary = (f"# {args.dataset}: test accuracy (%, 95% CI)\n\n{accuracy_table(results)}\n\n"
              f"# Statistics, S vs DR\n\n{statistics_tables(results, args.out)}\n")
-  (args.out / "summary.md").write_text(summary)
-  print(summary)
-  print(f"wrote {args.out / 'summary.md'}")
-  return summary
+  return grid.write_summary(args.out, summary)
 
 
 if __name__ == "__main__":

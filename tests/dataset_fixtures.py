@@ -21,8 +21,11 @@ import tarfile
 import zipfile
 
 import numpy as np
+import pytest
 import scipy.io
 from PIL import Image
+
+from fewshot.data.split import DataError
 
 CUB_DEFECTS = ('missing_annotation', 'missing_image', 'malformed_line', 'inconsistent_ids', 'bad_class',
                'bad_bbox', 'corrupt_image', 'truncated_archive', 'unsafe_member')
@@ -542,3 +545,14 @@ def write_sop(root, *, classes: tuple[int, int] = (3, 2), per_class: int = 3, si
   else:
     raise ValueError(f'layout {layout!r} is not folder or zip')
   return fx
+
+
+def one_line_error(fn, *fragments) -> str:
+  """Calls fn, expecting a one-line DataError containing every fragment."""
+  with pytest.raises(DataError) as err:
+    fn()
+  msg = str(err.value)
+  assert '\n' not in msg, msg
+  for fragment in fragments:
+    assert fragment in msg, f'{fragment!r} not in {msg!r}'
+  return msg

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 import dataset_fixtures as fixtures
+from dataset_fixtures import one_line_error
 from fewshot import data
 from fewshot.data import class_splits, images, sources
-from fewshot.data.split import DataError
 
 SIZE = 20  # model input side in these tests; stored at int(1.15 * 20) = 23
 STORED = 23
@@ -20,16 +20,6 @@ STORED = 23
 
 def tree(path: pathlib.Path) -> list[str]:
   return sorted(str(p.relative_to(path)) for p in path.rglob('*')) if path.exists() else []
-
-
-def one_line_error(fn, *fragments) -> str:
-  with pytest.raises(DataError) as err:
-    fn()
-  msg = str(err.value)
-  assert '\n' not in msg, msg
-  for fragment in fragments:
-    assert fragment in msg, f'{fragment!r} not in {msg!r}'
-  return msg
 
 
 def reference(fx: fixtures.Fixture, class_id: int, size: int, crop: bool = False) -> np.ndarray:

@@ -13,19 +13,8 @@ import pytest
 from PIL import Image
 
 import dataset_fixtures as fixtures
+from dataset_fixtures import one_line_error
 from fewshot.data import archives, sources
-from fewshot.data.split import DataError
-
-
-def one_line_error(fn, *fragments) -> str:
-  """Calls fn, expecting a one-line DataError containing every fragment."""
-  with pytest.raises(DataError) as err:
-    fn()
-  msg = str(err.value)
-  assert '\n' not in msg, msg
-  for fragment in fragments:
-    assert fragment in msg, f'{fragment!r} not in {msg!r}'
-  return msg
 
 
 def check_records(recs: sources.DatasetRecords, fx: fixtures.Fixture) -> None:

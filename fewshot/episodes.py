@@ -7,6 +7,8 @@ labels are ``0..way-1`` in the order the classes were drawn, laid out class-majo
 
 Everything is a pure function of a ``jax.random`` key, so the same key gives the same
 episode on every run, and a resumed run replays exactly the episodes it would have seen.
+The draw needs only the split's :class:`ClassLayout`, so a split too large for the device
+(:mod:`fewshot.streaming`) gets the same episodes, its images gathered on the host instead.
 """
 
 from __future__ import annotations
@@ -41,27 +43,38 @@ class EpisodeShape:
 
 
 @flax.struct.dataclass
-class EpisodeSource:
-  """A split on the device: images grouped by class, and where each class starts."""
+class ClassLayout:
+  """Where each class of a split starts and how many images it has: all that drawing indices needs."""
 
-  images: jax.Array  # uint8 [N, H, W, C]
   class_offsets: jax.Array  # int32 [num_classes]
   class_counts: jax.Array  # int32 [num_classes]
   max_count: int = flax.struct.field(pytree_node=False)
 
   @classmethod
-  def from_split(cls, split: Split, device: jax.Device | None = None) -> "EpisodeSource":
+  def from_split(cls, split: Split, device: jax.Device | None = None) -> "ClassLayout":
     put = lambda a: jax.device_put(a, device)
-    return cls(
-        images=put(split.images),
-        class_offsets=put(split.class_offsets),
-        class_counts=put(split.class_counts),
-        max_count=int(split.class_counts.max()),
-    )
+    return cls(class_offsets=put(split.class_offsets), class_counts=put(split.class_counts),
+               max_count=int(split.class_counts.max()))
 
   @property
   def num_classes(self) -> int:
     return self.class_offsets.shape[0]
+
+
+@flax.struct.dataclass
+class EpisodeSource:
+  """A split resident on the device: images grouped by class, and their class layout."""
+
+  images: jax.Array  # uint8 [N, H, W, C]
+  layout: ClassLayout
+
+  @classmethod
+  def from_split(cls, split: Split, device: jax.Device | None = None) -> "EpisodeSource":
+    return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device))
+
+  @property
+  def num_classes(self) -> int:
+    return self.layout.num_classes
 
 
 @chex.dataclass(frozen=True)
@@ -89,7 +102,7 @@ def check_fits(split: Split, shape: EpisodeShape, split_name: str) -> None:
     )
 
 
-def sample_class_images(key: chex.PRNGKey, source: EpisodeSource, num_classes: int,
+def sample_class_images(key: chex.PRNGKey, layout: ClassLayout, num_classes: int,
                         per_class: int) -> tuple[jax.Array, jax.Array]:
   """Draw ``num_classes`` distinct classes ``[C]`` and ``per_class`` images of each, ``[C, per_class]`` indices.
 
@@ -98,27 +111,25 @@ def sample_class_images(key: chex.PRNGKey, source: EpisodeSource, num_classes: i
   Episodes never hit that case, since :func:`check_fits` rejects such splits up front.
   """
   class_key, image_key = jax.random.split(key)
-  classes = jax.random.choice(class_key, source.num_classes, (num_classes,), replace=False)
-  counts = source.class_counts[classes]
+  classes = jax.random.choice(class_key, layout.num_classes, (num_classes,), replace=False)
+  counts = layout.class_counts[classes]
   # Distinct images per class: the top per_class of uniform scores over the class's
   # slots, with slots past the class's size scored below any real one.
-  scores = jax.random.uniform(image_key, (num_classes, max(source.max_count, per_class)))
+  scores = jax.random.uniform(image_key, (num_classes, max(layout.max_count, per_class)))
   scores = jnp.where(jnp.arange(scores.shape[1])[None, :] < counts[:, None], scores, -1.0)
   _, within_class = jax.lax.top_k(scores, per_class)
-  return classes, source.class_offsets[classes][:, None] + within_class % counts[:, None]
+  return classes, layout.class_offsets[classes][:, None] + within_class % counts[:, None]
 
 
-def sample_indices(key: chex.PRNGKey, source: EpisodeSource, shape: EpisodeShape) -> tuple[jax.Array, jax.Array]:
+def sample_indices(key: chex.PRNGKey, layout: ClassLayout, shape: EpisodeShape) -> tuple[jax.Array, jax.Array]:
   """Draw the classes ``[way]`` and the image indices ``[way, shot + query]`` of one episode."""
-  return sample_class_images(key, source, shape.way, shape.per_class)
+  return sample_class_images(key, layout, shape.way, shape.per_class)
 
 
-def sample_episode(key: chex.PRNGKey, source: EpisodeSource, shape: EpisodeShape) -> Episode:
-  """Draw one episode (uint8 images, as stored) from the split."""
-  classes, indices = sample_indices(key, source, shape)
-  images = source.images[indices]  # [way, shot+query, H, W, C]
+def episode_from_images(images: jax.Array, classes: jax.Array, shape: EpisodeShape) -> Episode:
+  """The episode of drawn ``images [way, shot + query, H, W, C]`` (class-major) of ``classes [way]``."""
   image_shape = images.shape[2:]
-  labels = jnp.broadcast_to(jnp.arange(shape.way, dtype=jnp.int32)[:, None], indices.shape)
+  labels = jnp.broadcast_to(jnp.arange(shape.way, dtype=jnp.int32)[:, None], images.shape[:2])
   return Episode(
       support_images=images[:, : shape.shot].reshape(-1, *image_shape),
       support_labels=labels[:, : shape.shot].reshape(-1),
@@ -126,3 +137,9 @@ def sample_episode(key: chex.PRNGKey, source: EpisodeSource, shape: EpisodeShape
       query_labels=labels[:, shape.shot :].reshape(-1),
       classes=classes,
   )
+
+
+def sample_episode(key: chex.PRNGKey, source: EpisodeSource, shape: EpisodeShape) -> Episode:
+  """Draw one episode (uint8 images, as stored) from the split."""
+  classes, indices = sample_indices(key, source.layout, shape)
+  return episode_from_images(source.images[indices], classes, shape)

@@ -23,6 +23,8 @@ def define_flags() -> None:
   flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
   flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
   flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
+  flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
+                      "(a dataset not prepared there yet is prepared there)")
   flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
 
 
@@ -48,7 +50,8 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   results = evaluate(FLAGS.workdir, FLAGS.checkpoint, test_episodes=FLAGS.test_episodes,
-                     test_query=FLAGS.test_query, seed=FLAGS.seed, data_dir=FLAGS.data_dir)
+                     test_query=FLAGS.test_query, seed=FLAGS.seed, data_dir=FLAGS.data_dir,
+                     tfds_dir=FLAGS.tfds_dir)
   print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}): test accuracy "
         f"{results['test_accuracy']:.2f}% ± {results['test_ci95']:.2f}% ({results['test_episodes']} episodes)")
 

@@ -7,11 +7,12 @@ import dataclasses
 import jax
 import numpy as np
 
-from fewshot import backbones, data, stats
+from fewshot import backbones, data, stats, streaming
 from fewshot.augment import NO_AUGMENTATION, Augmentation
 from fewshot.config import Config
 from fewshot.data import DataError, Split, class_splits
 from fewshot.episodes import EpisodeShape, EpisodeSource, check_fits
+from fewshot.streaming import HostSource
 from fewshot.learner import Learner, TrainState, adam
 
 # One independent key stream per use, so that e.g. changing --val_episodes never
@@ -105,22 +106,26 @@ def run_keys(seed: int) -> dict[str, jax.Array]:
 
 @dataclasses.dataclass
 class Experiment:
-  """Everything a configuration builds before training: data on the device, learner, keys."""
+  """Everything a configuration builds before training: data placed for the device, learner, keys."""
 
   config: Config
   learner: Learner
-  sources: dict[str, EpisodeSource]
+  sources: dict[str, EpisodeSource | HostSource]
   image_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
   keys: dict[str, jax.Array]
 
   @classmethod
-  def build(cls, config: Config, splits: tuple[str, ...] = data.SPLITS) -> "Experiment":
-    """Load the splits, check they can supply the episodes, and build the learner (writes nothing)."""
+  def build(cls, config: Config, splits: tuple[str, ...] = data.SPLITS, placement: str = "auto") -> "Experiment":
+    """Load the splits, check they can supply the episodes, and build the learner (writes nothing).
+
+    ``placement`` (see :func:`fewshot.streaming.place`) changes where images live, never
+    which episodes a run sees, so it is not part of the config.
+    """
     loaded = load_data(config, splits)
     shapes = {"train": train_shape(config), "val": train_shape(config), "test": test_shape(config)}
     for name, split in loaded.items():
       check_fits(split, shapes[name], name)
-    sources = {name: EpisodeSource.from_split(split) for name, split in loaded.items()}
+    sources = {name: streaming.place(split, placement) for name, split in loaded.items()}
     stored = next(iter(loaded.values())).image_shape
     if stored[-1] != config.channels:
       raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")

@@ -3,7 +3,9 @@
 One call of :meth:`Learner.train_chunk` trains on the episodes between two checkpoints
 inside a single ``lax.scan``: episodes are drawn, gathered and converted on the device,
 so the host only steps in at checkpoints. Episode ``i`` of a run always uses the key
-``fold_in(train_key, i)``; a resumed run therefore replays the same episodes.
+``fold_in(train_key, i)``; a resumed run therefore replays the same episodes. A split in
+host memory (:class:`fewshot.streaming.HostSource`) trains on the same episodes, one
+``lax.scan`` per prefetched block.
 
 The learner's :class:`~fewshot.augment.Augmentation` sits between sampling and the model:
 a training episode's images are augmented once, with ``fold_in(episode_key, 1)``, right
@@ -23,7 +25,8 @@ import optax
 
 from fewshot import diagnostics, heads
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
-from fewshot.episodes import Episode, EpisodeShape, EpisodeSource, sample_episode
+from fewshot.episodes import Episode, EpisodeShape, EpisodeSource, episode_from_images, sample_episode
+from fewshot.streaming import Drawn, HostSource
 
 
 @flax.struct.dataclass
@@ -74,8 +77,10 @@ class Learner:
     self.psi_classifier = classifier if psi_classifier == "model" else psi_classifier
     self.augmentation = augmentation
     self.init = jax.jit(self._init, static_argnums=1)  # eager init would compile op by op
-    self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
-    self.evaluate = jax.jit(self._evaluate, static_argnums=(3, 4))
+    self._train_resident = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
+    self._train_drawn = jax.jit(self._train_block, donate_argnums=0)
+    self._evaluate_resident = jax.jit(self._evaluate, static_argnums=(3, 4))
+    self._evaluate_drawn = jax.jit(self._evaluate_block, static_argnums=2)
 
   # ---- pure pieces -------------------------------------------------------------------
   def _init(self, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
@@ -111,7 +116,10 @@ class Learner:
 
   def training_episode(self, key: jax.Array, source: EpisodeSource) -> Episode:
     """The training episode of ``key``: drawn with ``key``, augmented with ``fold_in(key, 1)``."""
-    episode = sample_episode(key, source, self.shape)
+    return self.augment_training(key, sample_episode(key, source, self.shape))
+
+  def augment_training(self, key: jax.Array, episode: Episode) -> Episode:
+    """The drawn episode of ``key`` through the training augmentation, keyed ``fold_in(key, 1)``."""
     return self._transform(episode, lambda images: self.augmentation.train(jax.random.fold_in(key, 1), images))
 
   def evaluation_episode(self, key: jax.Array, source: EpisodeSource, shape: EpisodeShape) -> Episode:
@@ -176,20 +184,43 @@ class Learner:
         episode.classes.shape[0], classifier=self.psi_classifier, centring=self.centring,
     )
 
-  # ---- compiled entry points -----------------------------------------------------------
-  def _train_chunk(self, state: TrainState, source: EpisodeSource, train_key: jax.Array, num_episodes: int):
+  # ---- entry points: a resident split is drawn from inside one compiled call, a host split in blocks --
+  def train_chunk(self, state: TrainState, source: EpisodeSource | HostSource, train_key: jax.Array,
+                  num_episodes: int):
     """Train on the next ``num_episodes`` episodes.
 
     Returns the state, per-episode ``{"loss", "accuracy"}`` (before each update) and the
     diagnostics of the last update (:func:`fewshot.diagnostics.episode_diagnostics`).
+    The state passed in is donated (invalid afterwards).
     """
+    if not isinstance(source, HostSource):
+      return self._train_resident(state, source, train_key, num_episodes)
+    first = int(state.episode)
+    last = jnp.int32(first + num_episodes - 1)
+    metrics, diagnosed = [], None
+    for drawn in source.stream(train_key, first, num_episodes, self.shape.way, self.shape.per_class):
+      state, block_metrics, diagnosed = self._train_drawn(state, drawn, train_key, last)
+      metrics.append(block_metrics)
+    return state, jax.tree.map(lambda *m: jnp.concatenate(m), *metrics), diagnosed
 
-    last = state.episode + num_episodes - 1
+  def evaluate(self, variables, source: EpisodeSource | HostSource, key: jax.Array, num_episodes: int,
+               shape: EpisodeShape) -> jax.Array:
+    """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in evaluation mode)."""
+    if not isinstance(source, HostSource):
+      return self._evaluate_resident(variables, source, key, num_episodes, shape)
+    blocks = [self._evaluate_drawn(variables, drawn, shape)
+              for drawn in source.stream(key, 0, num_episodes, shape.way, shape.per_class)]
+    return jnp.concatenate(blocks) if blocks else jnp.zeros((0,), jnp.float32)
+
+  # ---- compiled bodies ---------------------------------------------------------------------------
+  def _scan_training(self, state: TrainState, train_key: jax.Array, last: jax.Array, draw, drawn, length):
+    """``lax.scan`` of training steps on the episodes ``draw(key, x)`` for each ``x`` of ``drawn``."""
     no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
 
-    def body(state, _):
+    def body(state, x):
+      key = jax.random.fold_in(train_key, state.episode)
       # Augmented once: the update and the diagnostics' second pass see the same images.
-      episode = self.training_episode(jax.random.fold_in(train_key, state.episode), source)
+      episode = self.augment_training(key, draw(key, x))
       new_state, metrics, before = self.train_step(state, episode)
       # Only the chunk's last update is diagnosed (the paper's protocol); the cond keeps
       # the extra forward pass out of the other episodes.
@@ -200,15 +231,29 @@ class Learner:
       )
       return new_state, (metrics, diagnosed)
 
-    state, (metrics, diagnosed) = jax.lax.scan(body, state, length=num_episodes)
+    state, (metrics, diagnosed) = jax.lax.scan(body, state, drawn, length=length)
     return state, metrics, jax.tree.map(lambda d: d[-1], diagnosed)
 
+  def _train_chunk(self, state: TrainState, source: EpisodeSource, train_key: jax.Array, num_episodes: int):
+    last = state.episode + num_episodes - 1
+    return self._scan_training(state, train_key, last, lambda key, _: sample_episode(key, source, self.shape),
+                               None, num_episodes)
+
+  def _train_block(self, state: TrainState, drawn: Drawn, train_key: jax.Array, last: jax.Array):
+    draw = lambda key, x: episode_from_images(x.images, x.classes, self.shape)
+    return self._scan_training(state, train_key, last, draw, drawn, None)
+
+  def _episode_accuracy(self, variables, episode: Episode) -> jax.Array:
+    """Query accuracy of a drawn episode, through the evaluation transform."""
+    episode = self._transform(episode, self.augmentation.eval)
+    support, query, _ = self.episode_embeddings(variables["params"], variables["batch_stats"], episode, train=False)
+    return heads.loss_and_accuracy(self.logits(variables["params"], support, query, episode), episode.query_labels)[1]
+
   def _evaluate(self, variables, source: EpisodeSource, key: jax.Array, num_episodes: int, shape: EpisodeShape):
-    """Per-episode query accuracy of ``num_episodes`` episodes (BatchNorm in evaluation mode)."""
+    return jax.lax.map(lambda i: self._episode_accuracy(variables, sample_episode(jax.random.fold_in(key, i), source,
+                                                                                  shape)),
+                       jnp.arange(num_episodes))
 
-    def one(index):
-      episode = self.evaluation_episode(jax.random.fold_in(key, index), source, shape)
-      support, query, _ = self.episode_embeddings(variables["params"], variables["batch_stats"], episode, train=False)
-      return heads.loss_and_accuracy(self.logits(variables["params"], support, query, episode), episode.query_labels)[1]
-
-    return jax.lax.map(one, jnp.arange(num_episodes))
+  def _evaluate_block(self, variables, drawn: Drawn, shape: EpisodeShape):
+    return jax.lax.map(lambda x: self._episode_accuracy(variables, episode_from_images(x.images, x.classes, shape)),
+                       drawn)

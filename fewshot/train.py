@@ -14,7 +14,7 @@ import numpy as np
 import tqdm
 from absl import flags, logging
 
-from fewshot import backbones, cli, data, stats
+from fewshot import backbones, cli, data, stats, streaming
 from fewshot.config import Config, ConfigError
 from fewshot.experiment import Experiment
 from fewshot.learner import TrainState
@@ -50,6 +50,8 @@ def define_flags() -> None:
   flags.DEFINE_bool("bbox_crop", False, "crop images to their bounding boxes before resizing (cub, cars196)")
   flags.DEFINE_bool("augment", None, "the paper's training augmentation on the device (default: on for the "
                     "image datasets, off for strokes/omniglot)")
+  flags.DEFINE_enum("placement", "auto", streaming.PLACEMENTS, "where split images live: on the device, streamed "
+                    "from host memory, or auto (on the device when a split fits 4 GiB); the episodes are the same")
   flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
 
@@ -79,10 +81,10 @@ def _theta(state: TrainState) -> float:
   return float(np.exp(np.asarray(state.params["rho"])))
 
 
-def train(config: Config, workdir: str, resume: bool = False, progress: bool = True) -> dict:
+def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto") -> dict:
   """Train, validate and test one configuration; returns the results written to results.json."""
   rundir = open_rundir(config, workdir, resume)
-  experiment = Experiment.build(config)  # fails on bad data before anything is written
+  experiment = Experiment.build(config, placement=placement)  # fails on bad data before anything is written
   state = experiment.init_state()
   resuming = rundir.checkpoint_step("last") is not None
   state, rows = rundir.resume(state, "episode", lambda s: s.episode)
@@ -146,7 +148,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = config_from_flags()
   workdir = FLAGS.workdir or f"runs/{config.run_name}"
-  results = train(config, workdir, resume=FLAGS.resume)
+  results = train(config, workdir, resume=FLAGS.resume, placement=FLAGS.placement)
   print(format_results(config, results))
   print(f"run directory: {results['workdir']}")
 

@@ -50,9 +50,9 @@ def index_of(images):
 
 def test_source_describes_the_split():
   assert SOURCE.num_classes == NUM_CLASSES
-  assert SOURCE.max_count == COUNTS.max()
-  np.testing.assert_array_equal(np.asarray(SOURCE.class_counts), COUNTS)
-  np.testing.assert_array_equal(np.asarray(SOURCE.class_offsets), OFFSETS)
+  assert SOURCE.layout.max_count == COUNTS.max()
+  np.testing.assert_array_equal(np.asarray(SOURCE.layout.class_counts), COUNTS)
+  np.testing.assert_array_equal(np.asarray(SOURCE.layout.class_offsets), OFFSETS)
 
 
 def all_distinct(a):

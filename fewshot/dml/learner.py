@@ -6,7 +6,9 @@ gathered and converted on the device. Step ``i`` of a run always uses the key
 ``fold_in(train_key, i)``, so a resumed run sees the same batches. The learner's
 :class:`fewshot.augment.Augmentation` transforms each drawn batch with the key
 ``fold_in(fold_in(train_key, i), 1)`` and every embedded image with its evaluation
-transform; the default, ``NO_AUGMENTATION``, only converts pixels to float.
+transform; the default, ``NO_AUGMENTATION``, only converts pixels to float. A split in
+host memory (:class:`fewshot.streaming.HostSource`) trains on the same batches, one
+``lax.scan`` per prefetched block.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import numpy as np
 import optax
 
 from fewshot import distances
+from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.dml import miners
 from fewshot.dml.losses import LOSSES, check_loss_name
-from fewshot.dml.samplers import Batch, BatchShape, sample_batch
+from fewshot.dml.samplers import Batch, BatchShape, batch_from_images, sample_batch
 from fewshot.episodes import EpisodeSource
-from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.learner import adam
+from fewshot.streaming import Drawn, HostSource
 
 MINERS = {"batch_hard": miners.batch_hard, "semi_hard": miners.semi_hard}
 
@@ -81,7 +84,8 @@ class MetricLearner:
     self.optimizer = optimizer or adam()
     self.augmentation = augmentation
     self.init = jax.jit(self._init, static_argnums=1)
-    self.train_chunk = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
+    self._train_resident = jax.jit(self._train_chunk, static_argnums=3, donate_argnums=0)
+    self._train_drawn = jax.jit(self._train_block, donate_argnums=0)
     self._embed_chunk = jax.jit(self.embed)
 
   def _init(self, key: jax.Array, image_shape: tuple[int, ...]) -> MetricState:
@@ -117,22 +121,48 @@ class MetricLearner:
     return state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                          batch_stats=batch_stats, opt_state=opt_state), loss
 
-  def _train_chunk(self, state: MetricState, source: EpisodeSource, train_key: jax.Array, num_steps: int):
-    """Train on the next ``num_steps`` batches; returns the state and each step's loss ``[num_steps]``."""
+  def train_chunk(self, state: MetricState, source: EpisodeSource | HostSource, train_key: jax.Array,
+                  num_steps: int):
+    """Train on the next ``num_steps`` batches; returns the state (the one passed in is donated) and each step's loss ``[num_steps]``."""
+    if not isinstance(source, HostSource):
+      return self._train_resident(state, source, train_key, num_steps)
+    losses = []
+    for drawn in source.stream(train_key, int(state.step), num_steps, self.batch.classes, self.batch.per_class):
+      state, block_losses = self._train_drawn(state, drawn, train_key)
+      losses.append(block_losses)
+    return state, jnp.concatenate(losses)
 
-    def body(state, _):
+  def _scan_steps(self, state: MetricState, train_key: jax.Array, draw, drawn, length):
+    """``lax.scan`` of updates on the batches ``draw(key, x)`` for each ``x`` of ``drawn``, augmented with ``fold_in(key, 1)``."""
+
+    def body(state, x):
       step_key = jax.random.fold_in(train_key, state.step)
-      batch = sample_batch(step_key, source, self.batch)
+      batch = draw(step_key, x)
       batch = batch.replace(images=self.augmentation.train(jax.random.fold_in(step_key, 1), batch.images))
       return self.train_step(state, batch)
 
-    return jax.lax.scan(body, state, length=num_steps)
+    return jax.lax.scan(body, state, drawn, length=length)
+
+  def _train_chunk(self, state: MetricState, source: EpisodeSource, train_key: jax.Array, num_steps: int):
+    return self._scan_steps(state, train_key, lambda key, _: sample_batch(key, source, self.batch), None, num_steps)
+
+  def _train_block(self, state: MetricState, drawn: Drawn, train_key: jax.Array):
+    return self._scan_steps(state, train_key, lambda key, x: batch_from_images(x.images, x.classes), drawn, None)
 
   def embed_all(self, variables: dict, images: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """Embeddings of a whole split, ``chunk`` images per compiled call (the last one padded)."""
-    out = []
+    """Embeddings of a whole split in host memory, ``chunk`` images per compiled call (the last one padded).
+
+    Chunk i's result is read back only after chunk i + 1 is dispatched, so copying one chunk
+    to the device overlaps embedding the previous one, with at most two chunks on the device.
+    """
+    out, in_flight = [], None
     for start in range(0, len(images), chunk):
       part = images[start : start + chunk]
       padded = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
-      out.append(np.asarray(self._embed_chunk(variables, padded))[: len(part)])
+      dispatched = (self._embed_chunk(variables, padded), len(part))
+      if in_flight is not None:
+        out.append(np.asarray(in_flight[0])[: in_flight[1]])
+      in_flight = dispatched
+    if in_flight is not None:
+      out.append(np.asarray(in_flight[0])[: in_flight[1]])
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)

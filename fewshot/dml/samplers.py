@@ -52,9 +52,14 @@ def check_fits(split: Split, shape: BatchShape, split_name: str) -> None:
     )
 
 
+def batch_from_images(images: chex.Array, classes: chex.Array) -> Batch:
+  """The batch of drawn ``images [C, M, H, W, Ch]`` (class-major) of ``classes [C]``."""
+  labels = jnp.broadcast_to(classes[:, None], images.shape[:2]).astype(jnp.int32)
+  return Batch(images=images.reshape(-1, *images.shape[2:]), labels=labels.reshape(-1))
+
+
 def sample_batch(key: chex.PRNGKey, source: EpisodeSource, shape: BatchShape) -> Batch:
   """Draw one C x M batch (uint8 images, as stored); a class smaller than M repeats images."""
-  classes, indices = sample_class_images(key, source, shape.classes, shape.per_class)
-  labels = jnp.broadcast_to(classes[:, None], indices.shape).astype(jnp.int32)
-  return Batch(images=source.images[indices.reshape(-1)], labels=labels.reshape(-1))
+  classes, indices = sample_class_images(key, source.layout, shape.classes, shape.per_class)
+  return batch_from_images(source.images[indices], classes)
 

@@ -32,7 +32,7 @@ import numpy as np
 import tqdm
 from absl import flags, logging
 
-from fewshot import augment, backbones, cli, data, stats
+from fewshot import augment, backbones, cli, data, stats, streaming
 from fewshot.config import ConfigError
 from fewshot.data import DataError, Split
 from fewshot.data.class_splits import class_permutation
@@ -41,7 +41,6 @@ from fewshot.dml.learner import Embedder, MetricLearner
 from fewshot.dml.losses import LOSSES
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape, check_fits
-from fewshot.episodes import EpisodeSource
 from fewshot.learner import adam
 from fewshot.rundir import RunDir
 
@@ -69,6 +68,8 @@ def define_flags() -> None:
   flags.DEFINE_integer("split_seed", 0, "seed of --class_order random (and of the folds' order under it)")
   flags.DEFINE_integer("folds", 1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)")
   flags.DEFINE_integer("seed", 0, "seed of initialisation and of every batch")
+  flags.DEFINE_enum("placement", "auto", streaming.PLACEMENTS, "where training images live: on the device, streamed "
+                    "from host memory, or auto (on the device when a split fits 4 GiB); the batches are the same")
   flags.DEFINE_string("workdir", None, "run directory (default runs/dml_<dataset>_<backbone>_<loss>_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoints")
 
@@ -141,10 +142,14 @@ def _mean(values: list) -> float | None:
 
 
 class Trainer:
-  """One run's config, data, and a learner per number of training classes (so folds share compiles); ``run`` trains."""
+  """One run's config, data, and a learner per number of training classes (so folds share compiles); ``run`` trains.
 
-  def __init__(self, config: DMLConfig, progress: bool = True):
-    self.config, self.progress = config, progress
+  ``placement`` (see :func:`fewshot.streaming.place`) says where training images live;
+  validation and test splits are embedded from host memory in chunks either way.
+  """
+
+  def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto"):
+    self.config, self.progress, self.placement = config, progress, placement
     self.rundir: RunDir | None = None
     self.folds, self.test = load_data(config)
     self.image_shape = self.test.image_shape
@@ -185,7 +190,7 @@ class Trainer:
     state, rows = rundir.resume(state, "step", lambda s: s.step)
     best = max(rows, key=_score, default=None)  # max keeps the earliest of ties
     total = c.epochs * c.steps_per_epoch
-    source = EpisodeSource.from_split(train)
+    source = streaming.place(train, self.placement)
     desc = c.loss if c.folds == 1 else f"{c.loss} fold {fold}"
     bar = tqdm.tqdm(total=total, initial=int(state.step), unit="step", disable=not self.progress, desc=desc)
     while int(state.step) < total:
@@ -235,10 +240,11 @@ class Trainer:
     return results
 
 
-def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True) -> dict:
+def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True,
+          placement: str = "auto") -> dict:
   """Train, validate and test one configuration; returns the results written to results.json."""
   rundir = open_rundir(config, workdir, resume)
-  return Trainer(config, progress).run(rundir)  # Trainer fails on bad data before anything is written
+  return Trainer(config, progress, placement).run(rundir)  # Trainer fails on bad data before anything is written
 
 
 def format_results(config: DMLConfig, results: dict) -> str:
@@ -262,7 +268,7 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = config_from_flags()
-  results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume)
+  results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
   print(format_results(config, results))
   print(f"run directory: {results['workdir']}")
 

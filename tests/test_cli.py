@@ -31,6 +31,7 @@ def _run_cli(*args):
         ("--query=0", "--query must be a positive integer"),
         ("--episodes=0", "--episodes must be a positive integer"),
         ("--way=five", "--way"),
+        ("--placement=gpu", "--placement"),
     ],
 )
 def test_bad_option_exits_2_and_writes_nothing(tmp_path, flag, fragment, assert_one_line_error):

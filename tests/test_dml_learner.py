@@ -10,10 +10,11 @@ from fewshot import data
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
 from fewshot.dml import losses
-from fewshot.dml.learner import Embedder, MetricLearner
+from fewshot.dml.learner import Embedder, MetricLearner, optimizer
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
 from fewshot.episodes import EpisodeSource
+from fewshot.learner import adam
 
 
 def _map_at_r(learner, state, split):
@@ -75,6 +76,22 @@ def test_proxy_losses_learn_their_proxies():
   assert proxies.shape == (split.num_classes, 8)
   state, _ = learner.train_chunk(state, EpisodeSource.from_split(split), jax.random.key(1), 3)
   assert not np.allclose(proxies, state.params["loss"]["proxies"])
+
+
+def test_proxies_take_their_own_learning_rate():
+  # Adam's first step moves every parameter with a non-negligible gradient by its rate: lr * g / (|g| + eps).
+  split = _tiny_split()
+  learner = _small_learner(loss="nsl", num_classes=split.num_classes, optimizer=optimizer(1e-3, 1e-1))
+  start = learner.init(jax.random.key(0), split.image_shape)
+  initial = jax.tree.map(np.array, start.params)
+  state, _ = learner.train_chunk(start, EpisodeSource.from_split(split), jax.random.key(1), 1)
+  proxy_step = np.abs(np.asarray(state.params["loss"]["proxies"]) - initial["loss"]["proxies"])
+  model_step = np.concatenate([np.abs(np.asarray(a) - b).ravel() for a, b in zip(
+      jax.tree.leaves(state.params["model"]), jax.tree.leaves(initial["model"]))])
+  np.testing.assert_allclose(proxy_step.max(), 1e-1, rtol=1e-3)
+  np.testing.assert_allclose(model_step.max(), 1e-3, rtol=1e-3)
+  # One rate is plain Adam: the same state structure as before, so older checkpoints restore.
+  assert jax.tree.structure(optimizer(1e-3, 1e-3).init(initial)) == jax.tree.structure(adam(1e-3).init(initial))
 
 
 def test_embeddings_are_unit_vectors_and_independent_of_the_chunking():

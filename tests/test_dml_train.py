@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dataset_fixtures import write_cars196
+from fewshot import data
 from fewshot.config import ConfigError
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.train import Trainer, open_rundir, retrieval, train
@@ -22,6 +23,8 @@ TINY = dict(dataset="cars196", image_size=28, embedding_dim=16, classes=2, per_c
 def cars_dir(tmp_path_factory):
   root = tmp_path_factory.mktemp("cars196")
   write_cars196(root, classes=16, per_class=6, size=(20, 24))
+  # Prepared up front: a CLI run that prepares it prints tfds's progress bars, which the one-line checks would see.
+  data.load_splits("cars196", str(root), image_size=TINY["image_size"])
   return root
 
 
@@ -133,6 +136,14 @@ def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_
     jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
 
 
+def test_the_loss_learning_rate_defaults_to_the_model_s_and_old_configs_resume():
+  config = DMLConfig(learning_rate=3e-4)
+  assert config.loss_learning_rate == 3e-4
+  saved = {k: v for k, v in config.to_dict().items() if k != "loss_learning_rate"}  # a run from before the flag
+  assert DMLConfig.from_dict(saved).differences(config) == []
+  assert DMLConfig(loss_learning_rate=1e-2).differences(config) == ["learning_rate", "loss_learning_rate"]
+
+
 def _finish(running: dict) -> dict:
   out = {}
   for name, process in running.items():
@@ -148,6 +159,8 @@ def test_bad_input_fails_with_one_line_and_writes_nothing(cars_dir, tmp_path, as
       "unknown_dataset": (["--dataset=mnist"], ["--dataset", "mnist"]),
       "miner_without_triplets": (["--loss=contrastive", "--miner=semi_hard"], ["contrastive", "--miner none"]),
       "folds": (["--folds=3"], ["--folds"]),
+      "loss_learning_rate": (["--loss=nsl", "--loss_learning_rate=-1"], ["--loss_learning_rate must be positive"]),
+      "placement": (["--placement=gpu"], ["--placement"]),
       "too_many_classes": ([f"--data_dir={cars_dir}", "--classes=7"], ["--classes 6"]),
   }
   # Started together: each pays the interpreter's and jax's start-up, the slow part of a refusal.

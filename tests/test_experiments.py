@@ -6,8 +6,12 @@ import pytest
 
 import dataset_fixtures as fixtures
 from experiments import reality_check, reproduce_dr
+from fewshot.config import ConfigError
+from fewshot.rundir import RunDir
 
 NUMBER = r"-?\d+\.\d+"
+PROTO_MODELS = ("ProtoNet_S", "ProtoNet_DR")
+NN_MODELS = ("1-NN_S", "1-NN_DR")  # 5-shot only, as in the paper
 
 
 def _mtimes(out):
@@ -22,43 +26,117 @@ def _rerun_skips(main, argv, out, expected_runs):
   assert _mtimes(out) == before
 
 
+def _loss_row(summary, loss):
+  """A loss's P@1, R-Precision and MAP@R, separated and concatenated, each a percentage."""
+  row = next(line for line in summary.splitlines() if line.startswith(f"| {loss} |"))
+  values = [float(x) for x in re.findall(NUMBER, row)]
+  assert len(values) == 6 and all(0 <= v <= 100 for v in values), row
+  return values
+
+
+def _cars196(tmp_path):
+  return fixtures.write_cars196(tmp_path / "cars", classes=16, per_class=6, size=(20, 24)).data_dir
+
+
 def test_reality_check_smoke_table_and_resume(tmp_path, capsys):
-  cars = fixtures.write_cars196(tmp_path / "cars", classes=16, per_class=6, size=(20, 24)).data_dir
   out = tmp_path / "rc"
-  argv = ["--dataset", "cars196", "--data_dir", str(cars), "--out", str(out), "--smoke", "--losses", "nsl"]
+  argv = ["--dataset", "cars196", "--data_dir", str(_cars196(tmp_path)), "--out", str(out), "--smoke",
+          "--losses", "nsl"]
   summary = reality_check.main(argv)
-  row = next(line for line in summary.splitlines() if line.startswith("| nsl |"))
-  assert len(re.findall(NUMBER, row)) == 6, row  # P@1, R-Precision, MAP@R: separated and concatenated
+  _loss_row(summary, "nsl")
   assert "MAP@R concat." in summary and "summary.md" in capsys.readouterr().out
   _rerun_skips(reality_check.main, argv, out, 1)
   assert "nsl: done, skipped" in capsys.readouterr().out
+  # The run directory is named by the loss alone: a finished run of other options is refused, not reported.
+  with pytest.raises(ConfigError, match="differs in --backbone; choose another --out"):
+    reality_check.main(argv + ["--backbone", "resnet18"])
+  _rerun_skips(reality_check.main, argv, out, 1)
 
 
 @pytest.mark.slow
 def test_reality_check_smoke_compares_all_four_losses(tmp_path):
-  cars = fixtures.write_cars196(tmp_path / "cars", classes=16, per_class=6, size=(20, 24)).data_dir
-  summary = reality_check.main(["--data_dir", str(cars), "--out", str(tmp_path / "rc"), "--smoke"])
+  summary = reality_check.main(["--data_dir", str(_cars196(tmp_path)), "--out", str(tmp_path / "rc"), "--smoke"])
   for loss in ("contrastive", "triplet", "npair", "nsl"):
-    row = next(line for line in summary.splitlines() if line.startswith(f"| {loss} |"))
-    assert len(re.findall(NUMBER, row)) == 6, row
+    _loss_row(summary, loss)
+
+
+@pytest.mark.slow
+def test_reality_check_smoke_with_resnet18(tmp_path):
+  out = tmp_path / "rc"
+  argv = ["--dataset", "cars196", "--data_dir", str(_cars196(tmp_path)), "--out", str(out), "--smoke",
+          "--losses", "nsl", "--backbone", "resnet18"]
+  summary = reality_check.main(argv)
+  assert summary.startswith("# cars196, resnet18: test retrieval")
+  _loss_row(summary, "nsl")
+  rundir = RunDir(out / "nsl")
+  assert rundir.read_config()["backbone"] == "resnet18"
+  assert [fold["fold"] for fold in rundir.read_results()["separated"]] == [0, 1, 2, 3]
+  _rerun_skips(reality_check.main, argv, out, 1)
+
+
+def _check_dr_grid(summary, out, dataset, backbones, shots):
+  """Table 2 and the statistics of a smoke grid, against the runs' own files; returns the number of runs.
+
+  The table has a column per (backbone, shot) and a row per model whose cells are its runs'
+  results.json (1-NN at 5-shot only); each run trained the configuration its name says.
+  """
+  table, statistics = summary.split("# Statistics")
+  assert table.startswith(f"# {dataset}: test accuracy")
+  columns = [(backbone, shot) for backbone in backbones for shot in shots]
+  assert "| Model | " + " | ".join(f"{b} {s}-shot" for b, s in columns) + " |" in table, table
+  runs = 0
+  for model in PROTO_MODELS + NN_MODELS:
+    cells = []
+    for backbone, shot in columns:
+      if model in NN_MODELS and shot != 5:
+        cells.append("–")
+        continue
+      rundir = RunDir(out / f"{dataset}_{backbone}_{model}_2w{shot}s_seed0")
+      assert (rundir.path / "results.json").exists(), rundir.path
+      config, results = rundir.read_config(), rundir.read_results()
+      assert (config["dataset"], config["backbone"], config["shot"]) == (dataset, backbone, shot)
+      assert config["image_shape"] == [28, 28, 3] and results["model"] == model
+      assert 0 <= results["test_accuracy"] <= 100 and results["test_ci95"] >= 0, results
+      cells.append(f"{results['test_accuracy']:.2f} ± {results['test_ci95']:.2f}")
+      runs += 1
+    rows = [line for line in table.splitlines() if line.startswith(f"| {model} |")]
+    assert rows == ([] if set(cells) == {"–"} else [f"| {model} | " + " | ".join(cells) + " |"]), table
+  pairs = [f"{b} {s}-shot {c}" for b, s in columns for c in ("ProtoNet", "1-NN") if c == "ProtoNet" or s == 5]
+  assert re.findall(r"^## (.*): S vs DR$", statistics, re.M) == pairs
+  for measure in ("norm ratio", "con-alpha", "div-alpha", "con-div"):
+    assert statistics.count(f"### {measure}") == len(pairs)
+  return runs
+
+
+def _cub(tmp_path):
+  return fixtures.write_cub(tmp_path / "cub", classes=8, per_class=8, size=(40, 48)).data_dir
 
 
 @pytest.mark.slow
 def test_reproduce_dr_smoke_grid_tables_and_resume(tmp_path):
-  cub = fixtures.write_cub(tmp_path / "cub", classes=8, per_class=8, size=(40, 48)).data_dir
   out = tmp_path / "dr"
-  argv = ["--dataset", "cub", "--data_dir", str(cub), "--out", str(out), "--smoke"]
-  summary = reproduce_dr.main(argv)
-  table = summary.split("# Statistics")[0]
-  assert "| Model | conv4 1-shot | conv4 5-shot |" in table
-  for model in ("ProtoNet_S", "ProtoNet_DR"):
-    row = next(line for line in table.splitlines() if line.startswith(f"| {model} |"))
-    assert len(re.findall(rf"{NUMBER} ± {NUMBER}", row)) == 2, row
-  for model in ("1-NN_S", "1-NN_DR"):  # 5-shot only, as in the paper
-    row = next(line for line in table.splitlines() if line.startswith(f"| {model} |"))
-    assert re.fullmatch(rf"\| {model} \| – \| {NUMBER} ± {NUMBER} \|", row), row
-  for pair in ("conv4 1-shot ProtoNet", "conv4 5-shot ProtoNet", "conv4 5-shot 1-NN"):
-    assert f"## {pair}: S vs DR" in summary
-  for measure in ("norm ratio", "con-alpha", "div-alpha", "con-div"):
-    assert summary.count(f"### {measure}") == 3
-  _rerun_skips(reproduce_dr.main, argv, out, 6)
+  argv = ["--dataset", "cub", "--data_dir", str(_cub(tmp_path)), "--out", str(out), "--smoke"]
+  runs = _check_dr_grid(reproduce_dr.main(argv), out, "cub", ["conv4"], [1, 5])
+  assert runs == 6
+  _rerun_skips(reproduce_dr.main, argv, out, runs)
+
+
+@pytest.mark.slow
+def test_reproduce_dr_smoke_on_mini_imagenet(tmp_path):
+  # 4 train, 2 val, 2 test classes from the csv partition, 8 images each: enough for 2-way 5-shot + 2 queries.
+  mini = fixtures.write_mini_imagenet(tmp_path / "mini", classes=(4, 2, 2), per_class=8, size=(40, 48)).data_dir
+  out = tmp_path / "dr"
+  argv = ["--dataset", "mini_imagenet", "--data_dir", str(mini), "--out", str(out), "--smoke"]
+  runs = _check_dr_grid(reproduce_dr.main(argv), out, "mini_imagenet", ["conv4"], [1, 5])
+  assert runs == 6
+  _rerun_skips(reproduce_dr.main, argv, out, runs)
+
+
+@pytest.mark.slow
+def test_reproduce_dr_smoke_with_resnet18(tmp_path):
+  out = tmp_path / "dr"
+  argv = ["--dataset", "cub", "--data_dir", str(_cub(tmp_path)), "--out", str(out), "--smoke",
+          "--backbones", "resnet18", "--shots", "1"]
+  runs = _check_dr_grid(reproduce_dr.main(argv), out, "cub", ["resnet18"], [1])
+  assert runs == 2
+  _rerun_skips(reproduce_dr.main, argv, out, runs)

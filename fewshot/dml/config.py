@@ -36,6 +36,7 @@ class DMLConfig:
   steps_per_epoch: int = 100
   epochs: int | None = None  # None: 20 on strokes/omniglot, 100 on the image datasets
   learning_rate: float = 1e-3
+  loss_learning_rate: float | None = None  # None: learning_rate; the loss's own parameters (proxies, scales)
   image_size: int | None = None  # None: 28 on strokes/omniglot, else 84 (conv4) or 224 (resnet18)
   class_order: str = "default"
   split_seed: int = 0
@@ -79,8 +80,11 @@ class DMLConfig:
     for name in ("embedding_dim", "classes", "per_class", "steps_per_epoch", "epochs", "image_size"):
       if getattr(self, name) < 1:
         raise ConfigError(f"--{name} must be a positive integer, got {getattr(self, name)}.")
-    if self.learning_rate <= 0:
-      raise ConfigError(f"--learning_rate must be positive, got {self.learning_rate}.")
+    if self.loss_learning_rate is None:
+      object.__setattr__(self, "loss_learning_rate", self.learning_rate)
+    for name in ("learning_rate", "loss_learning_rate"):
+      if getattr(self, name) <= 0:
+        raise ConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
     for name in ("data_dir", "tfds_dir"):
       if getattr(self, name) is not None:
         object.__setattr__(self, name, os.path.abspath(os.path.expanduser(getattr(self, name))))

@@ -34,6 +34,19 @@ from fewshot.streaming import Drawn, HostSource
 MINERS = {"batch_hard": miners.batch_hard, "semi_hard": miners.semi_hard}
 
 
+def optimizer(learning_rate: float = 1e-3, loss_learning_rate: float | None = None) -> optax.GradientTransformation:
+  """Adam for the model; the loss's own parameters (proxies, scales) may take their own learning rate.
+
+  Proxy losses often train their proxies faster than the backbone (the reality check tunes
+  the two separately). With one rate this is plain :func:`fewshot.learner.adam`, so the
+  optimiser state, and checkpoints, keep one structure.
+  """
+  if loss_learning_rate is None or loss_learning_rate == learning_rate:
+    return adam(learning_rate)
+  labels = lambda params: {part: jax.tree.map(lambda _: part, params[part]) for part in ("model", "loss")}
+  return optax.multi_transform({"model": adam(learning_rate), "loss": adam(loss_learning_rate)}, labels)
+
+
 class Embedder(nn.Module):
   """A backbone followed by a linear map to ``embedding_dim`` (the reality check's 128), or none."""
 

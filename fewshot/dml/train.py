@@ -37,11 +37,10 @@ from fewshot.config import ConfigError
 from fewshot.data import DataError, Split
 from fewshot.data.class_splits import class_permutation
 from fewshot.dml.config import SMALL_DATASETS, DMLConfig
-from fewshot.dml.learner import Embedder, MetricLearner
+from fewshot.dml.learner import Embedder, MetricLearner, optimizer
 from fewshot.dml.losses import LOSSES
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape, check_fits
-from fewshot.learner import adam
 from fewshot.rundir import RunDir
 
 NUM_FOLDS = 4  # the class-disjoint folds of the training classes, whatever --folds trains
@@ -62,7 +61,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("per_class", None, "images per class in a batch (default 4 for embedding losses, 1 for classification)")
   flags.DEFINE_integer("steps_per_epoch", 100, "training steps between validations")
   flags.DEFINE_integer("epochs", None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)")
-  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate, of the model and the loss's parameters alike")
+  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate of the model")
+  flags.DEFINE_float("loss_learning_rate", None, "Adam learning rate of the loss's own parameters (proxies, scales); "
+                     "default --learning_rate")
   flags.DEFINE_integer("image_size", None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)")
   flags.DEFINE_string("class_order", "default", "default or random: the class order the train/test halves are cut from")
   flags.DEFINE_integer("split_seed", 0, "seed of --class_order random (and of the folds' order under it)")
@@ -164,7 +165,8 @@ class Trainer:
       model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
       self._learners[num_classes] = MetricLearner(
           model, BatchShape(c.classes, c.per_class), loss=c.loss, miner=None if c.miner == "none" else c.miner,
-          num_classes=num_classes, optimizer=adam(c.learning_rate), augmentation=self.augmentation)
+          num_classes=num_classes, optimizer=optimizer(c.learning_rate, c.loss_learning_rate),
+          augmentation=self.augmentation)
     return self._learners[num_classes]
 
   def fold_dir(self, fold: int) -> RunDir:

@@ -328,6 +328,9 @@ class Augmentation:
 
   ``size=None`` means no augmentation: both transforms are :func:`to_float` only (the
   behaviour before augmentation existed) and every other field is ignored.
+  ``random=False`` gives training images the evaluation transform: no randomness, but the
+  input size and normalisation the model is evaluated with (RGB data stored at
+  int(1.15·size) with augmentation switched off).
   """
 
   size: int | None = None
@@ -340,6 +343,7 @@ class Augmentation:
   flip_prob: float = 0.5
   mean: tuple[float, ...] | None = IMAGENET_MEAN
   std: tuple[float, ...] | None = IMAGENET_STD
+  random: bool = True
 
   def __post_init__(self):
     # the fields become static jit arguments: tuples (hashable), whatever sequence was given
@@ -363,6 +367,8 @@ class Augmentation:
   def train(self, key: jax.Array, images: jax.Array) -> jax.Array:
     if not self.enabled:
       return to_float(images)
+    if not self.random:
+      return self.eval(images)
     return train_transform(key, images, self.size, scale=self.scale, ratio=self.ratio, brightness=self.brightness,
                            contrast=self.contrast, saturation=self.saturation, flip_prob=self.flip_prob,
                            mean=self.mean, std=self.std)

@@ -28,22 +28,12 @@ def test_shape(config: Config) -> EpisodeShape:
   return EpisodeShape(config.way, config.shot, config.test_query)
 
 
-@dataclasses.dataclass(frozen=True)
-class EvaluationTransformOnly(Augmentation):
-  """Training images get the evaluation transform: no randomness, but the input size and normalisation
-  the model is evaluated with (RGB data stored at int(1.15·size) with augmentation switched off)."""
-
-  def train(self, key: jax.Array, images: jax.Array) -> jax.Array:
-    del key
-    return self.eval(images)
-
-
 def build_augmentation(config: Config) -> Augmentation:
   """The transforms between the stored images and the backbone, a function of the config alone
   (so a saved run rebuilds them)."""
   if config.is_image_dataset:
     paper = Augmentation.paper(config.image_size, config.channels)
-    return paper if config.augment else EvaluationTransformOnly(**dataclasses.asdict(paper))
+    return dataclasses.replace(paper, random=config.augment)
   if config.augment:
     # 28x28 data is stored at the input size: evaluation resizes nothing (resize = size) and,
     # one channel, normalises nothing, so evaluation stays exactly what it is without augmentation.

@@ -306,6 +306,9 @@ def test_augmentation_config_and_no_augmentation():
   listed = augment.Augmentation(size=84, scale=[0.08, 1], mean=[0.485, 0.456, 0.406])
   hash(listed)  # frozen, sequences made tuples: usable as a static argument
   assert listed == augment.Augmentation(size=84)
+  fixed = augment.Augmentation(size=8, mean=None, std=None, random=False)  # augmentation off, input size kept
+  np.testing.assert_array_equal(fixed.train(jax.random.key(0), images), fixed.eval(images))
+  assert fixed.train(jax.random.key(0), images).shape == (3, 8, 8, 1)
   with pytest.raises(ValueError, match="mean=None"):
     augment.Augmentation(size=8).eval(images)  # ImageNet statistics on one channel
   with pytest.raises(ValueError, match="ratio"):

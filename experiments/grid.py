@@ -5,7 +5,28 @@ from __future__ import annotations
 import pathlib
 from typing import Callable, Hashable
 
+from fewshot.config import ConfigError
 from fewshot.rundir import RunDir
+
+# Where the data was read from does not change a finished run's results.
+LOCATION_FIELDS = ("data_dir", "tfds_dir")
+
+
+def finished_results(workdir: pathlib.Path, config) -> dict | None:
+  """The results of a finished run of ``config`` in ``workdir``, None if unfinished; refuses another run's.
+
+  Run names need not name every option (reality_check's are the loss alone), so a finished run of
+  another configuration (a --smoke run, another --backbone) would otherwise be reported as this one.
+  """
+  rundir = RunDir(workdir)
+  if not (workdir / "results.json").exists():
+    return None
+  saved = type(config).from_dict(rundir.read_config())
+  changed = [name for name in saved.differences(config) if name not in LOCATION_FIELDS]
+  if changed:
+    raise ConfigError(f"{workdir} holds a finished run that differs in {', '.join('--' + c for c in changed)}; "
+                      "choose another --out or repeat that grid's options.")
+  return rundir.read_results()
 
 
 def run_all(runs: dict[Hashable, tuple[str, object]], out: pathlib.Path, train: Callable) -> dict:
@@ -13,7 +34,7 @@ def run_all(runs: dict[Hashable, tuple[str, object]], out: pathlib.Path, train: 
   results = {}
   for i, (key, (name, config)) in enumerate(runs.items(), 1):
     workdir = out / name
-    done = RunDir(workdir).read_results() if (workdir / "results.json").exists() else None
+    done = finished_results(workdir, config)
     print(f"[{i}/{len(runs)}] {name}: " + ("done, skipped" if done else "training"), flush=True)
     # resume=True continues an interrupted run and starts an absent one afresh.
     results[key] = done or train(config, str(workdir), resume=True, progress=False)

@@ -76,8 +76,8 @@ def main(argv=None) -> str:
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint save at INFO
   results = grid.run_all({loss: (loss, c) for loss, c in configs(args).items()}, args.out, train)
   folds = PROTOCOL["folds"]
-  summary = (f"# {args.dataset}: test retrieval (%), {folds} folds: separated = mean over the fold models, "
-             f"concatenated = their embeddings joined\n\n{table(results)}\n")
+  summary = (f"# {args.dataset}, {args.backbone}: test retrieval (%), {folds} folds: separated = mean over the "
+             f"fold models, concatenated = their embeddings joined\n\n{table(results)}\n")
   return grid.write_summary(args.out, summary)
 
 

@@ -60,7 +60,7 @@ def worker(name: str, args) -> dict:
   if name.startswith("ours"):
     import jax  # pylint: disable=import-outside-toplevel
 
-    from fewshot.dml import clustering, metrics  # pylint: disable=import-outside-toplevel
+    from fewshot.dml import clustering, metrics, pair_similarities  # pylint: disable=import-outside-toplevel
     out["jax"] = jax.__version__
   else:
     import torch  # pylint: disable=import-outside-toplevel
@@ -82,9 +82,9 @@ def worker(name: str, args) -> dict:
                                       block_size=args.block_size)
     out["values"] = {"NMI": m.nmi, "pairwise_f1": m.f1}
   elif name == "ours-histograms":
-    pos, neg, _ = metrics.pair_similarity_histograms(x, labels, bins=100, block_size=args.hist_block_size)
+    pos, neg, _ = pair_similarities.pair_similarity_histograms(x, labels, bins=100, block_size=args.hist_block_size)
     out["values"] = {"positive_pairs": int(pos.sum()), "negative_pairs": int(neg.sum()),
-                     "jsd": metrics.histogram_jsd(pos, neg)}
+                     "jsd": pair_similarities.histogram_jsd(pos, neg)}
   elif name == "pml-retrieval":
     calc = AccuracyCalculator(include=("precision_at_1", "r_precision", "mean_average_precision_at_r"),
                               k="max_bin_count", device=torch.device("cpu"))
@@ -141,9 +141,9 @@ def main(argv=None) -> int:
   parser.add_argument("--json", default=None, help="write the results here")
   args = parser.parse_args(argv)
   if args.block_size is None or args.hist_block_size is None:
-    from fewshot.dml import metrics  # pylint: disable=import-outside-toplevel
+    from fewshot.dml import metrics, pair_similarities  # pylint: disable=import-outside-toplevel
     args.block_size = args.block_size or metrics.DEFAULT_BLOCK_SIZE
-    args.hist_block_size = args.hist_block_size or metrics.HISTOGRAM_BLOCK_SIZE
+    args.hist_block_size = args.hist_block_size or pair_similarities.HISTOGRAM_BLOCK_SIZE
   if args.worker:
     print(json.dumps(worker(args.worker, args)), flush=True)
     return 0

@@ -10,7 +10,7 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 
 from fewshot import distances
-from fewshot.dml import metrics
+from fewshot.dml import metrics, pair_similarities
 
 
 def full_matrix(distance, x, y):
@@ -166,11 +166,11 @@ def test_pair_statistics_against_double_loop():
   for i in range(len(x)):
     for j in range(i + 1, len(x)):
       (pos if y[i] == y[j] else neg).append(unit[i] @ unit[j])
-  got = metrics.pair_statistics(x, y)
+  got = pair_similarities.pair_statistics(x, y)
   assert (got.num_positive_pairs, got.num_negative_pairs) == (len(pos), len(neg))
   assert got.mean_positive == pytest.approx(np.mean(pos), abs=1e-12)
   assert got.mean_negative == pytest.approx(np.mean(neg), abs=1e-12)
-  assert math.isnan(metrics.pair_statistics(x[:3], np.arange(3)).mean_positive)
+  assert math.isnan(pair_similarities.pair_statistics(x[:3], np.arange(3)).mean_positive)
 
 
 def brute_histograms(x, y, edges):
@@ -184,7 +184,7 @@ def brute_histograms(x, y, edges):
 @pytest.mark.parametrize("bins,block_size", [(7, 16), (20, 64)])
 def test_pair_histograms_against_np_histogram(bins, block_size):
   x, y = unbalanced(5, 61, dim=4)
-  pos, neg, edges = metrics.pair_similarity_histograms(x, y, bins=bins, block_size=block_size)
+  pos, neg, edges = pair_similarities.pair_similarity_histograms(x, y, bins=bins, block_size=block_size)
   want_pos, want_neg, s = brute_histograms(x, y, edges)
   # The tiles and the full matrix may round a similarity differently in the last ulp: only a
   # pair within 1e-6 of an edge may then change bins (one such pair moves one count).
@@ -199,7 +199,7 @@ def test_pair_histograms_exact_edges():
   """Similarities exactly -1, 0, 0.5 and 1 land in np.histogram's bins ([e_t, e_t+1), the last closed)."""
   x = np.array([[1, 0], [1, 0], [-1, 0], [0, 1], [0.5, 0.75**0.5]], np.float32)
   y = np.array([0, 0, 0, 1, 1])
-  pos, neg, edges = metrics.pair_similarity_histograms(x, y, bins=4, block_size=2)
+  pos, neg, edges = pair_similarities.pair_similarity_histograms(x, y, bins=4, block_size=2)
   want_pos, want_neg, _ = brute_histograms(x, y, edges)
   np.testing.assert_array_equal(pos, want_pos)
   np.testing.assert_array_equal(neg, want_neg)
@@ -211,15 +211,15 @@ def test_histogram_jsd_against_scipy():
   for _ in range(5):
     p, q = rng.integers(0, 50, 30), rng.integers(0, 5000, 30)
     p[:4] = 0  # 0 log 0 = 0
-    assert metrics.histogram_jsd(p, q) == pytest.approx(jensenshannon(p, q, base=2) ** 2, abs=1e-12)
-  assert metrics.histogram_jsd([3, 1, 0], [30, 10, 0]) == 0.0  # area normalisation: same shape
-  assert metrics.histogram_jsd([3, 1, 0, 0], [0, 0, 2, 9]) == 1.0
+    assert pair_similarities.histogram_jsd(p, q) == pytest.approx(jensenshannon(p, q, base=2) ** 2, abs=1e-12)
+  assert pair_similarities.histogram_jsd([3, 1, 0], [30, 10, 0]) == 0.0  # area normalisation: same shape
+  assert pair_similarities.histogram_jsd([3, 1, 0, 0], [0, 0, 2, 9]) == 1.0
 
 
 def test_histogram_jsd_of_real_histograms():
   x, y = unbalanced(7, 80, dim=4)
-  pos, neg, _ = metrics.pair_similarity_histograms(x, y, bins=50)
-  jsd = metrics.histogram_jsd(pos, neg)
+  pos, neg, _ = pair_similarities.pair_similarity_histograms(x, y, bins=50)
+  jsd = pair_similarities.histogram_jsd(pos, neg)
   assert 0.0 < jsd < 1.0 and jsd == pytest.approx(jensenshannon(pos, neg, base=2) ** 2, abs=1e-12)
 
 
@@ -248,10 +248,10 @@ def test_bad_inputs_raise_one_line_errors():
       (lambda: call(x, y, x, y, False, distance=distances.cosine_similarity), ("similarity", "cosine_distance")),
       (lambda: call(x[:1], y[:1], x[:1], y[:1], True), ("nothing but the query itself",)),
       (lambda: metrics.nearest_neighbours(x, x, 30, exclude_self=True), ("k=30", "[1, 29]")),
-      (lambda: metrics.pair_statistics(x, y[:3]), ("one label per embedding",)),
-      (lambda: metrics.histogram_jsd([1, 2], [1, 2, 3]), ("one length",)),
-      (lambda: metrics.histogram_jsd([0, 0], [1, 2]), ("positive total",)),
-      (lambda: metrics.pair_similarity_histograms(x, y, bins=0), ("bins=0",)),
+      (lambda: pair_similarities.pair_statistics(x, y[:3]), ("one label per embedding",)),
+      (lambda: pair_similarities.histogram_jsd([1, 2], [1, 2, 3]), ("one length",)),
+      (lambda: pair_similarities.histogram_jsd([0, 0], [1, 2]), ("positive total",)),
+      (lambda: pair_similarities.pair_similarity_histograms(x, y, bins=0), ("bins=0",)),
   ]
   for fn, fragments in cases:
     with pytest.raises(ValueError) as excinfo:

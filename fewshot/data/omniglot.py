@@ -21,7 +21,7 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from fewshot.data import tfds_io
-from fewshot.data.split import DataError
+from fewshot.data.split import DataError, one_line
 
 # The class split is a property of the dataset, not of a run: a fixed seed.
 SPLIT_SEED = 0
@@ -75,7 +75,7 @@ def scan(data_dir: str | None) -> Source:
       with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
     except (zipfile.BadZipFile, OSError) as e:
-      raise DataError(f'Cannot read zip {archive} ({_one_line(e)}); re-download it or remove it from {root}.') from None
+      raise DataError(f'Cannot read zip {archive} ({one_line(e)}); re-download it or remove it from {root}.') from None
     listing.append((archive.name, archive.stat().st_size))
     for info in infos:
       parts = pathlib.PurePosixPath(info.filename.replace('\\', '/')).parts
@@ -104,10 +104,6 @@ def scan(data_dir: str | None) -> Source:
   return Source(str(root), {k: tuple(v) for k, v in classes.items()}, digest)
 
 
-def _one_line(e: BaseException) -> str:
-  return ' '.join(str(e).split()) or type(e).__name__
-
-
 def _decode(data: bytes, where: str) -> np.ndarray:
   try:
     with Image.open(io.BytesIO(data)) as im:
@@ -115,7 +111,7 @@ def _decode(data: bytes, where: str) -> np.ndarray:
       # convert('L') maps 1-bit pixels to exactly 0/255 whatever the decoder.
       ink = Image.fromarray(255 - np.asarray(im.convert('L'), np.uint8))
   except Exception as e:  # PIL raises many types on corrupt files
-    raise DataError(f'Cannot decode image {where} ({_one_line(e)}); replace or delete it (re-extract the archive).') from None
+    raise DataError(f'Cannot decode image {where} ({one_line(e)}); replace or delete it (re-extract the archive).') from None
   return np.asarray(ink.resize(_SIZE[::-1], Image.Resampling.BOX), np.uint8)[..., None]
 
 
@@ -136,7 +132,7 @@ def decode_all(source: Source) -> dict[str, np.ndarray]:
           try:
             data = zips[ref.archive].read(ref.member)
           except (zipfile.BadZipFile, OSError) as e:
-            raise DataError(f'Cannot read {ref.member} from {ref.archive} ({_one_line(e)}); re-download the archive.') from None
+            raise DataError(f'Cannot read {ref.member} from {ref.archive} ({one_line(e)}); re-download the archive.') from None
           where = f'{ref.archive}:{ref.member}'
         images.append(_decode(data, where))
       out[cls] = np.stack(images)

@@ -1,4 +1,4 @@
-"""The one form in which every dataset reaches the learner: a class split as arrays."""
+"""The one form in which every dataset reaches the learner (a class split as arrays), and `DataError`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ import numpy as np
 
 class DataError(ValueError):
   """Bad input data: the message is one line naming the problem and the fix."""
+
+
+def one_line(e: BaseException) -> str:
+  """An exception as a short single line, for DataError messages."""
+  return ' '.join(str(e).split()) or type(e).__name__
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ import scipy.io
 from fewshot.data import archives
 from fewshot.data.sources import _util
 from fewshot.data.sources.records import DatasetRecords, ImageRecord
-from fewshot.data.split import DataError
+from fewshot.data.split import DataError, one_line
 
 NAME = 'Cars196'
 TEST_LABELS = 'cars_test_annos_withlabels.mat'
@@ -119,7 +119,7 @@ def _loadmat(src: archives.Source, member: str, holds: str) -> dict:
   except DataError:
     raise
   except Exception as e:  # scipy raises ValueError, TypeError, OSError, ... on a bad file
-    raise DataError(f'{NAME} file {src.where(member)} is not a readable MATLAB file ({archives.one_line(e)}); '
+    raise DataError(f'{NAME} file {src.where(member)} is not a readable MATLAB file ({one_line(e)}); '
                     f'{_FIX}.') from None
 
 

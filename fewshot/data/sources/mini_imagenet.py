@@ -25,7 +25,7 @@ import numpy as np
 from fewshot.data import archives
 from fewshot.data.sources import _util
 from fewshot.data.sources.records import SUBSETS, DatasetRecords, ImageRecord
-from fewshot.data.split import DataError
+from fewshot.data.split import DataError, one_line
 
 NAME = 'mini-ImageNet'
 CSV = {s: f'{s}.csv' for s in SUBSETS}
@@ -148,7 +148,7 @@ def _load_cache(src: archives.Source, member: str) -> tuple[np.ndarray, dict[str
     except DataError:
       raise
     except Exception as e:  # truncation and corruption surface as many types
-      raise DataError(f'{NAME} pickle {where} is truncated or corrupt ({archives.one_line(e)}); {_FIX_PKL}.') from None
+      raise DataError(f'{NAME} pickle {where} is truncated or corrupt ({one_line(e)}); {_FIX_PKL}.') from None
 
   def bad(expected: str) -> DataError:
     return DataError(f'{NAME} pickle {where}: expected {expected}; {_FIX_PKL}.')

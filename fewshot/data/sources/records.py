@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from fewshot.data import archives
-from fewshot.data.split import DataError
+from fewshot.data.split import DataError, one_line
 
 SUBSETS = ('train', 'val', 'test')
 
@@ -124,5 +124,5 @@ def check_image(data: bytes, where: str = 'image') -> None:
     raise DataError(f'{where} is not an image PIL can read ({len(data)} bytes, starting {data[:8]!r}); '
                     'replace the file (re-extract or re-download the dataset).') from None
   except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError) on corrupt files
-    raise DataError(f'Cannot decode image {where} ({archives.one_line(e)}): it is truncated or corrupt; '
+    raise DataError(f'Cannot decode image {where} ({one_line(e)}): it is truncated or corrupt; '
                     'replace the file (re-extract or re-download the dataset).') from None

@@ -93,8 +93,8 @@ def test_resume_after_sigkill_matches_uninterrupted_run(omniglot_dir, tmp_path):
 def test_evaluate_cli_prepares_data_in_its_tfds_dir(tmp_path):
   """--tfds_dir overrides the run's: the test split is prepared there and gives the run's accuracy."""
   tiny = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=4)
-  results = train(Config(dataset="strokes", tfds_dir=str(tmp_path / "tfds_train"), **tiny), tmp_path / "run",
-                  progress=False)
+  # Trained on the session's tfds dir (other tests have usually prepared strokes there already).
+  results = train(Config(dataset="strokes", **tiny), tmp_path / "run", progress=False)
   moved = tmp_path / "tfds_moved"
   evaluated = subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={tmp_path / 'run'}",
                               f"--tfds_dir={moved}"], capture_output=True, text=True)

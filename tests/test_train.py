@@ -2,6 +2,8 @@
 
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pytest
 
 from fewshot import api, diagnostics
 from fewshot.config import Config
+from fewshot.data import default_tfds_dir
 from fewshot.evaluate import evaluate
 from fewshot.rundir import RunDir
 from fewshot.train import train
@@ -90,14 +93,16 @@ def test_resume_after_sigkill_matches_uninterrupted_run(omniglot_dir, tmp_path):
   assert RunDir(workdir).read_results()["test_accuracy"] == RunDir(tmp_path / "straight").read_results()["test_accuracy"]
 
 
-def test_evaluate_cli_prepares_data_in_its_tfds_dir(tmp_path):
-  """--tfds_dir overrides the run's: the test split is prepared there and gives the run's accuracy."""
+def test_evaluate_cli_reads_data_from_its_tfds_dir(tmp_path):
+  """--tfds_dir overrides the run's: the data is read from there, and gives the run's accuracy."""
   tiny = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=4)
-  # Trained on the session's tfds dir (other tests have usually prepared strokes there already).
   results = train(Config(dataset="strokes", **tiny), tmp_path / "run", progress=False)
-  moved = tmp_path / "tfds_moved"
+  # The prepared data moved; the default location is empty, so reading from anywhere else would prepare there.
+  moved, unused = tmp_path / "tfds_moved", tmp_path / "tfds_default"
+  shutil.copytree(pathlib.Path(default_tfds_dir()) / "fewshot_strokes", moved / "fewshot_strokes")
   evaluated = subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={tmp_path / 'run'}",
-                              f"--tfds_dir={moved}"], capture_output=True, text=True)
+                              f"--tfds_dir={moved}"], capture_output=True, text=True,
+                             env={**os.environ, "TFDS_DATA_DIR": str(unused)})
   assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-  assert any((moved / "fewshot_strokes").rglob("*test.array_record*")), "the test split was not prepared in --tfds_dir"
+  assert not unused.exists(), "the data was not read from --tfds_dir"
   assert f"test accuracy {results['test_accuracy']:.2f}%" in evaluated.stdout, evaluated.stdout

@@ -8,6 +8,7 @@ import os
 from fewshot import backbones, diagnostics, heads
 from fewshot.data import DATASETS, IMAGE_DATASETS, class_splits
 from fewshot.data.images import BBOX_DATASETS
+from fewshot.data.omniglot import PROTOCOLS as OMNIGLOT_PROTOCOLS
 from fewshot.learner import PSI_CLASSIFIERS
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
@@ -46,10 +47,11 @@ class Config:
   psi_classifier: str = "model"  # class distance of the diagnostics' ψ; "proto" reproduces the reference code
   seed: int = 0
   image_size: int | None = None  # None: 28 on strokes/omniglot, else 84 (conv4) or 224 (resnet18)
-  protocol: str | None = None  # image datasets' class splits; None: the dataset's default
+  protocol: str | None = None  # class splits of omniglot and the image datasets; None: the dataset's default
   class_order: str = "default"  # "random": classes permuted by split_seed before splitting
   split_seed: int = 0
   bbox_crop: bool = False
+  rotations: bool = False  # omniglot: each character at 0/90/180/270 degrees, four classes
   augment: bool | None = None  # None: on for the image datasets, off for strokes/omniglot
 
   def __post_init__(self):
@@ -112,13 +114,22 @@ class Config:
       object.__setattr__(self, "protocol", protocol)
       if self.bbox_crop and self.dataset not in BBOX_DATASETS:
         raise ConfigError(f"{self.dataset} has no bounding boxes; --bbox_crop needs one of {', '.join(BBOX_DATASETS)}.")
+      if self.rotations:
+        raise ConfigError(f"--rotations turns omniglot characters into new classes; {self.dataset} has none.")
     else:
-      fixed = {"protocol": (self.protocol, None), "class_order": (self.class_order, "default"),
-               "bbox_crop": (self.bbox_crop, False)}
+      fixed = {"class_order": (self.class_order, "default"), "bbox_crop": (self.bbox_crop, False)}
+      if self.dataset == "omniglot":
+        protocol = "default" if self.protocol is None else self.protocol
+        if protocol not in OMNIGLOT_PROTOCOLS:
+          raise ConfigError(f"--protocol {protocol} is not defined for omniglot; choose one of "
+                            f"{', '.join(OMNIGLOT_PROTOCOLS)}.")
+        object.__setattr__(self, "protocol", protocol)
+      else:
+        fixed.update(protocol=(self.protocol, None), rotations=(self.rotations, False))
       for name, (value, default) in fixed.items():
         if value != default:
           raise ConfigError(f"{self.dataset} has fixed class splits and no boxes; --{name} applies to "
-                            f"{', '.join(IMAGE_DATASETS)}.")
+                            f"{', '.join(IMAGE_DATASETS)}" + (" and omniglot." if name in ("protocol", "rotations") else "."))
     if self.augment is None:
       object.__setattr__(self, "augment", image)
 

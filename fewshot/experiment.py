@@ -10,7 +10,7 @@ import numpy as np
 from fewshot import backbones, data, stats, streaming
 from fewshot.augment import NO_AUGMENTATION, Augmentation
 from fewshot.config import Config
-from fewshot.data import DataError, Split, class_splits
+from fewshot.data import DataError, Split, omniglot
 from fewshot.episodes import EpisodeShape, EpisodeSource, check_fits
 from fewshot.streaming import HostSource
 from fewshot.learner import Learner, TrainState, adam
@@ -76,17 +76,20 @@ def hold_out_val(train: Split) -> tuple[Split, Split]:
 
 
 def load_data(config: Config, splits: tuple[str, ...] = data.SPLITS) -> dict[str, Split]:
-  """The requested splits of the config's dataset; a protocol without val holds out training classes."""
+  """The requested splits of the config's dataset; a protocol without val holds out training classes.
+
+  Omniglot's rotations are applied after the hold-out, so a character and its rotations stay in one split.
+  """
   options = dict(image_size=config.image_size, protocol=config.protocol, class_order=config.class_order,
                  seed=config.split_seed, bbox_crop=config.bbox_crop)
-  available = class_splits.PROTOCOL_SPLITS[config.protocol] if config.is_image_dataset else data.SPLITS
+  available = data.split_names(config.dataset, config.protocol)
   wanted = tuple(s for s in splits if s in available)
   if "val" in splits and "val" not in available and "train" not in wanted:
     wanted = ("train", *wanted)
   loaded = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, wanted, **options)
   if "val" in splits and "val" not in available:
     loaded["train"], loaded["val"] = hold_out_val(loaded["train"])
-  return {name: loaded[name] for name in splits}
+  return {name: omniglot.rotated(loaded[name]) if config.rotations else loaded[name] for name in splits}
 
 
 def run_keys(seed: int) -> dict[str, jax.Array]:

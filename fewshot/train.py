@@ -44,9 +44,12 @@ def define_flags() -> None:
   flags.DEFINE_integer("image_size", None, "the backbone's input side (default 28 on strokes/omniglot, else 84 with "
                        "conv4, 224 with resnet18); image datasets are stored at int(1.15*size)")
   flags.DEFINE_string("protocol", None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
-                      "dml (train/test halves; val holds out every 4th training class); default the dataset's")
+                      "dml (train/test halves; val holds out every 4th training class); of omniglot: default (60/20/20), "
+                      "vinyals (1028/172/423 in a --split_seed order) or background_evaluation (Lake's alphabets; "
+                      "val held out as under dml); default the dataset's")
   flags.DEFINE_string("class_order", "default", "default, or random: classes permuted by --split_seed before splitting")
   flags.DEFINE_integer("split_seed", 0, "seed of --class_order random")
+  flags.DEFINE_bool("rotations", False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)")
   flags.DEFINE_bool("bbox_crop", False, "crop images to their bounding boxes before resizing (cub, cars196)")
   flags.DEFINE_bool("augment", None, "the paper's training augmentation on the device (default: on for the "
                     "image datasets, off for strokes/omniglot)")

@@ -201,6 +201,65 @@ def test_omniglot_changed_source_is_not_stale(tmp_path):
   assert sum(s.num_classes for s in second.values()) == 6
 
 
+def test_vinyals_protocol_has_vinyals_sizes_on_the_full_character_set():
+  names = [f'alphabet{i // 40:02d}/character{i % 40:02d}' for i in range(1623)]
+  splits = omniglot.protocol_splits(names, 'vinyals', seed=0)
+  assert [len(splits[s]) for s in data.SPLITS] == [1028, 172, 423]
+  assert sorted(sum(splits.values(), [])) == sorted(names)  # disjoint, and every character somewhere
+  assert omniglot.protocol_splits(names[::-1], 'vinyals', seed=0) == splits  # a property of the names alone
+  assert omniglot.protocol_splits(names, 'vinyals', seed=1)['test'] != splits['test']
+
+
+def test_background_evaluation_protocol_splits_by_alphabet():
+  assert len(omniglot.EVALUATION_ALPHABETS) == 20
+  names = ['Latin/character01', 'Angelic/character02', 'Greek/character01', 'Tengwar/character07']
+  assert omniglot.protocol_splits(names, 'background_evaluation') == {
+      'train': ['Greek/character01', 'Latin/character01'], 'test': ['Angelic/character02', 'Tengwar/character07']}
+  with pytest.raises(data.DataError, match='images_evaluation.zip') as err:
+    omniglot.protocol_splits(['Latin/character01', 'Greek/character01'], 'background_evaluation')
+  assert '\n' not in str(err.value)
+  with pytest.raises(data.DataError, match='default, vinyals, background_evaluation'):
+    omniglot.protocol_splits(names, 'lake')
+
+
+def test_rotations_are_new_classes_of_the_turned_images():
+  rng = np.random.default_rng(0)
+  images = rng.integers(0, 256, (5, 6, 6, 1), dtype=np.uint8)
+  split = data.Split(images, np.array([0, 0, 1, 1, 1], np.int32), ('a/c1', 'b/c2'))
+  turned = omniglot.rotated(split)
+  assert turned.class_names == tuple(f'{c}/rot{a:03d}' for c in ('a/c1', 'b/c2') for a in (0, 90, 180, 270))
+  np.testing.assert_array_equal(turned.class_counts, [2, 2, 2, 2, 3, 3, 3, 3])
+  for label, name in enumerate(turned.class_names):
+    quarter_turns = int(name[-3:]) // 90
+    originals = images[split.labels == split.class_names.index(name.rsplit('/', 1)[0])]
+    want = originals
+    for _ in range(quarter_turns):  # counter-clockwise: the new row i is the old column W-1-i
+      want = np.stack([[img[:, img.shape[1] - 1 - i] for i in range(img.shape[1])] for img in want])
+    np.testing.assert_array_equal(turned.images[turned.labels == label], want)
+
+
+def test_omniglot_protocols_on_the_real_zips(omniglot_zips, omniglot_dir):
+  tfds_dir, default = omniglot_zips
+  vinyals = data.load_splits('omniglot', data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), protocol='vinyals',
+                             seed=3)
+  sizes = [vinyals[s].num_classes for s in data.SPLITS]
+  assert sizes == [153, 26, 63]  # 242 characters cut at round(242 * 1028/1623) and round(242 * 1200/1623)
+  assert set().union(*(s.class_names for s in vinyals.values())) == set().union(
+      *(s.class_names for s in default.values()))
+  assert all(np.all(s.class_counts == 20) for s in vinyals.values())
+  # The images follow their characters from the stored split.
+  name = vinyals['test'].class_names[0]
+  stored = next(s for s in default.values() if name in s.class_names)
+  np.testing.assert_array_equal(vinyals['test'].images[vinyals['test'].labels == 0],
+                                stored.images[stored.labels == stored.class_names.index(name)])
+  with pytest.raises(data.DataError, match='images_evaluation.zip'):  # the background_small zips hold no evaluation alphabet
+    data.load_splits('omniglot', data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), protocol='background_evaluation')
+  turned = data.load_split('omniglot', 'val', data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), rotations=True)
+  assert turned.num_classes == 4 * default['val'].num_classes and len(turned.images) == 4 * len(default['val'].images)
+  with pytest.raises(data.DataError, match='rotations'):
+    data.load_split('strokes', 'val', tfds_dir=str(tfds_dir), rotations=True)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 

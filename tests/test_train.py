@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from fewshot import api, diagnostics
-from fewshot.config import Config
+from fewshot.config import Config, ConfigError
 from fewshot.data import default_tfds_dir
 from fewshot.evaluate import evaluate
+from fewshot.experiment import load_data
 from fewshot.rundir import RunDir
 from fewshot.train import train
 
@@ -106,3 +107,27 @@ def test_evaluate_cli_reads_data_from_its_tfds_dir(tmp_path):
   assert evaluated.returncode == 0, evaluated.stderr[-2000:]
   assert not unused.exists(), "the data was not read from --tfds_dir"
   assert f"test accuracy {results['test_accuracy']:.2f}%" in evaluated.stdout, evaluated.stdout
+
+
+def test_omniglot_background_evaluation_with_rotations_keeps_each_character_in_one_split(tmp_path):
+  from test_data import write_character_pngs  # pylint: disable=import-outside-toplevel
+
+  for i, alphabet in enumerate(["Latin", "Greek", "Angelic", "Tengwar"]):
+    for c in range(4):
+      write_character_pngs(tmp_path / "src", alphabet, f"character{c + 1:02d}", 3, seed=10 * i + c)
+  config = Config(dataset="omniglot", data_dir=str(tmp_path / "src"), tfds_dir=str(tmp_path / "tfds"),
+                  protocol="background_evaluation", rotations=True)
+  loaded = load_data(config)
+  characters = {name: {c.rsplit("/", 1)[0] for c in split.class_names} for name, split in loaded.items()}
+  assert {c.split("/")[0] for c in characters["test"]} == {"Angelic", "Tengwar"}
+  # val: every fourth background character, held out before the rotations were made.
+  assert len(characters["train"]) == 6 and len(characters["val"]) == 2
+  assert not characters["train"] & characters["val"] and not (characters["train"] | characters["val"]) & characters["test"]
+  for split in loaded.values():
+    assert split.num_classes == 4 * len({c.rsplit("/", 1)[0] for c in split.class_names})
+  assert Config(dataset="omniglot").protocol == "default"
+  for bad, fragment in ((dict(dataset="omniglot", protocol="fewshot"), "default, vinyals, background_evaluation"),
+                        (dict(dataset="cub", rotations=True), "--rotations"),
+                        (dict(dataset="strokes", rotations=True), "--rotations applies to")):
+    with pytest.raises(ConfigError, match=fragment):
+      Config(**bad)

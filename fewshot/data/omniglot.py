@@ -21,11 +21,25 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from fewshot.data import tfds_io
-from fewshot.data.split import DataError, one_line
+from fewshot.data.split import DataError, Split, one_line
 
-# The class split is a property of the dataset, not of a run: a fixed seed.
+# The default class split is a property of the dataset, not of a run: a fixed seed.
 SPLIT_SEED = 0
 SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
+
+# Class-split protocols (`protocol_splits`): the stored 60/20/20 split; Vinyals et al.'s sizes
+# (1,200 training characters, as Ravi & Larochelle 1,028 train + 172 val, and 423 test, of
+# 1,623) in a seeded random order, as Vinyals drew them; Lake et al.'s alphabets: the 30
+# background alphabets train, the 20 evaluation alphabets test.
+PROTOCOLS = ('default', 'vinyals', 'background_evaluation')
+PROTOCOL_SPLITS = {'default': ('train', 'val', 'test'), 'vinyals': ('train', 'val', 'test'),
+                   'background_evaluation': ('train', 'test')}
+VINYALS_SIZES = (1028, 172, 423)
+EVALUATION_ALPHABETS = frozenset({
+    'Angelic', 'Atemayar_Qelisayer', 'Atlantean', 'Aurek-Besh', 'Avesta', 'Ge_ez', 'Glagolitic', 'Gurmukhi',
+    'Kannada', 'Keble', 'Malayalam', 'Manipuri', 'Mongolian', 'Old_Church_Slavonic_(Cyrillic)', 'Oriya', 'Sylheti',
+    'Syriac_(Serto)', 'Tengwar', 'Tibetan', 'ULOG'})
+ROTATIONS = (0, 90, 180, 270)
 _SIZE = tfds_io.IMAGE_SHAPE[:2]
 _LAYOUT = ('put the Omniglot zips (images_background.zip, images_evaluation.zip, images_background_small1.zip, ...) '
            'or their extracted <alphabet>/<character>/*.png folders there')
@@ -150,6 +164,61 @@ def class_split(class_names: list[str]) -> dict[str, list[str]]:
   n_val = max(1, round(SPLIT_FRACTIONS[1] * len(names)))
   parts = np.split(perm, [n_train, n_train + n_val])
   return {split: sorted(names[i] for i in p) for split, p in zip(tfds_io.SPLITS, parts)}
+
+
+def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dict[str, list[str]]:
+  """{split: sorted character names} of the characters `class_names` ('alphabet/character') under `protocol`.
+
+  'vinyals' cuts a permutation of the sorted names (seeded by `seed`) in Vinyals's
+  proportions, which are exactly 1,028 / 172 / 423 on the full 1,623 characters;
+  'background_evaluation' splits by alphabet. 'default' is `class_split`.
+  """
+  if protocol not in PROTOCOLS:
+    raise DataError(f'Protocol {protocol!r} is not defined for omniglot; choose one of {", ".join(PROTOCOLS)}.')
+  names = sorted(class_names)
+  if protocol == 'default':
+    return class_split(names)
+  if protocol == 'background_evaluation':
+    test = [n for n in names if n.split('/')[0] in EVALUATION_ALPHABETS]
+    chosen = {'train': [n for n in names if n.split('/')[0] not in EVALUATION_ALPHABETS], 'test': test}
+  else:
+    perm = np.random.default_rng(seed).permutation(len(names))
+    bounds = np.round(np.cumsum(VINYALS_SIZES)[:-1] / sum(VINYALS_SIZES) * len(names)).astype(int)
+    chosen = {split: sorted(names[i] for i in part) for split, part in zip(tfds_io.SPLITS, np.split(perm, bounds))}
+  for split, members in chosen.items():
+    if not members:
+      fix = ('add images_evaluation.zip (or images_background.zip) to --data_dir'
+             if protocol == 'background_evaluation' else 'use more characters')
+      raise DataError(f'Omniglot protocol {protocol} leaves split {split!r} without characters among the '
+                      f'{len(names)} found; {fix}.')
+  return chosen
+
+
+def rotated(split: Split) -> Split:
+  """Each character's images turned by 0, 90, 180 and 270 degrees (counter-clockwise), each angle a class.
+
+  Vinyals et al.'s augmentation of the classes: a character and its rotations stay in one split.
+  """
+  images = np.concatenate([np.rot90(split.images, k, axes=(1, 2)) for k in range(len(ROTATIONS))])
+  labels = np.concatenate([split.labels * len(ROTATIONS) + k for k in range(len(ROTATIONS))])
+  order = np.argsort(labels, kind='stable')
+  names = tuple(f'{name}/rot{angle:03d}' for name in split.class_names for angle in ROTATIONS)
+  return Split(np.ascontiguousarray(images[order]), labels[order].astype(np.int32), names)
+
+
+def by_characters(splits: dict[str, Split], characters: list[str]) -> Split:
+  """The images of `characters` (names), gathered from `splits` (disjoint, together all characters)."""
+  wanted = set(characters)
+  images, names = [], []
+  for split in splits.values():
+    for label, name in enumerate(split.class_names):
+      if name in wanted:
+        images.append(split.images[split.labels == label])
+        names.append(name)
+  order = np.argsort(names)
+  counts = [len(images[i]) for i in order]
+  return Split(np.concatenate([images[i] for i in order]),
+               np.repeat(np.arange(len(order), dtype=np.int32), counts), tuple(names[i] for i in order))
 
 
 class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):

@@ -111,9 +111,11 @@ def test_diagnostics_re_embed_the_same_augmented_images():
 
 
 def test_defaults_keep_strokes_and_omniglot_as_they_were():
-  for dataset in ("strokes", "omniglot"):
+  for dataset, protocol in (("strokes", None), ("omniglot", "default")):
     config = Config(dataset=dataset)
-    assert (config.image_size, config.augment, config.protocol) == (28, False, None)
+    assert (config.image_size, config.augment, config.protocol, config.rotations) == (28, False, protocol, False)
+    # A run saved before omniglot had protocols (protocol null) resumes as the same run.
+    assert Config.from_dict({**config.to_dict(), "protocol": None}).differences(config) == []
     assert build_augmentation(config) is NO_AUGMENTATION
     assert config.run_name == f"{dataset}_conv4_ProtoNet_S_5w1s_seed0"
   assert Config(dataset="cub").image_size == 84 and Config(dataset="cub", backbone="resnet18").image_size == 224

@@ -250,9 +250,8 @@ class Learner:
     return heads.loss_and_accuracy(self.logits(variables["params"], support, query, episode), episode.query_labels)[1]
 
   def _evaluate(self, variables, source: EpisodeSource, key: jax.Array, num_episodes: int, shape: EpisodeShape):
-    return jax.lax.map(lambda i: self._episode_accuracy(variables, sample_episode(jax.random.fold_in(key, i), source,
-                                                                                  shape)),
-                       jnp.arange(num_episodes))
+    draw = lambda i: sample_episode(jax.random.fold_in(key, i), source, shape)
+    return jax.lax.map(lambda i: self._episode_accuracy(variables, draw(i)), jnp.arange(num_episodes))
 
   def _evaluate_block(self, variables, drawn: Drawn, shape: EpisodeShape):
     return jax.lax.map(lambda x: self._episode_accuracy(variables, episode_from_images(x.images, x.classes, shape)),

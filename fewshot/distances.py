@@ -1,8 +1,23 @@
-"""Pairwise distances between two point sets: the one home for every distance in fewshot.
+r"""Pairwise distances between two point sets: the one home for every distance in fewshot.
 
 Heads, losses, miners and retrieval metrics all take one of these functions as an
 argument rather than computing distances themselves. Each maps ``x: [n, d]`` and
 ``y: [m, d]`` to an ``[n, m]`` matrix.
+
+Euclidean distances come in two forms, and each caller uses the one its sizes allow:
+
+* :func:`squared_euclidean` / :func:`euclidean`, by difference, :math:`\sum_k (x_{ik} - y_{jk})^2`:
+  exact at coincident points (zero value, zero gradient), at the cost of an ``[n, m, d]``
+  intermediate. The few-shot heads (and through them the diagnostics), the DML losses and
+  miners use it: an episode or a batch is at most a few million floats. The DR head needs it:
+  its logit's derivative in :math:`d^2` is :math:`-\theta / (2 (d^2 + \epsilon))`, about
+  :math:`-10^{10}` at a class representative, which turns any rounding left in :math:`d^2`
+  into a wrong gradient.
+* :func:`squared_euclidean_matmul` / :func:`euclidean_matmul`, by the expansion
+  :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top`: one matrix product, no ``[n, m, d]`` intermediate,
+  but distances below about :math:`10^{-3} \|x\|` are rounding noise. The retrieval metrics'
+  blocked nearest-neighbour search and k-means use it, where ``y`` is a whole gallery
+  (``64 x 100,000 x 128`` floats would be 3.3 GB per block).
 """
 
 from __future__ import annotations
@@ -20,11 +35,35 @@ def _check_pair(x: Array, y: Array) -> None:
 
 
 def squared_euclidean(x: Array, y: Array) -> Array:
-  r"""Squared Euclidean distances :math:`\|x_i - y_j\|^2`.
+  r"""Squared Euclidean distances :math:`\|x_i - y_j\|^2`, by difference: exact, ``[n, m, d]`` memory.
 
-  Computed as :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top` so that the work is one matrix
-  product (the fast path on every accelerator); rounding can make the expansion
-  slightly negative, so it is clamped at zero.
+  Zero, with a zero gradient, wherever :math:`x_i = y_j`.
+
+  >>> float(squared_euclidean(jnp.array([[1.0, 2.0]]), jnp.array([[1.0, 2.0], [4.0, 6.0]]))[0, 1])
+  25.0
+  """
+  _check_pair(x, y)
+  return jnp.sum(jnp.square(x[:, None, :] - y[None, :, :]), axis=-1)
+
+
+def euclidean(x: Array, y: Array, eps: float = 1e-10) -> Array:
+  r"""Euclidean distances :math:`\sqrt{\|x_i - y_j\|^2 + \epsilon}`, by difference (see :func:`squared_euclidean`).
+
+  The :math:`\epsilon` under the root keeps the value and the gradient finite at
+  coincident points (the gradient of a bare square root is infinite at zero).
+  """
+  return jnp.sqrt(squared_euclidean(x, y) + eps)
+
+
+def squared_euclidean_matmul(x: Array, y: Array) -> Array:
+  r"""Squared Euclidean distances by the expansion :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top`: one matrix product.
+
+  For a block of queries against a whole gallery, where the difference form's ``[n, m, d]``
+  would not fit. Rounding leaves about :math:`10^{-7} \|x\|^2` at coincident points and
+  can make the expansion slightly negative, so it is clamped at zero.
+
+  >>> float(squared_euclidean_matmul(jnp.array([[1.0, 2.0]]), jnp.array([[4.0, 6.0]]))[0, 0])
+  25.0
   """
   _check_pair(x, y)
   xx = jnp.sum(x * x, axis=-1)[:, None]
@@ -32,13 +71,9 @@ def squared_euclidean(x: Array, y: Array) -> Array:
   return jnp.maximum(xx + yy - 2.0 * (x @ y.T), 0.0)
 
 
-def euclidean(x: Array, y: Array, eps: float = 1e-10) -> Array:
-  r"""Euclidean distances :math:`\sqrt{\|x_i - y_j\|^2 + \epsilon}`.
-
-  The :math:`\epsilon` under the root keeps the value and the gradient finite at
-  coincident points (the gradient of a bare square root is infinite at zero).
-  """
-  return jnp.sqrt(squared_euclidean(x, y) + eps)
+def euclidean_matmul(x: Array, y: Array, eps: float = 1e-10) -> Array:
+  r"""Euclidean distances :math:`\sqrt{\|x_i - y_j\|^2 + \epsilon}` by the expansion (see :func:`squared_euclidean_matmul`)."""
+  return jnp.sqrt(squared_euclidean_matmul(x, y) + eps)
 
 
 def l2_normalize(v: Array, eps: float = 1e-12) -> Array:
@@ -47,7 +82,6 @@ def l2_normalize(v: Array, eps: float = 1e-12) -> Array:
   # gradient at a zero vector is 0/0, which would turn every parameter into NaN.
   squared_norm = jnp.sum(v * v, axis=-1, keepdims=True)
   return v * jax.lax.rsqrt(jnp.maximum(squared_norm, eps * eps))
-
 
 
 def cosine_similarity(x: Array, y: Array, eps: float = 1e-12) -> Array:

@@ -16,6 +16,8 @@ at a class representative; the softmax ones are neither.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -58,7 +60,8 @@ def prototypes(support: Array, support_labels: Array, way: int) -> Array:
 
 
 def class_squared_distances(
-    support: Array, support_labels: Array, query: Array, way: int, classifier: str = "proto"
+    support: Array, support_labels: Array, query: Array, way: int, classifier: str = "proto",
+    squared_distance: Callable[[Array, Array], Array] = distances.squared_euclidean,
 ) -> Array:
   """Squared class distances ``d(x', c)^2`` of each query to each class: ``[n_query, way]``.
 
@@ -68,13 +71,15 @@ def class_squared_distances(
     query: ``[n_query, d]`` query embeddings.
     way: number of classes in the episode (static).
     classifier: ``"proto"`` (distance to the class mean) or ``"nn"`` (to the nearest support point).
+    squared_distance: pairwise squared distances ``[n, d], [m, d] -> [n, m]``; by default
+      :func:`fewshot.distances.squared_euclidean`, exact at the class representatives.
   """
   _check_choice(classifier, CLASSIFIERS, "classifier")
   chex.assert_rank([support, support_labels, query], [2, 1, 2])
   chex.assert_equal_shape_prefix([support, support_labels], 1)
   if classifier == "proto":
-    return distances.squared_euclidean(query, prototypes(support, support_labels, way))
-  to_support = distances.squared_euclidean(query, support)  # [n_query, n_support]
+    return squared_distance(query, prototypes(support, support_labels, way))
+  to_support = squared_distance(query, support)  # [n_query, n_support]
   in_class = support_labels[None, :] == jnp.arange(way)[:, None]  # [way, n_support]
   masked = jnp.where(in_class[None], to_support[:, None, :], jnp.inf)
   return masked.min(axis=-1)

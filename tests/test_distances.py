@@ -35,18 +35,24 @@ def cosine(a, b):
   return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+SQUARED_FORMS = [distances.squared_euclidean, distances.squared_euclidean_matmul]
+FORMS = [distances.euclidean, distances.euclidean_matmul]
+
+
+@pytest.mark.parametrize('f', SQUARED_FORMS, ids=lambda f: f.__name__)
 @pytest.mark.parametrize('n,m,d', SHAPES)
-def test_squared_euclidean_matches_loops(n, m, d):
+def test_squared_euclidean_matches_loops(n, m, d, f):
   x, y = random_pair(n, m, d)
-  got = np.asarray(distances.squared_euclidean(x, y))
+  got = np.asarray(f(x, y))
   assert got.shape == (n, m)
   np.testing.assert_allclose(got, loop(x, y, sq_euclid), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize('f', FORMS, ids=lambda f: f.__name__)
 @pytest.mark.parametrize('n,m,d', SHAPES)
-def test_euclidean_matches_loops(n, m, d):
+def test_euclidean_matches_loops(n, m, d, f):
   x, y = random_pair(n, m, d, seed=1)
-  got = np.asarray(distances.euclidean(x, y))
+  got = np.asarray(f(x, y))
   assert got.shape == (n, m)
   np.testing.assert_allclose(got, loop(x, y, lambda a, b: np.sqrt(sq_euclid(a, b))), rtol=1e-5, atol=1e-5)
 
@@ -84,18 +90,32 @@ def test_angular_of_identical_and_opposite_points():
   assert np.all(np.isfinite(grad))
 
 
-def test_squared_euclidean_is_clamped_at_zero_for_identical_points():
+def test_squared_euclidean_by_difference_is_exactly_zero_with_zero_gradient_at_coincident_points():
+  # Large coordinates, where the expansion leaves rounding (next test); the difference form leaves none.
+  x = jnp.asarray(100.0 * np.random.default_rng(1).normal(size=(16, 32)), jnp.float32)
+  assert np.all(np.diag(np.asarray(distances.squared_euclidean(x, x))) == 0.0)
+  y = jnp.asarray(np.random.default_rng(2).normal(size=(3, 32)), jnp.float32)
+  w = jnp.asarray(np.random.default_rng(3).normal(size=(16, 3)), jnp.float32)
+  # d/dx_i of sum_j w_ij |x_i - y_j| with y_0 = x_0: the j = 0 term contributes exactly nothing.
+  y = y.at[0].set(x[0])
+  grad = np.asarray(jax.jit(jax.grad(lambda x: jnp.sum(w * distances.euclidean(x, y))))(x))
+  x64, y64, w64 = (np.asarray(a, np.float64) for a in (x, y, w))
+  ref = sum(w64[0, j] * (x64[0] - y64[j]) / np.linalg.norm(x64[0] - y64[j]) for j in (1, 2))
+  np.testing.assert_allclose(grad[0], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_squared_euclidean_matmul_is_clamped_at_zero_for_identical_points():
   # Large coordinates make the expansion |x|^2 + |y|^2 - 2 x.y round below zero on the
   # diagonal; check that this input really does so, then that the result is clamped.
   x = jnp.asarray(100.0 * np.random.default_rng(1).normal(size=(64, 32)), jnp.float32)
   sq_norms = jnp.sum(x * x, axis=-1)
   raw = sq_norms[:, None] + sq_norms[None, :] - 2.0 * (x @ x.T)
   assert float(jnp.diag(raw).min()) < 0.0, 'precondition: the unclamped expansion goes negative'
-  got = np.asarray(distances.squared_euclidean(x, x))
+  got = np.asarray(distances.squared_euclidean_matmul(x, x))
   assert got.min() >= 0.0
   # What rounding leaves on the diagonal is small against the squared norms.
   assert np.all(np.diag(got) <= 1e-5 * np.asarray(sq_norms))
-  assert np.all(np.isfinite(np.asarray(distances.euclidean(x, x))))
+  assert np.all(np.isfinite(np.asarray(distances.euclidean_matmul(x, x))))
 
 
 def test_euclidean_gradient_is_finite_at_coincident_points():
@@ -134,7 +154,7 @@ def test_cosine_similarity_of_a_zero_vector_is_zero_with_finite_gradient():
     assert np.all(np.isfinite(grad)), f'{f.__name__}: gradient at a zero vector is {grad[0]}'
 
 
-FUNCTIONS = [distances.squared_euclidean, distances.euclidean, distances.cosine_similarity, distances.angular]
+FUNCTIONS = [*SQUARED_FORMS, *FORMS, distances.cosine_similarity, distances.angular]
 
 
 @pytest.mark.parametrize('f', FUNCTIONS, ids=lambda f: f.__name__)

@@ -25,7 +25,7 @@ Array = jax.Array
 
 def _assign(x: Array, centroids: Array, block_size: int) -> Array:
   # squared distances rank like Euclidean ones and skip a square root per pair
-  return metrics.nearest_neighbours(x, centroids, 1, distance=distances.squared_euclidean, block_size=block_size)[1][:, 0]
+  return metrics.nearest_neighbours(x, centroids, 1, distance=distances.squared_euclidean_matmul, block_size=block_size)[1][:, 0]
 
 
 @functools.partial(jax.jit, static_argnames=("num_clusters", "block_size"))

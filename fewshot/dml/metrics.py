@@ -113,7 +113,7 @@ def _knn(query, reference, *, k, distance, exclude_self, block_size):
   return _map_blocks(lambda xs, s: _block_knn(xs[0], s, ref, n, k, distance, exclude_self, chunk), (query,), block_size)
 
 
-def nearest_neighbours(query: Array, reference: Array, k: int, *, distance: Distance = distances.euclidean,
+def nearest_neighbours(query: Array, reference: Array, k: int, *, distance: Distance = distances.euclidean_matmul,
                        exclude_self: bool = False, block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[Array, Array]:
   r"""Exact k nearest references of each query: ``(distances [Q, k], indices int32 [Q, k])``, nearest first.
 
@@ -123,8 +123,9 @@ def nearest_neighbours(query: Array, reference: Array, k: int, *, distance: Dist
   Ties go to the lower reference index, exactly as ``lax.top_k`` on the full matrix.
 
   ``distance`` is any function of :mod:`fewshot.distances` where smaller is closer
-  (``euclidean``, ``squared_euclidean``, ``angular``, ``cosine_distance``); rank by a
-  similarity through its distance form. ``exclude_self=True`` means query ``i`` *is*
+  (``euclidean_matmul``, ``squared_euclidean_matmul``, ``angular``, ``cosine_distance``); rank
+  by a similarity through its distance form. The difference forms (``euclidean``) are exact
+  but hold ``[block_size, N, dim]``: keep them for small references. ``exclude_self=True`` means query ``i`` *is*
   reference ``i`` (the queries are the first ``Q`` references) and removes index ``i`` from
   its list, by index: a duplicate at distance 0 is still a neighbour. Traceable under ``jit``.
 
@@ -209,7 +210,7 @@ def check_embeddings(name: str, x, labels_name: str, labels) -> tuple[np.ndarray
 
 
 def retrieval_metrics(query, query_labels, reference, reference_labels, ref_includes_query: bool, *,
-                      recall_at: Sequence[int] = (1, 2, 4, 8), distance: Distance = distances.euclidean,
+                      recall_at: Sequence[int] = (1, 2, 4, 8), distance: Distance = distances.euclidean_matmul,
                       block_size: int = DEFAULT_BLOCK_SIZE) -> RetrievalMetrics:
   r"""Recall@K, Precision@1, R-Precision and MAP@R of exact retrieval (Musgrave et al., 2020).
 

@@ -1,6 +1,6 @@
 """Overhead of the training diagnostics: one diagnosed update vs a checkpoint's chunk of training.
 
-``Learner.train_chunk`` diagnoses only the last update of a chunk (an extra forward pass and
+``episodic.train_chunk`` diagnoses only the last update of a chunk (an extra forward pass and
 the diagnostics' arithmetic, behind a ``lax.cond``). This times that work alone, jitted, against
 a whole ``--episodes``-episode chunk, and prints the ratio.
 
@@ -14,11 +14,14 @@ import statistics
 import time
 
 import jax
+import jax.numpy as jnp
 
 from experiments.bench_episodes import random_split
 from fewshot.backbones import Conv4
-from fewshot.episodes import EpisodeShape, EpisodeSource, sample_episode
-from fewshot.learner import Learner
+from fewshot import episodic
+from fewshot.episodes import EpisodeShape, sample_episode
+from fewshot.episodic import EpisodicLearner
+from fewshot.sources import DeviceSource
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -41,21 +44,22 @@ def main() -> None:
   args = parser.parse_args()
 
   shape = EpisodeShape(5, 1, 16)
-  source = EpisodeSource.from_split(random_split(args.size, args.channels, 64, 20))
-  learner = Learner(Conv4(), shape, head=args.head)
-  state = learner.init(jax.random.key(0), (args.size, args.size, args.channels))
+  source = DeviceSource.from_split(random_split(args.size, args.channels, 64, 20))
+  learner = EpisodicLearner(Conv4(), shape, head=args.head)
+  state = episodic.init_state(learner, jax.random.key(0), (args.size, args.size, args.channels))
   episode = sample_episode(jax.random.key(1), source, shape)
 
   @jax.jit
   def diagnosed_update(state):
-    new_state, _, before = learner.train_step(state, episode)
-    return learner.diagnose(before, new_state, state.batch_stats, episode)
+    new_state, _, before = episodic.train_step(learner, state, episode)
+    return episodic.diagnose(learner, before, new_state, state.batch_stats, episode)
 
   @jax.jit
   def update(state):
-    return learner.train_step(state, episode)[1]
+    return episodic.train_step(learner, state, episode)[1]
 
-  chunk = jax.jit(lambda s: learner._train_chunk(s, source, jax.random.key(2), args.episodes)[1])
+  # Not donated: the same state is timed again and again.
+  chunk = lambda s: episodic.train_chunk(learner, jax.tree.map(jnp.copy, s), source, jax.random.key(2), args.episodes)[1]
   diagnostics = median_seconds(lambda: diagnosed_update(state), args.repeats) - median_seconds(
       lambda: update(state), args.repeats)
   chunk_seconds = median_seconds(lambda: chunk(state), args.repeats)

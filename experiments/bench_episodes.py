@@ -3,10 +3,10 @@
 For each image size and head (classifier ``proto``), 5-way 1-shot 16-query, on
 ``jax.devices()[0]`` with a random uint8 split resident on the device:
 
-* ``scan``: ``Learner.train_chunk`` (one ``lax.scan`` over ``--episodes`` episodes drawn
+* ``scan``: ``episodic.train_chunk`` (one ``lax.scan`` over ``--episodes`` episodes drawn
   on the device, plus the diagnostics of its last update: one extra forward pass per
   chunk, so short chunks overstate the per-episode cost of 100-episode checkpoints);
-* ``loop``: the same per-episode work (draw + ``Learner.train_step``) jitted once and
+* ``loop``: the same per-episode work (draw + ``episodic.train_step``) jitted once and
   called from a Python loop ``--episodes`` times;
 * ``torch`` (with ``--torch``): the eager PyTorch reference of ``experiments/torch_conv4.py``.
 
@@ -34,8 +34,10 @@ import numpy as np
 
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
-from fewshot.episodes import EpisodeShape, EpisodeSource, sample_episode
-from fewshot.learner import Learner
+from fewshot import episodic
+from fewshot.episodes import EpisodeShape, sample_episode
+from fewshot.episodic import EpisodicLearner
+from fewshot.sources import DeviceSource
 
 
 def random_split(size: int, channels: int, num_classes: int, per_class: int, seed: int = 0) -> Split:
@@ -53,27 +55,27 @@ def block(tree):
   return jax.block_until_ready(tree)
 
 
-def init_on_device(learner: Learner, seed: int, image_shape, source: EpisodeSource):
+def init_on_device(learner: EpisodicLearner, seed: int, image_shape, source: DeviceSource):
   """The initial state, committed to the source's device.
 
   A state left uncommitted next to a committed source makes the second call compile
   again (the first call's outputs come back committed, which changes the cache key).
   """
-  state = learner.init(jax.random.key(seed), image_shape)
+  state = episodic.init_state(learner, jax.random.key(seed), image_shape)
   return jax.device_put(state, next(iter(source.images.devices())))
 
 
 class JaxScan:
-  """``Learner.train_chunk`` over a chunk of episodes."""
+  """``episodic.train_chunk`` over a chunk of episodes."""
 
-  def __init__(self, learner: Learner, source: EpisodeSource, image_shape, episodes: int, seed: int):
+  def __init__(self, learner: EpisodicLearner, source: DeviceSource, image_shape, episodes: int, seed: int):
     self.learner, self.source, self.episodes = learner, source, episodes
     self.key = jax.random.key(seed + 1)
     self.state = init_on_device(learner, seed, image_shape, source)
 
   def run(self):
     # (state, per-episode metrics, ...): the state always comes first
-    out = self.learner.train_chunk(self.state, self.source, self.key, self.episodes)
+    out = episodic.train_chunk(self.learner, self.state, self.source, self.key, self.episodes)
     self.state = out[0]
     block(out)
 
@@ -81,15 +83,15 @@ class JaxScan:
 class JaxLoop:
   """The scan body (draw one episode + ``train_step``) jitted alone, called from Python per episode."""
 
-  def __init__(self, learner: Learner, source: EpisodeSource, image_shape, episodes: int, seed: int):
+  def __init__(self, learner: EpisodicLearner, source: DeviceSource, image_shape, episodes: int, seed: int):
     self.source, self.episodes = source, episodes
     self.key = jax.random.key(seed + 1)
     self.state = init_on_device(learner, seed, image_shape, source)
     shape = learner.shape
 
     def step(state, source, key):
-      episode = sample_episode(jax.random.fold_in(key, state.episode), source, shape)
-      return learner.train_step(state, episode)
+      episode = sample_episode(jax.random.fold_in(key, state.step), source, shape)
+      return episodic.train_step(learner, state, episode)
 
     self.step = jax.jit(step, donate_argnums=0)
 
@@ -180,11 +182,11 @@ def main(argv=None) -> int:
     channels = 1 if size <= 28 else 3
     image_shape = (size, size, channels)
     split = random_split(size, channels, args.classes, args.per_class, args.seed)
-    source = EpisodeSource.from_split(split, device)
+    source = DeviceSource.from_split(split, device)
     for head in heads_:
       load_before = load()
       im2col = {"auto": None, "im2col": True, "lax": False}[args.conv]
-      learner = Learner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier)
+      learner = EpisodicLearner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier)
       variants = {"scan": JaxScan(learner, source, image_shape, n_ep, args.seed)}
       if not args.no_loop:
         variants["loop"] = JaxLoop(learner, source, image_shape, n_ep, args.seed)

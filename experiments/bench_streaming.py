@@ -2,12 +2,12 @@
 
   python -m experiments.bench_streaming --size 84 --episodes 20 --repeats 3 --gather_sizes 84,224
 
-* ``train``: ``Learner.train_chunk`` (Conv4 ProtoNet, 5-way 1-shot 16-query, the paper's
-  augmentation, RGB stored at int(1.15 * size)) on the same episodes from an ``EpisodeSource``
+* ``train``: ``episodic.train_chunk`` (Conv4 ProtoNet, 5-way 1-shot 16-query, the paper's
+  augmentation, RGB stored at int(1.15 * size)) on the same episodes from a ``DeviceSource``
   and from a ``HostSource``, the two alternating within every repetition; the median seconds
   per episode of each and their ratio (streamed / resident). Compile time is excluded (a first
   chunk of each is run before timing).
-* ``gather``: ``HostSource.stream`` alone (index draw, host gather, ``device_put``, prefetched)
+* ``gather``: ``HostSource.blocks`` alone (index draw, host gather, ``device_put``, prefetched)
   over ``--gather_episodes`` episodes of a split stored for each of ``--gather_sizes``:
   episodes per second and MB per second, the rate at which the host can feed a device.
 """
@@ -26,22 +26,23 @@ from experiments.bench_episodes import random_split
 from fewshot.augment import Augmentation
 from fewshot.backbones import Conv4
 from fewshot.data.images import stored_size
-from fewshot.episodes import EpisodeShape, EpisodeSource
-from fewshot.learner import Learner
-from fewshot.streaming import HostSource
+from fewshot import episodic
+from fewshot.episodes import EpisodeShape
+from fewshot.episodic import EpisodicLearner
+from fewshot.sources import DeviceSource, HostSource
 
 SHAPE = EpisodeShape(5, 1, 16)
 
 
 def train_ratio(size: int, episodes: int, repeats: int) -> dict:
   split = random_split(stored_size(size), 3, num_classes=32, per_class=20)
-  learner = Learner(Conv4(), SHAPE, augmentation=Augmentation.paper(size, 3))
-  sources = {"resident": EpisodeSource.from_split(split), "streamed": HostSource(split)}
-  states = {name: learner.init(jax.random.key(0), (size, size, 3)) for name in sources}
+  learner = EpisodicLearner(Conv4(), SHAPE, augmentation=Augmentation.paper(size, 3))
+  sources = {"resident": DeviceSource.from_split(split), "streamed": HostSource(split)}
+  states = {name: episodic.init_state(learner, jax.random.key(0), (size, size, 3)) for name in sources}
   key = jax.random.key(1)
 
   def chunk(name):
-    states[name], metrics, _ = learner.train_chunk(states[name], sources[name], key, episodes)
+    states[name], metrics, _ = episodic.train_chunk(learner, states[name], sources[name], key, episodes)
     jax.block_until_ready(metrics)
     return metrics
 
@@ -66,7 +67,7 @@ def gather_rate(size: int, episodes: int) -> dict:
   episode_bytes = SHAPE.way * SHAPE.per_class * split.images[0].nbytes
 
   def stream():
-    for drawn in host.stream(jax.random.key(0), 0, episodes, SHAPE.way, SHAPE.per_class):
+    for drawn in host.blocks(jax.random.key(0), 0, episodes, SHAPE.way, SHAPE.per_class):
       jax.block_until_ready(drawn)
 
   stream()  # compiles the index draw

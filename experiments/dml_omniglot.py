@@ -17,16 +17,17 @@ import jax
 
 from fewshot import data
 from fewshot.backbones import Conv4
-from fewshot.dml.learner import Embedder, MetricLearner
+from fewshot.dml import embedding
+from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
-from fewshot.episodes import EpisodeSource
+from fewshot.sources import DeviceSource
 
 DEFAULT_OMNIGLOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "omniglot")
 
 
 def held_out_metrics(learner, state, split) -> dict:
-  z = learner.embed_all(state.variables, split.images)
+  z = embedding.embed_all(learner, embedding.model_variables(state), split.images)
   m = retrieval_metrics(z, split.labels, z, split.labels, ref_includes_query=True)
   return {"precision_at_1": m.precision_at_1, "r_precision": m.r_precision, "map_at_r": m.map_at_r}
 
@@ -47,10 +48,11 @@ def main() -> None:
   miner = None if args.miner == "none" else args.miner
   learner = MetricLearner(Embedder(Conv4(), embedding_dim=args.embedding_dim), BatchShape(args.classes, args.per_class),
                           loss=args.loss, miner=miner, num_classes=splits["train"].num_classes)
-  state = learner.init(jax.random.key(args.seed), splits["train"].image_shape)
+  state = embedding.init_state(learner, jax.random.key(args.seed), splits["train"].image_shape)
   before = held_out_metrics(learner, state, splits["test"])
   start = time.perf_counter()
-  state, _ = learner.train_chunk(state, EpisodeSource.from_split(splits["train"]), jax.random.key(args.seed + 1), args.steps)
+  source = DeviceSource.from_split(splits["train"])
+  state, _ = embedding.train_chunk(learner, state, source, jax.random.key(args.seed + 1), args.steps)
   jax.block_until_ready(state)
   seconds = time.perf_counter() - start
   after = held_out_metrics(learner, state, splits["test"])

@@ -5,11 +5,8 @@ from __future__ import annotations
 import pathlib
 from typing import Callable, Hashable
 
-from fewshot.config import ConfigError
-from fewshot.rundir import RunDir
-
-# Where the data was read from does not change a finished run's results.
-LOCATION_FIELDS = ("data_dir", "tfds_dir")
+from fewshot.errors import RunDirError
+from fewshot.rundir import LOCATION_FIELDS, RunDir
 
 
 def finished_results(workdir: pathlib.Path, config) -> dict | None:
@@ -21,10 +18,9 @@ def finished_results(workdir: pathlib.Path, config) -> dict | None:
   rundir = RunDir(workdir)
   if not (workdir / "results.json").exists():
     return None
-  saved = type(config).from_dict(rundir.read_config())
-  changed = [name for name in saved.differences(config) if name not in LOCATION_FIELDS]
+  changed = rundir.differences(config, ignore=LOCATION_FIELDS)
   if changed:
-    raise ConfigError(f"{workdir} holds a finished run that differs in {', '.join('--' + c for c in changed)}; "
+    raise RunDirError(f"{workdir} holds a finished run that differs in {', '.join('--' + c for c in changed)}; "
                       "choose another --out or repeat that grid's options.")
   return rundir.read_results()
 

@@ -1,12 +1,12 @@
 """Reference eager-PyTorch episode trainer: Conv4 + ProtoNet (softmax or DR head), Adam.
 
 Used only by ``experiments/bench_episodes.py`` to time the same episode as
-``fewshot.learner.Learner.train_chunk`` the way the paper's reference code runs it
+``fewshot.episodic.train_chunk`` the way the paper's reference code runs it
 (CloserLookFewShot style, eager mode, one episode per optimiser step). Not a dependency
 of the ``fewshot`` package; ``import torch`` happens here only.
 
 Per episode: draw the classes and images on the host with numpy from a uint8 tensor
-already in memory (resident, like the JAX side's ``EpisodeSource``), gather, convert to
+already in memory (resident, like the JAX side's ``DeviceSource``), gather, convert to
 float in [0, 1], forward support + query together (one set of BatchNorm statistics),
 prototype logits, cross-entropy, backward, Adam step.
 """

@@ -3,7 +3,7 @@
     python -m fewshot.analyze runs/A runs/B [runs/C ...] [--pairs first|all]
         [--format table|markdown|csv|latex] [--out FILE]
 
-For every measure of :data:`fewshot.stats.MEASURES` one table with a row per pair of runs:
+For every measure of :data:`fewshot.MEASURES` one table with a row per pair of runs:
 checkpoints used (n) and left out as undefined, the geometric mean of each run, the two-sided
 Mann–Whitney U p-value, and (except for the norm ratio) the proportion of properly learned
 checkpoints of each run and Fisher's exact p-value; p < 0.05 is marked (``*`` in the terminal
@@ -27,13 +27,13 @@ import numpy as np
 from absl import flags
 
 from fewshot import cli, stats
-from fewshot.config import Config, ConfigError
-from fewshot.rundir import RunDir
+from fewshot.config import Config
+from fewshot.errors import ConfigError, OutputError
+from fewshot.measures import LABELS, MEASURES, PROPERLY_LEARNED
+from fewshot.rundir import Run, protocol_warning, read_run, run_labels
 
-PROTOCOL = ("dataset", "way", "shot", "backbone")
 PAIRINGS = ("first", "all")
 FORMATS = ("table", "markdown", "csv", "latex")
-MEASURE_NAMES = {"norm_ratio": "norm ratio", "con_alpha": "con-alpha", "div_alpha": "div-alpha", "con_div": "con-div"}
 MISSING = "—"
 
 
@@ -45,66 +45,6 @@ def define_flags() -> None:
 
 
 FLAGS = flags.FLAGS
-
-
-# ----------------------------------------------------------------------------- reading runs
-@dataclasses.dataclass(frozen=True)
-class Run:
-  """One run directory's records."""
-
-  path: str
-  config: Config
-  rows: tuple[dict, ...]
-  results: dict | None
-
-  def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
-    episodes = np.array([row["episode"] for row in self.rows], dtype=np.int64)
-    values = np.array([np.nan if row.get(key) is None else float(row[key]) for row in self.rows])
-    return episodes, values
-
-  def values(self, measure: str) -> np.ndarray:
-    return self.series(measure)[1]
-
-
-def load_run(path: str) -> Run:
-  """Read a run directory; a missing, empty or incomplete one is a ConfigError (one line)."""
-  rundir = RunDir(path)
-  fix = "pass directories written by python -m fewshot.train"
-  if not rundir.path.exists():
-    raise ConfigError(f"run directory {path} does not exist; {fix}.")
-  if not rundir.path.is_dir():
-    raise ConfigError(f"{path} is not a directory; {fix}.")
-  if rundir.is_empty():
-    raise ConfigError(f"run directory {path} is empty; {fix}.")
-  if not rundir.holds_run():
-    raise ConfigError(f"{path} holds no run (no config.json); {fix}.")
-  try:
-    config = Config.from_dict(rundir.read_config())
-    rows = tuple(rundir.read_metrics())
-    results = rundir.read_results()
-  except (json.JSONDecodeError, TypeError, AttributeError) as e:
-    raise ConfigError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
-  if not rows:
-    raise ConfigError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
-  if not all(isinstance(row, dict) and "episode" in row for row in rows):
-    raise ConfigError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
-  return Run(path=str(path), config=config, rows=rows, results=results)
-
-
-def run_labels(runs: list[Run]) -> list[str]:
-  """Model names, made unique with the directory name (and then a position) where they repeat."""
-  names = [run.config.model_name for run in runs]
-  labels = [f"{name} [{pathlib.Path(run.path).name}]" if names.count(name) > 1 else name
-            for name, run in zip(names, runs)]
-  return [label if labels.count(label) == 1 else f"{label} #{i + 1}" for i, label in enumerate(labels)]
-
-
-def protocol_warning(runs: list[Run]) -> str | None:
-  """One line naming the protocol options in which the runs differ, or None if they agree."""
-  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL}
-  differ = [f"{name} " + " vs ".join(v) for name, v in values.items() if len(set(v)) > 1]
-  return None if not differ else f"warning: the runs come from different protocols ({'; '.join(differ)}); comparing them anyway."
 
 
 # ----------------------------------------------------------------------------- comparing (pure)
@@ -129,7 +69,7 @@ def compare(runs: list[Run], pairing: str = "first") -> list[Pair]:
   labels = run_labels(runs)
   pairs = []
   for i, j in pair_indices(len(runs), pairing):
-    comparisons = {m: stats.compare_runs(runs[i].values(m), runs[j].values(m), m) for m in stats.MEASURES}
+    comparisons = {m: stats.compare_runs(runs[i].values(m), runs[j].values(m), m) for m in MEASURES}
     pairs.append(Pair(labels[i], labels[j], runs[i].path, runs[j].path, comparisons))
   return pairs
 
@@ -182,8 +122,8 @@ def runs_table(runs: list[Run]) -> Table:
 
 def measure_table(measure: str, pairs: list[Pair]) -> Table:
   """The paper's table of one measure: a row per pair of runs."""
-  relation = stats.PROPERLY_LEARNED.get(measure)
-  name = MEASURE_NAMES[measure]
+  relation = PROPERLY_LEARNED.get(measure)
+  name = LABELS[measure]
   headers = ["A", "B", "n A", "n B", "undefined A", "undefined B", "geo. mean A", "geo. mean B", "Mann-Whitney p"]
   if relation is not None:
     headers += [f"P({relation}) A", f"P({relation}) B", "Fisher p"]
@@ -209,7 +149,7 @@ CSV_FIELDS = ("measure", "run_a", "run_b", "dir_a", "dir_b") + tuple(
 def csv_records(pairs: list[Pair]) -> list[dict]:
   """Long format, one record per (measure, pair), numbers at full precision; None is empty."""
   records = []
-  for measure in stats.MEASURES:
+  for measure in MEASURES:
     for pair in pairs:
       record = dict(run_a=pair.label_a, run_b=pair.label_b, dir_a=pair.path_a, dir_b=pair.path_b,
                     **pair.comparisons[measure].as_dict())
@@ -288,7 +228,7 @@ def report(runs: list[Run], pairing: str = "first", fmt: str = "table") -> str:
   pairs = compare(runs, pairing)
   if fmt == "csv":
     return render_csv(csv_records(pairs))
-  tables = [runs_table(runs)] + [measure_table(m, pairs) for m in stats.MEASURES]
+  tables = [runs_table(runs)] + [measure_table(m, pairs) for m in MEASURES]
   return RENDERERS[fmt](tables)
 
 
@@ -296,7 +236,7 @@ def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tup
   """Read the run directories and return the output and the protocol warning (or None)."""
   if len(paths) < 2:
     raise ConfigError(f"need at least two run directories, got {len(paths)}; usage: python -m fewshot.analyze runs/A runs/B.")
-  runs = [load_run(p) for p in paths]
+  runs = [read_run(p, Config.from_dict) for p in paths]
   return report(runs, pairing, fmt), protocol_warning(runs)
 
 
@@ -307,7 +247,7 @@ def main(argv):
   if FLAGS.out:
     out = pathlib.Path(FLAGS.out)
     if out.is_dir():
-      raise ConfigError(f"--out {out} is a folder; pass a file name such as {out / 'table.md'}.")
+      raise OutputError(f"--out {out} is a folder; pass a file name such as {out / 'table.md'}.")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}")

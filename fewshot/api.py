@@ -15,11 +15,11 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from fewshot import heads
-from fewshot.config import Config, ConfigError
+from fewshot import episodic, heads
+from fewshot.config import Config
+from fewshot.episodic import EpisodicLearner
 from fewshot.experiment import build_learner, run_keys
-from fewshot.learner import Learner
-from fewshot.rundir import RunDir
+from fewshot.rundir import existing_run
 
 
 @dataclasses.dataclass
@@ -27,7 +27,7 @@ class TrainedModel:
   """A backbone with its trained variables, and the head it was trained with."""
 
   config: Config
-  learner: Learner
+  learner: EpisodicLearner
   variables: dict  # {"params": {"backbone": ..., "rho": ...}, "batch_stats": ...}
 
   @property
@@ -66,8 +66,9 @@ class TrainedModel:
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _embed(learner: Learner, variables: dict, images: jax.Array) -> jax.Array:
-  return learner.embed(variables["params"], variables["batch_stats"], learner.eval_images(images), train=False)[0]
+def _embed(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.Array:
+  images = episodic.eval_images(learner, images)
+  return episodic.embed(learner, variables["params"], variables["batch_stats"], images, train=False)[0]
 
 
 def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int | None = None) -> TrainedModel:
@@ -77,17 +78,15 @@ def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int 
   """
   learner = build_learner(config)
   image_shape = config.input_shape if image_shape is None else image_shape
-  state = learner.init(run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
-  return TrainedModel(config, learner, state.variables)
+  state = episodic.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
+  return TrainedModel(config, learner, episodic.model_variables(state))
 
 
 def load(workdir: str, checkpoint: str = "best") -> TrainedModel:
   """The trained model in a run directory (its ``best`` or ``last`` checkpoint)."""
-  rundir = RunDir(workdir)
-  if not rundir.holds_run():
-    raise ConfigError(f"{rundir.path} holds no run (no config.json); pass the workdir of a python -m fewshot.train run.")
+  rundir = existing_run(workdir)
   saved = rundir.read_config()
   config = Config.from_dict(saved)
   learner = build_learner(config)
-  state = rundir.restore_checkpoint(checkpoint, learner.init(run_keys(config.seed)["init"], tuple(saved["image_shape"])))
-  return TrainedModel(config, learner, state.variables)
+  like = episodic.init_state(learner, run_keys(config.seed)["init"], tuple(saved["image_shape"]))
+  return TrainedModel(config, learner, episodic.model_variables(rundir.restore_checkpoint(checkpoint, like)))

@@ -7,10 +7,7 @@ from typing import Callable
 
 from absl import app, flags
 
-from fewshot.config import ConfigError
-from fewshot.data import DataError
-
-USER_ERRORS = (ConfigError, DataError)
+from fewshot.errors import FewshotError
 
 
 def fail(message: str) -> None:
@@ -31,7 +28,7 @@ def run(main: Callable[[list[str]], None]) -> None:
   def guarded(argv):
     try:
       main(argv)
-    except USER_ERRORS as e:
+    except FewshotError as e:
       fail(str(e))
 
   app.run(guarded, flags_parser=_parse_flags)

@@ -9,7 +9,8 @@ from fewshot import backbones, diagnostics, heads
 from fewshot.data import DATASETS, IMAGE_DATASETS, class_splits
 from fewshot.data.images import BBOX_DATASETS
 from fewshot.data.omniglot import PROTOCOLS as OMNIGLOT_PROTOCOLS
-from fewshot.learner import PSI_CLASSIFIERS
+from fewshot.errors import ConfigError
+from fewshot.episodic import PSI_CLASSIFIERS
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
 # datasets get counts that finish in minutes on a 2-core CPU.
@@ -20,10 +21,6 @@ SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
 SMALL_IMAGE_SIZE = 28
 PAPER_IMAGE_SIZES = {"conv4": 84, "resnet18": 224}
 MIN_IMAGE_SIZE = 8  # fewshot.data stores images of at least this side
-
-
-class ConfigError(ValueError):
-  """A bad option: the message is one line naming the problem and the fix."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,12 +44,11 @@ import jax
 import jax.numpy as jnp
 
 from fewshot import heads
+from fewshot.measures import FIELDS
 
 Array = chex.Array
 
 CENTRINGS = ("points", "features")
-# The scalar fields of `episode_diagnostics`, in the order they are logged.
-FIELDS = ("alpha", "norm_ratio", "psi_con", "psi_div", "con_alpha", "div_alpha", "con_div")
 
 
 def _as_float(x: Array) -> Array:

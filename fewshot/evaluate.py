@@ -11,9 +11,10 @@ import dataclasses
 from absl import flags, logging
 
 from fewshot import cli
-from fewshot.config import Config, ConfigError
+from fewshot.config import Config
+from fewshot.errors import RunDirError
 from fewshot.experiment import Experiment
-from fewshot.rundir import RunDir
+from fewshot.rundir import existing_run
 
 
 def define_flags() -> None:
@@ -33,11 +34,9 @@ FLAGS = flags.FLAGS
 
 def evaluate(workdir: str, checkpoint: str = "best", **overrides) -> dict:
   """Test accuracy of a run's checkpoint; ``overrides`` replace config fields (None keeps the run's)."""
-  rundir = RunDir(workdir)
-  if not rundir.holds_run():
-    raise ConfigError(f"{rundir.path} holds no run (no config.json); pass the --workdir of a python -m fewshot.train run.")
+  rundir = existing_run(workdir)
   if checkpoint not in ("best", "last") or rundir.checkpoint_step(checkpoint) is None:
-    raise ConfigError(f"{rundir.path} has no {checkpoint!r} checkpoint; use --checkpoint best or last after training.")
+    raise RunDirError(f"{rundir.path} has no {checkpoint!r} checkpoint; use --checkpoint best or last after training.")
   config = Config.from_dict(rundir.read_config())
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
   experiment = Experiment.build(config, splits=("test",))

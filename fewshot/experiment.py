@@ -7,13 +7,14 @@ import dataclasses
 import jax
 import numpy as np
 
-from fewshot import backbones, data, stats, streaming
+from fewshot import backbones, data, episodic, sources, stats
 from fewshot.augment import NO_AUGMENTATION, Augmentation
 from fewshot.config import Config
-from fewshot.data import DataError, Split, omniglot
-from fewshot.episodes import EpisodeShape, EpisodeSource, check_fits
-from fewshot.streaming import HostSource
-from fewshot.learner import Learner, TrainState, adam
+from fewshot.data import Split, omniglot
+from fewshot.episodes import EpisodeShape
+from fewshot.episodic import EpisodicLearner
+from fewshot.errors import DataError
+from fewshot.train_state import TrainState, adam
 
 # One independent key stream per use, so that e.g. changing --val_episodes never
 # changes the training episodes.
@@ -41,8 +42,8 @@ def build_augmentation(config: Config) -> Augmentation:
   return NO_AUGMENTATION
 
 
-def build_learner(config: Config) -> Learner:
-  return Learner(
+def build_learner(config: Config) -> EpisodicLearner:
+  return EpisodicLearner(
       backbones.get_backbone(config.backbone),
       train_shape(config),
       head=config.head,
@@ -102,8 +103,8 @@ class Experiment:
   """Everything a configuration builds before training: data placed for the device, learner, keys."""
 
   config: Config
-  learner: Learner
-  sources: dict[str, EpisodeSource | HostSource]
+  learner: EpisodicLearner
+  sources: dict[str, sources.DeviceSource | sources.HostSource]
   image_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
   keys: dict[str, jax.Array]
 
@@ -111,27 +112,31 @@ class Experiment:
   def build(cls, config: Config, splits: tuple[str, ...] = data.SPLITS, placement: str = "auto") -> "Experiment":
     """Load the splits, check they can supply the episodes, and build the learner (writes nothing).
 
-    ``placement`` (see :func:`fewshot.streaming.place`) changes where images live, never
+    ``placement`` (see :func:`fewshot.sources.place`) changes where images live, never
     which episodes a run sees, so it is not part of the config.
     """
     loaded = load_data(config, splits)
     shapes = {"train": train_shape(config), "val": train_shape(config), "test": test_shape(config)}
     for name, split in loaded.items():
-      check_fits(split, shapes[name], name)
-    sources = {name: streaming.place(split, placement) for name, split in loaded.items()}
+      shape = shapes[name]
+      query_flag = "--test_query" if name == "test" else "--query"
+      sources.check_fits(split, name, ("--way", shape.way), {"--shot": shape.shot, query_flag: shape.query})
+    placed = {name: sources.place(split, placement) for name, split in loaded.items()}
     stored = next(iter(loaded.values())).image_shape
     if stored[-1] != config.channels:
       raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
     # The learner is initialised on what the backbone sees, after the transforms.
-    return cls(config, build_learner(config), sources, config.input_shape, run_keys(config.seed))
+    return cls(config, build_learner(config), placed, config.input_shape, run_keys(config.seed))
 
   def init_state(self) -> TrainState:
-    return self.learner.init(self.keys["init"], self.image_shape)
+    return episodic.init_state(self.learner, self.keys["init"], self.image_shape)
 
   def accuracies(self, state: TrainState, split: str, num_episodes: int) -> np.ndarray:
     """Per-episode accuracy on a split; the same episodes every call (fixed key)."""
     shape = test_shape(self.config) if split == "test" else train_shape(self.config)
-    return np.asarray(self.learner.evaluate(state.variables, self.sources[split], self.keys[split], num_episodes, shape))
+    variables = episodic.model_variables(state)
+    return np.asarray(episodic.evaluate(self.learner, variables, self.sources[split], self.keys[split], num_episodes,
+                                        shape))
 
   def test(self, state: TrainState) -> dict:
     accuracies = self.accuracies(state, "test", self.config.test_episodes)

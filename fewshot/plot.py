@@ -29,8 +29,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from absl import flags, logging
 
-from fewshot import analyze, cli, distances, heads
-from fewshot.config import ConfigError
+from fewshot import cli, distances, heads
+from fewshot.config import Config
+from fewshot.errors import ConfigError, OutputError
+from fewshot.measures import LABELS
+from fewshot.rundir import protocol_warning, read_run, run_labels
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
@@ -93,7 +96,7 @@ def _plot_series(ax, runs, labels, key: str) -> None:
 
 def plot_val_accuracy(runs, out: pathlib.Path) -> str:
   fig, ax = plt.subplots(figsize=(6, 4))
-  _plot_series(ax, runs, analyze.run_labels(runs), "val_accuracy")
+  _plot_series(ax, runs, run_labels(runs), "val_accuracy")
   ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy")
   ax.grid(alpha=0.3)
   ax.legend()
@@ -101,12 +104,12 @@ def plot_val_accuracy(runs, out: pathlib.Path) -> str:
 
 
 def _plot_ratios(runs, measures, path: pathlib.Path) -> str:
-  labels = analyze.run_labels(runs)
+  labels = run_labels(runs)
   fig, axes = plt.subplots(1, len(measures), figsize=(5 * len(measures), 3.6), squeeze=False)
   for ax, measure in zip(axes[0], measures):
     _plot_series(ax, runs, labels, measure)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set(xlabel="episodes", title=analyze.MEASURE_NAMES[measure])
+    ax.set(xlabel="episodes", title=LABELS[measure])
     ax.grid(alpha=0.3)
   axes[0][0].legend()
   return _save(fig, path)
@@ -139,16 +142,16 @@ def plot(paths: list[str], out: str, landscape_only: bool = False) -> tuple[list
   """Write the figures; return their paths and the runs' protocol warning (or None)."""
   if not paths and not landscape_only:
     raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
-  runs = [] if landscape_only else [analyze.load_run(p) for p in paths]
+  runs = [] if landscape_only else [read_run(p, Config.from_dict) for p in paths]
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
-    raise ConfigError(f"--out {out} is a file; pass a folder for the figures.")
+    raise OutputError(f"--out {out} is a file; pass a folder for the figures.")
   out_dir.mkdir(parents=True, exist_ok=True)
   written = []
   if runs:
     written = [plot_val_accuracy(runs, out_dir), plot_norm_ratio(runs, out_dir), plot_alpha_ratios(runs, out_dir)]
   written.append(plot_confidence_landscape(out_dir))
-  return written, analyze.protocol_warning(runs) if len(runs) > 1 else None
+  return written, protocol_warning(runs) if len(runs) > 1 else None
 
 
 def main(argv):

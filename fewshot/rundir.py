@@ -5,24 +5,32 @@ Layout::
   <workdir>/config.json       the resolved configuration
   <workdir>/metrics.jsonl     one row per checkpoint
   <workdir>/checkpoints/last  the latest train state (resume from here)
-  <workdir>/checkpoints/best  the train state with the best validation accuracy
-  <workdir>/results.json      test accuracy of the best checkpoint
+  <workdir>/checkpoints/best  the train state with the best validation score
+  <workdir>/results.json      test results of the best checkpoint
 
 Every file is written atomically (a temporary file renamed into place; orbax does the
-same for checkpoints), so a run killed at any moment leaves each file whole.
+same for checkpoints), so a run killed at any moment leaves each file whole. Both
+trainers write through :class:`RunDir`, and ``evaluate``, ``fewshot.load``, ``analyze`` and
+``plot`` read through it: :func:`open_for_training` is the one rule for reusing a
+directory, :func:`existing_run` the one check that a directory holds a run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
 import tempfile
 from typing import Any, Callable
 
-import orbax.checkpoint as ocp
+import numpy as np
+
+from fewshot.errors import RunDirError
 
 CHECKPOINT_KINDS = ("last", "best")
+# Where the data was read from does not change a run: a moved dataset is the same run.
+LOCATION_FIELDS = ("data_dir", "tfds_dir")
 
 
 def write_json_atomic(path: pathlib.Path, obj: Any, lines: bool = False) -> None:
@@ -48,13 +56,18 @@ class RunDir:
     self.config_path = self.path / "config.json"
     self.metrics_path = self.path / "metrics.jsonl"
     self.results_path = self.path / "results.json"
-    self._managers: dict[str, ocp.CheckpointManager] = {}
+    self._managers: dict = {}
 
   def holds_run(self) -> bool:
     return self.config_path.exists()
 
   def is_empty(self) -> bool:
     return not self.path.exists() or not any(self.path.iterdir())
+
+  def differences(self, config, ignore: tuple[str, ...] = ()) -> list[str]:
+    """The options in which the saved run's configuration differs from ``config`` (of the same type)."""
+    saved = type(config).from_dict(self.read_config())
+    return [name for name in saved.differences(config) if name not in ignore]
 
   # ---- json records ----------------------------------------------------------------------
   def read_config(self) -> dict:
@@ -70,6 +83,7 @@ class RunDir:
     return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
 
   def write_metrics(self, rows: list[dict]) -> None:
+    self.path.mkdir(parents=True, exist_ok=True)
     write_json_atomic(self.metrics_path, rows, lines=True)
 
   def read_results(self) -> dict | None:
@@ -79,19 +93,24 @@ class RunDir:
     write_json_atomic(self.results_path, results)
 
   # ---- checkpoints -------------------------------------------------------------------------
-  def _manager(self, kind: str) -> ocp.CheckpointManager:
+  def _manager(self, kind: str):
+    import orbax.checkpoint as ocp  # only where checkpoints are touched: reading records needs no orbax
+
     if kind not in self._managers:
       options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False, create=True)
-      self._managers[kind] = ocp.CheckpointManager(self.path / "checkpoints" / kind, options=options)
+      self._managers[kind] = ocp.CheckpointManager(self.path / "checkpoints" / kind, options=options,
+                                                   item_handlers=ocp.StandardCheckpointHandler())
     return self._managers[kind]
 
   def checkpoint_step(self, kind: str) -> int | None:
-    """Episodes trained at the saved checkpoint of this kind, or None if there is none."""
+    """Steps trained at the saved checkpoint of this kind, or None if there is none."""
     if not (self.path / "checkpoints" / kind).exists():
       return None
     return self._manager(kind).latest_step()
 
   def save_checkpoint(self, kind: str, step: int, state: Any) -> None:
+    import orbax.checkpoint as ocp
+
     manager = self._manager(kind)
     if step in manager.all_steps():  # a resumed run replaying a checkpoint it had saved
       manager.delete(step)
@@ -100,27 +119,121 @@ class RunDir:
 
   def restore_checkpoint(self, kind: str, like: Any) -> Any:
     """Restore the checkpoint of this kind into the structure, shapes and dtypes of ``like``."""
+    import orbax.checkpoint as ocp
+
     step = self.checkpoint_step(kind)
     if step is None:
-      raise FileNotFoundError(f"{self.path} has no {kind} checkpoint; train it first with python -m fewshot.train.")
-    return self._manager(kind).restore(step, args=ocp.args.StandardRestore(like))
+      raise RunDirError(f"{self.path} has no {kind} checkpoint; train it first (or use the other checkpoint).")
+    manager = self._manager(kind)
+    stored = set(manager.item_metadata(step).keys())
+    if "episode" in stored and "step" not in stored and hasattr(like, "step"):
+      # Few-shot runs saved before the shared TrainState counted their steps as "episode".
+      target = {"episode": like.step, "params": like.params, "batch_stats": like.batch_stats,
+                "opt_state": like.opt_state}
+      restored = manager.restore(step, args=ocp.args.StandardRestore(target))
+      return like.replace(step=restored["episode"], params=restored["params"], batch_stats=restored["batch_stats"],
+                          opt_state=restored["opt_state"])
+    return manager.restore(step, args=ocp.args.StandardRestore(like))
 
   def drop_checkpoints_after(self, step: int) -> None:
-    """Forget checkpoints newer than ``step`` (a resumed run replays those episodes)."""
+    """Forget checkpoints newer than ``step`` (a resumed run replays those steps)."""
     for kind in CHECKPOINT_KINDS:
       saved = self.checkpoint_step(kind)
       if saved is not None and saved > step:
         self._manager(kind).delete(saved)
 
-  def resume(self, state: Any, step_key: str, step_of: Callable[[Any], Any]) -> tuple[Any, list[dict]]:
+  def resume(self, state: Any, step_key: str) -> tuple[Any, list[dict]]:
     """Continue from the ``last`` checkpoint: ``(state, metrics rows up to it)``; ``(state, [])`` if none.
 
-    Rows and checkpoints newer than ``last`` (written before a crash) are dropped, since
-    the resumed run replays those steps and writes them again.
+    Rows (whose step is ``row[step_key]``) and checkpoints newer than ``last`` (written
+    before a crash) are dropped, since the resumed run replays those steps and writes them again.
     """
     if self.checkpoint_step("last") is None:
       return state, []
     state = self.restore_checkpoint("last", state)
-    done = int(step_of(state))
+    done = int(state.step)
     self.drop_checkpoints_after(done)
     return state, [row for row in self.read_metrics() if row[step_key] <= done]
+
+
+def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
+  """The run directory for ``config``: empty, or this run's when resuming; refuses anything else (writes nothing)."""
+  rundir = RunDir(path)
+  if rundir.holds_run():
+    changed = rundir.differences(config)
+    if changed:
+      raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
+                        "choose another --workdir or repeat that run's options.")
+    if not resume:
+      raise RunDirError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another --workdir.")
+  elif not rundir.is_empty():
+    raise RunDirError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
+  return rundir
+
+
+def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train") -> RunDir:
+  """The run directory at ``path``; a missing, empty or non-run one is a one-line ``RunDirError``."""
+  rundir, fix = RunDir(path), f"pass the directory of a {made_by} run"
+  if not rundir.path.exists():
+    raise RunDirError(f"run directory {path} does not exist; {fix}.")
+  if not rundir.path.is_dir():
+    raise RunDirError(f"{path} is not a directory; {fix}.")
+  if rundir.is_empty():
+    raise RunDirError(f"run directory {path} is empty; {fix}.")
+  if not rundir.holds_run():
+    raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
+  return rundir
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One run directory's records, as analysis reads them."""
+
+  path: str
+  config: Any
+  rows: tuple[dict, ...]
+  results: dict | None
+
+  def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
+    episodes = np.array([row["episode"] for row in self.rows], dtype=np.int64)
+    values = np.array([np.nan if row.get(key) is None else float(row[key]) for row in self.rows])
+    return episodes, values
+
+  def values(self, measure: str) -> np.ndarray:
+    return self.series(measure)[1]
+
+
+def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
+  """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
+  rundir = existing_run(path)
+  try:
+    config = config_type(rundir.read_config())
+    rows = tuple(rundir.read_metrics())
+    results = rundir.read_results()
+  except (json.JSONDecodeError, TypeError, AttributeError) as e:
+    raise RunDirError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
+  if not rows:
+    raise RunDirError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
+  if not all(isinstance(row, dict) and "episode" in row for row in rows):
+    raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
+  return Run(path=str(path), config=config, rows=rows, results=results)
+
+
+# The options that make runs comparable: analysis warns when they differ.
+PROTOCOL = ("dataset", "way", "shot", "backbone")
+
+
+def run_labels(runs: list[Run]) -> list[str]:
+  """Model names, made unique with the directory name (and then a position) where they repeat."""
+  names = [run.config.model_name for run in runs]
+  labels = [f"{name} [{pathlib.Path(run.path).name}]" if names.count(name) > 1 else name
+            for name, run in zip(names, runs)]
+  return [label if labels.count(label) == 1 else f"{label} #{i + 1}" for i, label in enumerate(labels)]
+
+
+def protocol_warning(runs: list[Run]) -> str | None:
+  """One line naming the protocol options in which the runs differ, or None if they agree."""
+  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL}
+  differ = [f"{name} " + " vs ".join(v) for name, v in values.items() if len(set(v)) > 1]
+  return None if not differ else f"warning: the runs come from different protocols ({'; '.join(differ)}); comparing them anyway."

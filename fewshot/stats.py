@@ -7,6 +7,8 @@ import dataclasses
 import numpy as np
 import scipy.stats
 
+from fewshot.measures import MEASURES, PROPERLY_LEARNED
+
 
 def mean_confidence_interval(values, z: float = 1.96) -> tuple[float, float]:
   r"""Mean and the half-width :math:`z \sigma / \sqrt{n}` of its normal-approximation interval.
@@ -21,11 +23,8 @@ def mean_confidence_interval(values, z: float = 1.96) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- comparing two runs
-# Per-checkpoint training diagnostics of two runs (SPEC §6, the DR paper's Tables 3-10).
+# Per-checkpoint training diagnostics of two runs (the DR paper's Tables 3-10), named in fewshot.measures.
 
-MEASURES = ("norm_ratio", "con_alpha", "div_alpha", "con_div")
-# When an update "properly learned" by a measure (the paper's proportions); the norm ratio has none.
-PROPERLY_LEARNED = {"con_alpha": "<1", "div_alpha": ">1", "con_div": "<1"}
 SIGNIFICANCE_LEVEL = 0.05
 # Fewest finite values a run needs before the tests are run: one value is no distribution.
 MIN_VALUES = 2

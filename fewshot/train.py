@@ -8,17 +8,15 @@ that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
-import tqdm
 from absl import flags, logging
 
-from fewshot import backbones, cli, data, stats, streaming
-from fewshot.config import Config, ConfigError
+from fewshot import backbones, cli, data, episodic, loop, sources, stats
+from fewshot import rundir as rundirs
+from fewshot.config import Config
 from fewshot.experiment import Experiment
-from fewshot.learner import TrainState
-from fewshot.rundir import RunDir
+from fewshot.train_state import TrainState
 
 
 def define_flags() -> None:
@@ -53,7 +51,7 @@ def define_flags() -> None:
   flags.DEFINE_bool("bbox_crop", False, "crop images to their bounding boxes before resizing (cub, cars196)")
   flags.DEFINE_bool("augment", None, "the paper's training augmentation on the device (default: on for the "
                     "image datasets, off for strokes/omniglot)")
-  flags.DEFINE_enum("placement", "auto", streaming.PLACEMENTS, "where split images live: on the device, streamed "
+  flags.DEFINE_enum("placement", "auto", sources.PLACEMENTS, "where split images live: on the device, streamed "
                     "from host memory, or auto (on the device when a split fits 4 GiB); the episodes are the same")
   flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
@@ -62,49 +60,27 @@ def define_flags() -> None:
 FLAGS = flags.FLAGS
 
 
-def open_rundir(config: Config, workdir: str, resume: bool) -> RunDir:
-  """The run directory for this config; refuses one that holds another run (writes nothing)."""
-  rundir = RunDir(workdir)
-  if rundir.holds_run():
-    saved = Config.from_dict(rundir.read_config())
-    changed = saved.differences(config)
-    if changed:
-      raise ConfigError(
-          f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
-          "choose another --workdir or repeat that run's options."
-      )
-    if not resume:
-      raise ConfigError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another --workdir.")
-  elif not rundir.is_empty():
-    raise ConfigError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
-  return rundir
-
-
 def _theta(state: TrainState) -> float:
   return float(np.exp(np.asarray(state.params["rho"])))
 
 
 def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto") -> dict:
   """Train, validate and test one configuration; returns the results written to results.json."""
-  rundir = open_rundir(config, workdir, resume)
+  rundir = rundirs.open_for_training(workdir, config, resume)
   experiment = Experiment.build(config, placement=placement)  # fails on bad data before anything is written
-  state = experiment.init_state()
-  resuming = rundir.checkpoint_step("last") is not None
-  state, rows = rundir.resume(state, "episode", lambda s: s.episode)
-  if not resuming:
+  if rundir.checkpoint_step("last") is None:
     rundir.write_config({**config.to_dict(), "image_shape": list(experiment.image_shape)})
-  best = max(rows, key=lambda r: r["val_accuracy"], default=None)  # max keeps the earliest of ties
 
-  bar = tqdm.tqdm(total=config.episodes, initial=int(state.episode), unit="ep", disable=not progress,
-                  desc=config.model_name)
-  while int(state.episode) < config.episodes:
-    start = time.perf_counter()
-    chunk = min(config.eval_every, config.episodes - int(state.episode))
-    state, train_metrics, diagnosed = experiment.learner.train_chunk(
-        state, experiment.sources["train"], experiment.keys["train"], chunk)
+  def train_chunk(state, episodes):
+    state, metrics, diagnosed = episodic.train_chunk(experiment.learner, state, experiment.sources["train"],
+                                                     experiment.keys["train"], episodes)
+    return state, (metrics, diagnosed)
+
+  def make_row(state, outputs):
+    train_metrics, diagnosed = outputs
     val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
-    row = {
-        "episode": int(state.episode),
+    return {
+        "episode": int(state.step),
         "train_loss": float(np.mean(train_metrics["loss"])),
         "train_accuracy": float(100.0 * np.mean(train_metrics["accuracy"])),
         "theta": _theta(state),
@@ -113,20 +89,14 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
         # Undefined diagnostics (e.g. an update that did not move the embedding) are
         # recorded as null: JSON has no NaN.
         **{name: stats.finite_or_none(float(value)) for name, value in diagnosed.items()},
-        "seconds": time.perf_counter() - start,
     }
-    rows.append(row)
-    # Metrics first, checkpoints after: a run killed in between resumes from the previous
-    # checkpoint and replays this chunk, rewriting the same row.
-    rundir.write_metrics(rows)
-    if best is None or row["val_accuracy"] > best["val_accuracy"]:
-      best = row
-      rundir.save_checkpoint("best", row["episode"], state)
-    rundir.save_checkpoint("last", row["episode"], state)
-    bar.update(chunk)
-    bar.set_postfix(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
-  bar.close()
 
+  def postfix(row, best):
+    return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
+
+  schedule = loop.Schedule(config.episodes, config.eval_every, best_by="val_accuracy", step_key="episode")
+  _, best = loop.train_until(rundir, experiment.init_state(), schedule, train_chunk, make_row, postfix,
+                             progress=progress, desc=config.model_name, unit="ep")
   results = experiment.test(rundir.restore_checkpoint("best", experiment.init_state()))
   results.update(best_episode=best["episode"], best_val_accuracy=best["val_accuracy"], workdir=str(rundir.path))
   rundir.write_results(results)

@@ -25,7 +25,7 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from fewshot.data.split import DataError
+from fewshot.errors import DataError
 
 CUB_DEFECTS = ('missing_annotation', 'missing_image', 'malformed_line', 'inconsistent_ids', 'bad_class',
                'bad_bbox', 'corrupt_image', 'truncated_archive', 'unsafe_member')

@@ -11,8 +11,9 @@ import pytest
 import scipy.stats
 
 from fewshot import analyze, stats
-from fewshot.config import ConfigError
-from fewshot.rundir import RunDir
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.config import Config
+from fewshot.rundir import RunDir, protocol_warning, read_run, run_labels
 
 N = 20  # checkpoints per synthetic run: the ">= 20 checkpoints"
 
@@ -48,7 +49,7 @@ def separated(tmp_path):
 
 
 def _runs(*paths):
-  return [analyze.load_run(p) for p in paths]
+  return [read_run(p, Config.from_dict) for p in paths]
 
 
 def _csv(text):
@@ -185,7 +186,7 @@ def test_pairs_first_against_each_or_all(tmp_path):
   assert [(p.path_a, p.path_b) for p in analyze.compare(runs, "first")] == [(paths[0], paths[1]), (paths[0], paths[2])]
   assert len(analyze.compare(runs, "all")) == 3
   # Two ProtoNet_DR runs are told apart by their directories.
-  assert analyze.run_labels(runs) == ["ProtoNet_S", "ProtoNet_DR [B]", "ProtoNet_DR [C]"]
+  assert run_labels(runs) == ["ProtoNet_S", "ProtoNet_DR [B]", "ProtoNet_DR [C]"]
   with pytest.raises(ConfigError, match="--pairs"):
     analyze.compare(runs, "some")
 
@@ -201,7 +202,7 @@ def test_different_protocols_warn_but_still_compare(tmp_path):
   assert len(warnings) == 1 and "dataset omniglot vs strokes" in warnings[0] and "shot 1 vs 5" in warnings[0]
   assert f"wrote {out}" in result.stdout
   assert len(_csv(out.read_text())) == len(stats.MEASURES)
-  assert analyze.protocol_warning(_runs(a, write_run(tmp_path / "C", "dr"))) is None
+  assert protocol_warning(_runs(a, write_run(tmp_path / "C", "dr"))) is None
 
 
 
@@ -215,7 +216,7 @@ def test_missing_or_empty_run_directory_exits_2(tmp_path, which, fragment, asser
   assert_one_line_error(result, fragment, str(bad))
 
 
-def test_other_bad_runs_are_config_errors(tmp_path):
+def test_other_bad_runs_are_run_directory_errors(tmp_path):
   a = write_run(tmp_path / "A", "softmax")
   no_metrics = tmp_path / "no_metrics"
   RunDir(no_metrics).write_config({"dataset": "omniglot"})
@@ -226,7 +227,7 @@ def test_other_bad_runs_are_config_errors(tmp_path):
     f.write("{not json\n")
   for path, message in [(no_metrics, "has no metrics"), (tmp_path / "no_config", "no config.json"),
                         (broken, "unreadable record")]:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(RunDirError, match=message):
       analyze.analyze([a, str(path)])
   with pytest.raises(ConfigError, match="at least two run directories"):
     analyze.analyze([a])

@@ -6,7 +6,8 @@ import sys
 import pytest
 from PIL import Image
 
-from fewshot.config import Config, ConfigError
+from fewshot.config import Config
+from fewshot.errors import RunDirError
 from fewshot.data import DataError
 from fewshot.rundir import RunDir
 from fewshot.train import train
@@ -55,7 +56,7 @@ def _omniglot(omniglot_dir, **options):
     [
         (dict(way=49), "use --way 48 or less"),  # the val split holds 48 characters
         (dict(shot=5, query=16), "lower --shot or --query"),  # every character has 20 drawings
-        (dict(test_query=20), "lower --shot or --query"),
+        (dict(test_query=20), "lower --shot or --test_query"),
     ],
 )
 def test_episode_larger_than_split(omniglot_dir, tmp_path, options, fragment):
@@ -84,9 +85,9 @@ def test_workdir_holding_another_run(omniglot_dir, tmp_path, assert_one_line_err
   workdir = tmp_path / "run"
   train(_omniglot(omniglot_dir), workdir, progress=False)
   before = {p: p.stat().st_mtime_ns for p in workdir.rglob("*")}
-  with pytest.raises(ConfigError, match="differs in --head"):
+  with pytest.raises(RunDirError, match="differs in --head"):
     train(_omniglot(omniglot_dir, head="dr"), workdir, resume=True, progress=False)
-  with pytest.raises(ConfigError, match="pass --resume"):
+  with pytest.raises(RunDirError, match="pass --resume"):
     train(_omniglot(omniglot_dir), workdir, progress=False)
   assert {p: p.stat().st_mtime_ns for p in workdir.rglob("*")} == before
   # A finished run resumed is a no-op that reports the same results.
@@ -99,6 +100,6 @@ def test_workdir_holding_another_run(omniglot_dir, tmp_path, assert_one_line_err
 
 def test_non_run_directory_is_refused(tmp_path):
   (tmp_path / "notes.txt").write_text("mine")
-  with pytest.raises(ConfigError, match="not empty"):
+  with pytest.raises(RunDirError, match="not empty"):
     train(Config(**TINY), tmp_path, progress=False)
   assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

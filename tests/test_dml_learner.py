@@ -10,15 +10,16 @@ from fewshot import data
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
 from fewshot.dml import losses
-from fewshot.dml.learner import Embedder, MetricLearner, optimizer
+from fewshot.dml import embedding
+from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
-from fewshot.episodes import EpisodeSource
-from fewshot.learner import adam
+from fewshot.sources import DeviceSource
+from fewshot.train_state import adam, adam_by_part
 
 
 def _map_at_r(learner, state, split):
-  embeddings = learner.embed_all(state.variables, split.images)
+  embeddings = embedding.embed_all(learner, embedding.model_variables(state), split.images)
   return retrieval_metrics(embeddings, split.labels, embeddings, split.labels, ref_includes_query=True).map_at_r
 
 
@@ -26,12 +27,12 @@ def _map_at_r(learner, state, split):
 def test_triplet_training_improves_map_at_r_on_held_out_omniglot_characters(omniglot_dir):
   splits = data.load_splits("omniglot", data_dir=str(omniglot_dir), splits=("train", "test"))
   learner = MetricLearner(Embedder(Conv4(), embedding_dim=64), BatchShape(8, 4), loss="triplet", miner="semi_hard")
-  state = learner.init(jax.random.key(0), splits["train"].image_shape)
+  state = embedding.init_state(learner, jax.random.key(0), splits["train"].image_shape)
   before = _map_at_r(learner, state, splits["test"])
-  source = EpisodeSource.from_split(splits["train"])
+  source = DeviceSource.from_split(splits["train"])
   losses_seen = []
   for chunk in range(4):
-    state, chunk_losses = learner.train_chunk(state, source, jax.random.key(1), 75)
+    state, chunk_losses = embedding.train_chunk(learner, state, source, jax.random.key(1), 75)
     losses_seen.append(np.asarray(chunk_losses))
   after = _map_at_r(learner, state, splits["test"])
   assert int(state.step) == 300 and np.isfinite(np.concatenate(losses_seen)).all()
@@ -60,46 +61,47 @@ def _small_learner(**kwargs):
 
 def test_chunks_replay_the_same_batches_as_one_long_chunk():
   split = _tiny_split()
-  learner, source = _small_learner(loss="contrastive"), EpisodeSource.from_split(split)
-  one = learner.train_chunk(learner.init(jax.random.key(0), split.image_shape), source, jax.random.key(1), 6)[0]
-  two = learner.init(jax.random.key(0), split.image_shape)
+  learner, source = _small_learner(loss="contrastive"), DeviceSource.from_split(split)
+  one = embedding.train_chunk(learner, embedding.init_state(learner, jax.random.key(0), split.image_shape), source, jax.random.key(1), 6)[0]
+  two = embedding.init_state(learner, jax.random.key(0), split.image_shape)
   for _ in range(2):
-    two = learner.train_chunk(two, source, jax.random.key(1), 3)[0]
+    two = embedding.train_chunk(learner, two, source, jax.random.key(1), 3)[0]
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), one.params, two.params)
 
 
 def test_proxy_losses_learn_their_proxies():
   split = _tiny_split()
   learner = _small_learner(loss="nsl", num_classes=split.num_classes)
-  state = learner.init(jax.random.key(0), split.image_shape)
+  state = embedding.init_state(learner, jax.random.key(0), split.image_shape)
   proxies = np.asarray(state.params["loss"]["proxies"])
   assert proxies.shape == (split.num_classes, 8)
-  state, _ = learner.train_chunk(state, EpisodeSource.from_split(split), jax.random.key(1), 3)
+  state, _ = embedding.train_chunk(learner, state, DeviceSource.from_split(split), jax.random.key(1), 3)
   assert not np.allclose(proxies, state.params["loss"]["proxies"])
 
 
 def test_proxies_take_their_own_learning_rate():
   # Adam's first step moves every parameter with a non-negligible gradient by its rate: lr * g / (|g| + eps).
   split = _tiny_split()
-  learner = _small_learner(loss="nsl", num_classes=split.num_classes, optimizer=optimizer(1e-3, 1e-1))
-  start = learner.init(jax.random.key(0), split.image_shape)
+  learner = _small_learner(loss="nsl", num_classes=split.num_classes, optimizer=adam_by_part({"model": 1e-3, "loss": 1e-1}))
+  start = embedding.init_state(learner, jax.random.key(0), split.image_shape)
   initial = jax.tree.map(np.array, start.params)
-  state, _ = learner.train_chunk(start, EpisodeSource.from_split(split), jax.random.key(1), 1)
+  state, _ = embedding.train_chunk(learner, start, DeviceSource.from_split(split), jax.random.key(1), 1)
   proxy_step = np.abs(np.asarray(state.params["loss"]["proxies"]) - initial["loss"]["proxies"])
   model_step = np.concatenate([np.abs(np.asarray(a) - b).ravel() for a, b in zip(
       jax.tree.leaves(state.params["model"]), jax.tree.leaves(initial["model"]))])
   np.testing.assert_allclose(proxy_step.max(), 1e-1, rtol=1e-3)
   np.testing.assert_allclose(model_step.max(), 1e-3, rtol=1e-3)
   # One rate is plain Adam: the same state structure as before, so older checkpoints restore.
-  assert jax.tree.structure(optimizer(1e-3, 1e-3).init(initial)) == jax.tree.structure(adam(1e-3).init(initial))
+  assert jax.tree.structure(adam_by_part({"model": 1e-3, "loss": 1e-3}).init(initial)) == jax.tree.structure(adam(1e-3).init(initial))
 
 
 def test_embeddings_are_unit_vectors_and_independent_of_the_chunking():
   split = _tiny_split(classes=7)
   learner = _small_learner(loss="contrastive")
-  state = learner.init(jax.random.key(0), split.image_shape)
-  a = learner.embed_all(state.variables, split.images, chunk=4)
-  b = learner.embed_all(state.variables, split.images, chunk=64)
+  state = embedding.init_state(learner, jax.random.key(0), split.image_shape)
+  variables = embedding.model_variables(state)
+  a = embedding.embed_all(learner, variables, split.images, chunk=4)
+  b = embedding.embed_all(learner, variables, split.images, chunk=64)
   np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-5)
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -121,9 +123,9 @@ def test_every_registered_loss_trains_a_step_with_finite_values(name):
   split = _tiny_split()
   spec = losses.LOSSES[name]
   learner = _small_learner(loss=name, num_classes=split.num_classes if spec.per_class else None)
-  state = learner.init(jax.random.key(0), split.image_shape)
+  state = embedding.init_state(learner, jax.random.key(0), split.image_shape)
   initial = jax.tree.map(np.asarray, state.params["model"])
-  state, step_losses = learner.train_chunk(state, EpisodeSource.from_split(split), jax.random.key(1), 2)
+  state, step_losses = embedding.train_chunk(learner, state, DeviceSource.from_split(split), jax.random.key(1), 2)
   assert np.isfinite(np.asarray(step_losses)).all()
   assert all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(state.params))
   changed = jax.tree.map(lambda a, b: not np.allclose(a, b), initial, jax.tree.map(np.asarray, state.params["model"]))

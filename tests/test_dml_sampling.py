@@ -5,10 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fewshot.data.split import DataError, Split
+from fewshot.errors import DataError
+from fewshot.data.split import Split
 from fewshot.dml import miners, samplers
 from fewshot.dml.samplers import BatchShape
-from fewshot.episodes import EpisodeSource
+from fewshot import sources
+from fewshot.sources import DeviceSource
 
 COUNTS = (6, 2, 5, 7, 4, 6)
 
@@ -26,7 +28,7 @@ SAMPLE = jax.jit(samplers.sample_batch, static_argnums=2)
 @pytest.mark.parametrize("classes,per_class", [(4, 2), (6, 1), (3, 4)])
 def test_batch_is_c_classes_by_m_images_of_those_classes(classes, per_class):
   split = _split()
-  source, shape = EpisodeSource.from_split(split), BatchShape(classes, per_class)
+  source, shape = DeviceSource.from_split(split), BatchShape(classes, per_class)
   for seed in range(5):
     batch = SAMPLE(jax.random.key(seed), source, shape)
     images, labels = np.asarray(batch.images).reshape(-1), np.asarray(batch.labels)
@@ -42,7 +44,7 @@ def test_batch_is_c_classes_by_m_images_of_those_classes(classes, per_class):
 
 def test_small_class_repeats_each_of_its_images_equally():
   split = _split((2, 8, 8))
-  source, shape = EpisodeSource.from_split(split), BatchShape(3, 4)
+  source, shape = DeviceSource.from_split(split), BatchShape(3, 4)
   batch = SAMPLE(jax.random.key(0), source, shape)
   labels, images = np.asarray(batch.labels), np.asarray(batch.images).reshape(-1)
   small = images[labels == 0]
@@ -50,7 +52,7 @@ def test_small_class_repeats_each_of_its_images_equally():
 
 
 def test_batches_are_seeded_and_vary_with_the_key():
-  source, shape = EpisodeSource.from_split(_split()), BatchShape(3, 2)
+  source, shape = DeviceSource.from_split(_split()), BatchShape(3, 2)
   a, b = SAMPLE(jax.random.key(1), source, shape), SAMPLE(jax.random.key(1), source, shape)
   np.testing.assert_array_equal(a.images, b.images)
   draws = {tuple(np.asarray(SAMPLE(jax.random.key(s), source, shape).images).ravel()) for s in range(10)}
@@ -59,7 +61,7 @@ def test_batches_are_seeded_and_vary_with_the_key():
 
 def test_more_classes_than_the_split_is_a_one_line_error():
   with pytest.raises(DataError, match="use --classes 6 or less") as info:
-    samplers.check_fits(_split(), BatchShape(7, 2), "train")
+    sources.check_fits(_split(), "train", ("--classes", 7))
   assert "\n" not in str(info.value)
   with pytest.raises(ValueError, match="per_class"):
     BatchShape(2, 0)

@@ -10,10 +10,11 @@ import pytest
 
 from dataset_fixtures import write_cars196
 from fewshot import data
-from fewshot.config import ConfigError
+from fewshot.errors import RunDirError
 from fewshot.dml.config import DMLConfig
-from fewshot.dml.train import Trainer, open_rundir, retrieval, train
-from fewshot.rundir import RunDir
+from fewshot.dml import embedding
+from fewshot.dml.train import Trainer, retrieval, train
+from fewshot.rundir import RunDir, open_for_training
 
 # 16 classes -> the dml protocol's 8 training classes -> 4 folds of 2 (each fold model trains on 6).
 TINY = dict(dataset="cars196", image_size=28, embedding_dim=16, classes=2, per_class=2, steps_per_epoch=2, epochs=2)
@@ -38,7 +39,8 @@ def four_fold_run(cars_dir, tmp_path_factory):
 def _untrained_map_at_r(trainer, split):
   """MAP@R of fold model 0 as the run initialises it (same keys), before any training."""
   learner = trainer.learner(trainer.folds[0][0].num_classes)
-  return retrieval(learner.embed_all(trainer.initial_state(0).variables, split.images), split.labels)["map_at_r"]
+  variables = embedding.model_variables(trainer.initial_state(0))
+  return retrieval(embedding.embed_all(learner, variables, split.images), split.labels)["map_at_r"]
 
 
 def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
@@ -47,7 +49,7 @@ def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
   trainer = Trainer(config, progress=False)  # one load of the data and one compile for before and after
   untrained_val = _untrained_map_at_r(trainer, trainer.folds[0][1])
   untrained_test = _untrained_map_at_r(trainer, trainer.test)
-  results = trainer.run(open_rundir(config, str(tmp_path / "run"), resume=False))
+  results = trainer.run(open_for_training(tmp_path / "run", config, resume=False))
   rows = RunDir(tmp_path / "run").read_metrics()
   assert [(r["epoch"], r["step"]) for r in rows] == [(1, 60), (2, 120)]
   best = max(rows, key=lambda r: r["val_map_at_r"])
@@ -121,7 +123,7 @@ def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_
   assert not (workdir / "results.json").exists() and not (workdir / "fold2").exists()
   assert len(RunDir(workdir / "fold1").read_metrics()) == 2 and RunDir(workdir / "fold1").checkpoint_step("last") == 2
 
-  with pytest.raises(ConfigError, match="--resume"):
+  with pytest.raises(RunDirError, match="--resume"):
     train(config, str(workdir), progress=False)
   resumed = train(config, str(workdir), resume=True, progress=False)
   for k in range(4):

@@ -6,8 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot import episodes
-from fewshot.data.split import DataError, Split
+from fewshot import episodes, sources
+from fewshot.errors import DataError
+from fewshot.data.split import Split
 from fewshot.episodes import EpisodeShape
 
 NUM_CLASSES = 7
@@ -24,7 +25,7 @@ def make_split():
 
 
 SPLIT = make_split()
-SOURCE = episodes.EpisodeSource.from_split(SPLIT)
+SOURCE = sources.DeviceSource.from_split(SPLIT)
 sample = jax.jit(episodes.sample_episode, static_argnums=2)
 N_EPISODES = 500
 
@@ -133,20 +134,24 @@ def test_sampler_covers_the_split_uniformly():
 # ----------------------------------------------------------------------------- errors
 
 
+def fits(split, shape, name):
+  sources.check_fits(split, name, ('--way', shape.way), {'--shot': shape.shot, '--query': shape.query})
+
+
 def test_check_fits_accepts_the_largest_shapes_that_fit():
-  episodes.check_fits(SPLIT, EpisodeShape(NUM_CLASSES, 2, 3), 'train')  # way = classes, shot + query = smallest
+  fits(SPLIT, EpisodeShape(NUM_CLASSES, 2, 3), 'train')  # way = classes, shot + query = smallest
 
 
 def test_check_fits_rejects_too_many_ways_with_the_fix():
   with pytest.raises(DataError) as info:
-    episodes.check_fits(SPLIT, EpisodeShape(NUM_CLASSES + 1, 1, 1), 'val')
+    fits(SPLIT, EpisodeShape(NUM_CLASSES + 1, 1, 1), 'val')
   message = str(info.value)
   assert f'--way {NUM_CLASSES} or less' in message and 'val' in message and '\n' not in message
 
 
 def test_check_fits_rejects_too_small_classes_with_the_fix():
   with pytest.raises(DataError) as info:
-    episodes.check_fits(SPLIT, EpisodeShape(2, 2, 4), 'test')
+    fits(SPLIT, EpisodeShape(2, 2, 4), 'test')
   message = str(info.value)
   assert "'class0'" in message  # the smallest class, by name
   assert 'only 5 images' in message and '2 + 4' in message

@@ -6,7 +6,7 @@ import pytest
 
 import dataset_fixtures as fixtures
 from experiments import reality_check, reproduce_dr
-from fewshot.config import ConfigError
+from fewshot.errors import RunDirError
 from fewshot.rundir import RunDir
 
 NUMBER = r"-?\d+\.\d+"
@@ -48,7 +48,7 @@ def test_reality_check_smoke_table_and_resume(tmp_path, capsys):
   _rerun_skips(reality_check.main, argv, out, 1)
   assert "nsl: done, skipped" in capsys.readouterr().out
   # The run directory is named by the loss alone: a finished run of other options is refused, not reported.
-  with pytest.raises(ConfigError, match="differs in --backbone; choose another --out"):
+  with pytest.raises(RunDirError, match="differs in --backbone; choose another --out"):
     reality_check.main(argv + ["--backbone", "resnet18"])
   _rerun_skips(reality_check.main, argv, out, 1)
 

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from fewshot import plot
-from fewshot.config import ConfigError
+from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.rundir import RunDir
 
 PROTOTYPES = np.array(plot.PROTOTYPES)
@@ -63,10 +63,10 @@ def test_landscape_only_cli(tmp_path):
 def test_bad_input(tmp_path):
   with pytest.raises(ConfigError, match="at least one run directory"):
     plot.plot([], str(tmp_path / "figs"))
-  with pytest.raises(ConfigError, match="does not exist"):
+  with pytest.raises(RunDirError, match="does not exist"):
     plot.plot([str(tmp_path / "nowhere")], str(tmp_path / "figs"))
   (tmp_path / "file").write_text("x")
-  with pytest.raises(ConfigError, match="is a file"):
+  with pytest.raises(OutputError, match="is a file"):
     plot.plot([], str(tmp_path / "file"), landscape_only=True)
 
 

@@ -1,6 +1,7 @@
 """Episodic training on the image datasets: end to end on a CUB fixture, augmentation in training only."""
 
 import dataclasses
+import functools
 import json
 import subprocess
 import sys
@@ -10,16 +11,17 @@ import numpy as np
 import pytest
 
 import dataset_fixtures as fixtures
-from fewshot import api, diagnostics
+from fewshot import api, diagnostics, episodic
 from fewshot.augment import NO_AUGMENTATION, Augmentation
 from fewshot.backbones import Conv4
 from fewshot.config import Config
 from fewshot.data.split import Split
-from fewshot.episodes import EpisodeShape, EpisodeSource
+from fewshot.episodes import EpisodeShape, sample_episode
+from fewshot.episodic import EpisodicLearner
 from fewshot.evaluate import evaluate
 from fewshot.experiment import Experiment, build_augmentation, hold_out_val
-from fewshot.learner import Learner
 from fewshot.rundir import RunDir
+from fewshot.sources import DeviceSource
 
 # 8 classes: the few-shot parity split gives 4 train, 2 val, 2 test classes of 6 images.
 # One head throughout, so the tests' compiled programs are shared through the compilation cache.
@@ -47,8 +49,8 @@ def test_cub_trains_from_the_command_line_and_evaluate_reproduces_it(cub_dir, tm
   # The API embeds stored images through the evaluation transform (resize 32 -> crop 28, normalise).
   model = api.load(str(workdir))
   stored = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
-  expected = model.learner.embed(model.variables["params"], model.variables["batch_stats"],
-                                 Augmentation.paper(28).eval(stored), train=False)[0]
+  expected = episodic.embed(model.learner, model.variables["params"], model.variables["batch_stats"],
+                            Augmentation.paper(28).eval(stored), train=False)[0]
   np.testing.assert_allclose(model.embed(stored), expected, rtol=1e-5, atol=1e-6)
   assert model.probabilities(stored[:2], [0, 1], stored[2:]).shape == (1, 2)
 
@@ -60,7 +62,8 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
   for augment, experiment in built.items():
     state = experiment.init_state()
     val[augment] = experiment.accuracies(state, "val", 2)
-    _, metrics, _ = experiment.learner.train_chunk(state, experiment.sources["train"], experiment.keys["train"], 1)
+    _, metrics, _ = episodic.train_chunk(experiment.learner, state, experiment.sources["train"],
+                                         experiment.keys["train"], 1)
     losses[augment] = float(metrics["loss"][0])
   np.testing.assert_array_equal(val[False], val[True])
   assert losses[False] != losses[True]
@@ -68,11 +71,12 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
   # Without augmentation training sees exactly what evaluation sees, at the model's input size.
   learner = built[False].learner
   key = jax.random.key(3)
-  train_episode = learner.training_episode(key, built[False].sources["train"])
-  eval_episode = learner.evaluation_episode(key, built[False].sources["train"], learner.shape)
+  drawn = sample_episode(key, built[False].sources["train"], learner.shape)
+  train_episode = episodic.augment_training(learner, key, drawn)
+  eval_episode = episodic._transform(learner, drawn, learner.augmentation.eval)
   assert train_episode.support_images.shape == (2, 28, 28, 3)
   np.testing.assert_array_equal(train_episode.query_images, eval_episode.query_images)
-  augmented = built[True].learner.training_episode(key, built[True].sources["train"])
+  augmented = episodic.augment_training(built[True].learner, key, drawn)
   assert augmented.query_images.shape == (4, 28, 28, 3)
   assert not np.allclose(augmented.query_images, eval_episode.query_images)
 
@@ -81,16 +85,17 @@ def test_diagnostics_re_embed_the_same_augmented_images():
   rng = np.random.default_rng(0)
   labels = np.repeat(np.arange(6), 5).astype(np.int32)
   images = rng.integers(0, 256, (len(labels), 18, 18, 3), dtype=np.uint8)
-  source = EpisodeSource.from_split(Split(images, labels, tuple(f"c{i}" for i in range(6))))
+  source = DeviceSource.from_split(Split(images, labels, tuple(f"c{i}" for i in range(6))))
   shape = EpisodeShape(3, 1, 2)
-  learner = Learner(Conv4(features=8), shape, head="dr", augmentation=Augmentation.paper(16))
+  learner = EpisodicLearner(Conv4(features=8), shape, head="dr", augmentation=Augmentation.paper(16))
   key = jax.random.key(1)
-  start = learner.init(jax.random.key(0), (16, 16, 3))
+  start = episodic.init_state(learner, jax.random.key(0), (16, 16, 3))
 
   # Compiled once each: op-by-op dispatch of a backward pass takes minutes on a loaded CPU.
-  step = jax.jit(learner.train_step)
-  embed = jax.jit(learner.episode_embeddings, static_argnums=3)
-  episode = jax.jit(learner.training_episode)(jax.random.fold_in(key, 0), source)
+  step = jax.jit(functools.partial(episodic.train_step, learner))
+  embed = jax.jit(functools.partial(episodic.episode_embeddings, learner), static_argnums=3)
+  training_episode = jax.jit(lambda key: episodic.augment_training(learner, key, sample_episode(key, source, shape)))
+  episode = training_episode(jax.random.fold_in(key, 0))
   state, _, before = step(start, episode)
   # The diagnostics' X is the update's own forward pass; re-embedding the same augmented
   # images with the pre-update parameters gives it again, so X and Y share their images.
@@ -101,12 +106,12 @@ def test_diagnostics_re_embed_the_same_augmented_images():
   expected = diagnostics.episode_diagnostics(*before, after_s, after_q, episode.support_labels,
                                              episode.query_labels, 3, classifier="proto")
 
-  _, _, diagnosed = learner.train_chunk(jax.tree.map(lambda x: x.copy(), start), source, key, 1)
+  _, _, diagnosed = episodic.train_chunk(learner, jax.tree.map(lambda x: x.copy(), start), source, key, 1)
   for name in diagnostics.FIELDS:
     assert np.isfinite(diagnosed[name]), name
     np.testing.assert_allclose(diagnosed[name], expected[name], rtol=2e-3, err_msg=name)
   # An episode's augmentation is a function of its key: a resumed run replays it.
-  other = learner.training_episode(jax.random.fold_in(key, 0), source)
+  other = training_episode(jax.random.fold_in(key, 0))
   np.testing.assert_array_equal(other.query_images, episode.query_images)
 
 

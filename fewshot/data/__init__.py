@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from fewshot.data import class_splits, images, omniglot, strokes, tfds_io
 from fewshot.data.images import memory_plan
-from fewshot.data.split import DataError, Split
+from fewshot.errors import DataError
+from fewshot.data.split import Split
 from fewshot.data.tfds_io import SPLITS, default_tfds_dir
 
 IMAGE_DATASETS = images.DATASETS

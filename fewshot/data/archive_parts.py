@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable
 from typing import BinaryIO
 
-from fewshot.data.split import DataError, one_line
+from fewshot.errors import DataError, one_line
 
 # Errors that a truncated or corrupt archive raises from tarfile/zipfile/gzip/zlib.
 _ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError)

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from fewshot.data.archive_parts import FolderPart, Part, TarPart, ZipPart
-from fewshot.data.split import DataError
+from fewshot.errors import DataError
 
 TAR_SUFFIXES = ('.tar.gz', '.tgz', '.tar')
 ARCHIVE_SUFFIXES = TAR_SUFFIXES + ('.zip',)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fewshot.data.split import DataError
+from fewshot.errors import DataError
 
 PROTOCOLS = {
     'cub': ('fewshot', 'dml'),

@@ -50,7 +50,8 @@ from PIL import Image
 
 from fewshot.data import class_splits, sources, tfds_io
 from fewshot.data.sources import DatasetRecords, ImageRecord
-from fewshot.data.split import DataError, Split
+from fewshot.errors import DataError
+from fewshot.data.split import Split
 
 DATASETS = ('cub', 'mini_imagenet', 'cars196', 'sop')
 BBOX_DATASETS = ('cub', 'cars196')

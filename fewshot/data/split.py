@@ -1,4 +1,4 @@
-"""The one form in which every dataset reaches the learner (a class split as arrays), and `DataError`."""
+"""The one form in which every dataset reaches the learner: a class split as arrays."""
 
 from __future__ import annotations
 
@@ -6,14 +6,7 @@ import dataclasses
 
 import numpy as np
 
-
-class DataError(ValueError):
-  """Bad input data: the message is one line naming the problem and the fix."""
-
-
-def one_line(e: BaseException) -> str:
-  """An exception as a short single line, for DataError messages."""
-  return ' '.join(str(e).split()) or type(e).__name__
+from fewshot.errors import DataError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from fewshot.data import tfds_io
+from fewshot.errors import DataError
 
 NUM_CLASSES = 1200
 PER_CLASS = 20
@@ -190,5 +191,5 @@ def config(num_classes: int = NUM_CLASSES, per_class: int = PER_CLASS, seed: int
   if (num_classes, per_class, seed) == (NUM_CLASSES, PER_CLASS, SEED):
     return Strokes.BUILDER_CONFIGS[0]
   if num_classes < 6 or per_class < 1:
-    raise tfds_io.DataError(f'strokes needs num_classes >= 6 and per_class >= 1, got {num_classes}, {per_class}; pass larger values.')
+    raise DataError(f'strokes needs num_classes >= 6 and per_class >= 1, got {num_classes}, {per_class}; pass larger values.')
   return StrokesConfig(name=f'c{num_classes}_p{per_class}_s{seed}', num_classes=num_classes, per_class=per_class, seed=seed)

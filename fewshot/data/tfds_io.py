@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot.data.split import DataError, Split
+from fewshot.errors import DataError
+from fewshot.data.split import Split
 
 SPLITS = ('train', 'val', 'test')
 IMAGE_SHAPE = (28, 28, 1)

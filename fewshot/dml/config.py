@@ -9,7 +9,7 @@ from fewshot import backbones
 from fewshot.config import ConfigError
 from fewshot.data import DATASETS, IMAGE_DATASETS
 from fewshot.data.class_splits import PROTOCOLS
-from fewshot.dml.learner import MINERS
+from fewshot.dml.miners import MINERS
 from fewshot.dml.losses import LOSSES
 from fewshot.dml.samplers import CLASSIFICATION_LOSS_BATCH, EMBEDDING_LOSS_BATCH
 

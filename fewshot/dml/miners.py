@@ -117,3 +117,7 @@ def hard_negative_classes(key: chex.PRNGKey, class_embeddings: Array, num_classe
   order = jnp.zeros((num_classes,), jnp.int32).at[0].set(first)
   _, _, order = jax.lax.fori_loop(1, num_classes, add, (chosen, worst, order))
   return order
+
+
+# The triplet miners a training loop can be told to use, by name.
+MINERS = {"batch_hard": batch_hard, "semi_hard": semi_hard}

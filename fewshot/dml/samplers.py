@@ -3,7 +3,7 @@
 The reality check's protocol (Musgrave et al., 2020) uses C = 8, M = 4 for embedding
 losses, which need positive pairs in every batch, and C = 32, M = 1 for classification
 losses. A batch is an episode without the support/query division, so it is drawn by the
-same code (:func:`fewshot.episodes.sample_class_images`), seeded the same way.
+same code (:func:`fewshot.sources.sample_class_images`), seeded the same way.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import dataclasses
 import chex
 import jax.numpy as jnp
 
-from fewshot.data.split import DataError, Split
-from fewshot.episodes import EpisodeSource, sample_class_images
+from fewshot.sources import DeviceSource, sample_class_images
 
 EMBEDDING_LOSS_BATCH = (8, 4)
 CLASSIFICATION_LOSS_BATCH = (32, 1)
@@ -43,22 +42,13 @@ class Batch:
   labels: chex.Array  # int32 [C*M]: the split's class labels, as proxy losses need
 
 
-def check_fits(split: Split, shape: BatchShape, split_name: str) -> None:
-  """Raise a one-line ``DataError`` if the split has fewer classes than a batch draws."""
-  if shape.classes > split.num_classes:
-    raise DataError(
-        f"a batch of {shape.classes} classes cannot be drawn from the {split.num_classes} classes of the "
-        f"{split_name} split; use --classes {split.num_classes} or less."
-    )
-
-
 def batch_from_images(images: chex.Array, classes: chex.Array) -> Batch:
   """The batch of drawn ``images [C, M, H, W, Ch]`` (class-major) of ``classes [C]``."""
   labels = jnp.broadcast_to(classes[:, None], images.shape[:2]).astype(jnp.int32)
   return Batch(images=images.reshape(-1, *images.shape[2:]), labels=labels.reshape(-1))
 
 
-def sample_batch(key: chex.PRNGKey, source: EpisodeSource, shape: BatchShape) -> Batch:
+def sample_batch(key: chex.PRNGKey, source: DeviceSource, shape: BatchShape) -> Batch:
   """Draw one C x M batch (uint8 images, as stored); a class smaller than M repeats images."""
   classes, indices = sample_class_images(key, source.layout, shape.classes, shape.per_class)
   return batch_from_images(source.images[indices], classes)

@@ -25,23 +25,25 @@ Run directory (``--folds 1``: the fold's files are at the top)::
 from __future__ import annotations
 
 import dataclasses
-import time
+import functools
 
 import jax
 import numpy as np
-import tqdm
 from absl import flags, logging
 
-from fewshot import augment, backbones, cli, data, stats, streaming
-from fewshot.config import ConfigError
-from fewshot.data import DataError, Split
+from fewshot import augment, backbones, cli, data, loop, sources, stats
+from fewshot import rundir as rundirs
+from fewshot.data import Split
 from fewshot.data.class_splits import class_permutation
+from fewshot.dml import embedding
 from fewshot.dml.config import SMALL_DATASETS, DMLConfig
-from fewshot.dml.learner import Embedder, MetricLearner, optimizer
+from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.losses import LOSSES
 from fewshot.dml.metrics import retrieval_metrics
-from fewshot.dml.samplers import BatchShape, check_fits
+from fewshot.dml.samplers import BatchShape
+from fewshot.errors import DataError
 from fewshot.rundir import RunDir
+from fewshot.train_state import adam_by_part
 
 NUM_FOLDS = 4  # the class-disjoint folds of the training classes, whatever --folds trains
 RECALL_AT = (1, 2, 4, 8)
@@ -69,7 +71,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("split_seed", 0, "seed of --class_order random (and of the folds' order under it)")
   flags.DEFINE_integer("folds", 1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)")
   flags.DEFINE_integer("seed", 0, "seed of initialisation and of every batch")
-  flags.DEFINE_enum("placement", "auto", streaming.PLACEMENTS, "where training images live: on the device, streamed "
+  flags.DEFINE_enum("placement", "auto", sources.PLACEMENTS, "where training images live: on the device, streamed "
                     "from host memory, or auto (on the device when a split fits 4 GiB); the batches are the same")
   flags.DEFINE_string("workdir", None, "run directory (default runs/dml_<dataset>_<backbone>_<loss>_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoints")
@@ -105,25 +107,9 @@ def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
                             image_size=None if small else config.image_size, protocol=config.protocol,
                             class_order=config.class_order, seed=config.split_seed)
   folds = fold_splits(config, splits)
-  shape = BatchShape(config.classes, config.per_class)
   for k, (train, _) in enumerate(folds):
-    check_fits(train, shape, "training" if len(folds) == 1 else f"fold {k} training")
+    sources.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
   return folds, splits["test"]
-
-
-def open_rundir(config: DMLConfig, workdir: str, resume: bool) -> RunDir:
-  """The run directory for this config; refuses one that holds another run (writes nothing)."""
-  rundir = RunDir(workdir)
-  if rundir.holds_run():
-    changed = DMLConfig.from_dict(rundir.read_config()).differences(config)
-    if changed:
-      raise ConfigError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
-                        "choose another --workdir or repeat that run's options.")
-    if not resume:
-      raise ConfigError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another --workdir.")
-  elif not rundir.is_empty():
-    raise ConfigError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
-  return rundir
 
 
 def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
@@ -133,11 +119,6 @@ def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
   return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
 
 
-def _score(row: dict) -> float:
-  """Validation MAP@R, undefined (null: no validation query had a positive) ranking lowest."""
-  return -np.inf if row["val_map_at_r"] is None else row["val_map_at_r"]
-
-
 def _mean(values: list) -> float | None:
   return None if any(v is None for v in values) else float(np.mean(values))
 
@@ -145,32 +126,29 @@ def _mean(values: list) -> float | None:
 class Trainer:
   """One run's config, data, and a learner per number of training classes (so folds share compiles); ``run`` trains.
 
-  ``placement`` (see :func:`fewshot.streaming.place`) says where training images live;
+  ``placement`` (see :func:`fewshot.sources.place`) says where training images live;
   validation and test splits are embedded from host memory in chunks either way.
   """
 
   def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto"):
     self.config, self.progress, self.placement = config, progress, placement
-    self.rundir: RunDir | None = None
     self.folds, self.test = load_data(config)
     self.image_shape = self.test.image_shape
-    channels = self.image_shape[-1]
     small = config.dataset in SMALL_DATASETS
-    self.augmentation = augment.NO_AUGMENTATION if small else augment.Augmentation.paper(config.image_size, channels)
-    self._learners: dict[int, MetricLearner] = {}
+    self.augmentation = augment.NO_AUGMENTATION if small else augment.Augmentation.paper(config.image_size,
+                                                                                       self.image_shape[-1])
 
+  @functools.lru_cache(maxsize=None)
   def learner(self, num_classes: int) -> MetricLearner:
-    if num_classes not in self._learners:
-      c = self.config
-      model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
-      self._learners[num_classes] = MetricLearner(
-          model, BatchShape(c.classes, c.per_class), loss=c.loss, miner=None if c.miner == "none" else c.miner,
-          num_classes=num_classes, optimizer=optimizer(c.learning_rate, c.loss_learning_rate),
-          augmentation=self.augmentation)
-    return self._learners[num_classes]
+    c = self.config
+    model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
+    return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=c.loss,
+                         miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
+                         optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
+                         augmentation=self.augmentation)
 
-  def fold_dir(self, fold: int) -> RunDir:
-    return self.rundir if self.config.folds == 1 else RunDir(self.rundir.path / f"fold{fold}")
+  def fold_dir(self, rundir: RunDir, fold: int) -> RunDir:
+    return rundir if self.config.folds == 1 else RunDir(rundir.path / f"fold{fold}")
 
   def keys(self, fold: int) -> tuple[jax.Array, jax.Array]:
     """(init, train) keys of a fold model; fold 0 of a 4-fold run is the 1-fold run's model."""
@@ -179,53 +157,41 @@ class Trainer:
   def initial_state(self, fold: int):
     """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
     learner = self.learner(self.folds[fold][0].num_classes)
-    return learner.init(self.keys(fold)[0], self.image_shape)
+    return embedding.init_state(learner, self.keys(fold)[0], self.image_shape)
 
-  def embed(self, learner: MetricLearner, state, split: Split) -> np.ndarray:
-    return learner.embed_all(state.variables, split.images)
+  def embed(self, fold: int, state, split: Split) -> np.ndarray:
+    learner = self.learner(self.folds[fold][0].num_classes)
+    return embedding.embed_all(learner, embedding.model_variables(state), split.images)
 
-  def train_fold(self, fold: int) -> dict:
+  def train_fold(self, rundir: RunDir, fold: int) -> dict:
     """Train (or finish training) one fold model; returns its best validation row."""
     c, (train, val_split) = self.config, self.folds[fold]
-    learner, rundir = self.learner(train.num_classes), self.fold_dir(fold)
-    state, train_key = self.initial_state(fold), self.keys(fold)[1]
-    state, rows = rundir.resume(state, "step", lambda s: s.step)
-    best = max(rows, key=_score, default=None)  # max keeps the earliest of ties
-    total = c.epochs * c.steps_per_epoch
-    source = streaming.place(train, self.placement)
-    desc = c.loss if c.folds == 1 else f"{c.loss} fold {fold}"
-    bar = tqdm.tqdm(total=total, initial=int(state.step), unit="step", disable=not self.progress, desc=desc)
-    while int(state.step) < total:
-      start = time.perf_counter()
-      state, losses = learner.train_chunk(state, source, train_key, c.steps_per_epoch)
-      val = retrieval(self.embed(learner, state, val_split), val_split.labels)
-      row = {"epoch": int(state.step) // c.steps_per_epoch, "step": int(state.step),
-             "loss": stats.finite_or_none(float(np.mean(losses))),
-             **{f"val_{name}": val[name] for name in REPORTED}, "seconds": time.perf_counter() - start}
-      rows.append(row)
-      # Metrics first, checkpoints after: a run killed in between replays this epoch and rewrites its row.
-      rundir.path.mkdir(parents=True, exist_ok=True)
-      rundir.write_metrics(rows)
-      if best is None or _score(row) > _score(best):
-        best = row
-        rundir.save_checkpoint("best", row["step"], state)
-      rundir.save_checkpoint("last", row["step"], state)
-      bar.update(c.steps_per_epoch)
-      bar.set_postfix(loss=row["loss"], val_map_at_r=row["val_map_at_r"])
-    bar.close()
+    learner, train_key = self.learner(train.num_classes), self.keys(fold)[1]
+    source = sources.place(train, self.placement)
+
+    def make_row(state, losses):
+      val = retrieval(self.embed(fold, state, val_split), val_split.labels)
+      return {"epoch": int(state.step) // c.steps_per_epoch, "step": int(state.step),
+              "loss": stats.finite_or_none(float(np.mean(losses))), **{f"val_{name}": val[name] for name in REPORTED}}
+
+    schedule = loop.Schedule(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
+    _, best = loop.train_until(
+        self.fold_dir(rundir, fold), self.initial_state(fold), schedule,
+        lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps), make_row,
+        lambda row, best: dict(loss=row["loss"], val_map_at_r=row["val_map_at_r"]),
+        progress=self.progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}")
     return best
 
-  def best_test_embedding(self, fold: int) -> np.ndarray:
-    learner = self.learner(self.folds[fold][0].num_classes)
-    state = self.fold_dir(fold).restore_checkpoint("best", self.initial_state(fold))
-    return self.embed(learner, state, self.test)
+  def best_test_embedding(self, rundir: RunDir, fold: int) -> np.ndarray:
+    state = self.fold_dir(rundir, fold).restore_checkpoint("best", self.initial_state(fold))
+    return self.embed(fold, state, self.test)
 
   def run(self, rundir: RunDir) -> dict:
-    c, self.rundir = self.config, rundir
-    if not self.rundir.holds_run():
-      self.rundir.write_config({**c.to_dict(), "image_shape": list(self.image_shape)})
-    bests = [self.train_fold(fold) for fold in range(len(self.folds))]
-    embeddings = [self.best_test_embedding(fold) for fold in range(len(self.folds))]
+    c = self.config
+    if not rundir.holds_run():
+      rundir.write_config({**c.to_dict(), "image_shape": list(self.image_shape)})
+    bests = [self.train_fold(rundir, fold) for fold in range(len(self.folds))]
+    embeddings = [self.best_test_embedding(rundir, fold) for fold in range(len(self.folds))]
     separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
                   "dim": int(e.shape[1]), "test": retrieval(e, self.test.labels)}
                  for k, (best, e) in enumerate(zip(bests, embeddings))]
@@ -237,15 +203,15 @@ class Trainer:
       concatenated = np.concatenate(embeddings, axis=1)
       concatenated /= np.maximum(np.linalg.norm(concatenated, axis=1, keepdims=True), 1e-12)
       results["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, self.test.labels)}
-    results["workdir"] = str(self.rundir.path)
-    self.rundir.write_results(results)
+    results["workdir"] = str(rundir.path)
+    rundir.write_results(results)
     return results
 
 
 def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True,
           placement: str = "auto") -> dict:
   """Train, validate and test one configuration; returns the results written to results.json."""
-  rundir = open_rundir(config, workdir, resume)
+  rundir = rundirs.open_for_training(workdir, config, resume)
   return Trainer(config, progress, placement).run(rundir)  # Trainer fails on bad data before anything is written
 
 

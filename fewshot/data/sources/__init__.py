@@ -20,7 +20,7 @@ from fewshot.data.sources.cub import read_cub
 from fewshot.data.sources.mini_imagenet import read_mini_imagenet
 from fewshot.data.sources.records import SUBSETS, DatasetRecords, ImageRecord, check_image
 from fewshot.data.sources.sop import read_sop
-from fewshot.data.split import DataError
+from fewshot.errors import DataError
 from fewshot.data.sources import cars196, cub, mini_imagenet, sop
 
 READERS: dict[str, Callable[..., DatasetRecords]] = {

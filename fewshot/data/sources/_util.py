@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from fewshot.data import archives
-from fewshot.data.split import DataError
+from fewshot.errors import DataError
 
 T = TypeVar('T')
 

@@ -31,7 +31,7 @@ import scipy.io
 from fewshot.data import archives
 from fewshot.data.sources import _util
 from fewshot.data.sources.records import DatasetRecords, ImageRecord
-from fewshot.data.split import DataError, one_line
+from fewshot.errors import DataError, one_line
 
 NAME = 'Cars196'
 TEST_LABELS = 'cars_test_annos_withlabels.mat'

@@ -25,7 +25,7 @@ import numpy as np
 from fewshot.data import archives
 from fewshot.data.sources import _util
 from fewshot.data.sources.records import SUBSETS, DatasetRecords, ImageRecord
-from fewshot.data.split import DataError, one_line
+from fewshot.errors import DataError, one_line
 
 NAME = 'mini-ImageNet'
 CSV = {s: f'{s}.csv' for s in SUBSETS}

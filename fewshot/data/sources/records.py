@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from fewshot.data import archives
-from fewshot.data.split import DataError, one_line
+from fewshot.errors import DataError, one_line
 
 SUBSETS = ('train', 'val', 'test')
 

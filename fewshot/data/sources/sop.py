@@ -17,7 +17,7 @@ from __future__ import annotations
 from fewshot.data import archives
 from fewshot.data.sources import _util
 from fewshot.data.sources.records import DatasetRecords, ImageRecord
-from fewshot.data.split import DataError
+from fewshot.errors import DataError
 
 NAME = 'Stanford Online Products'
 FOLDER = 'Stanford_Online_Products'

@@ -6,15 +6,17 @@ import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict
 
-from fewshot import streaming
+from fewshot import episodic, sources
 from fewshot.config import Config
-from fewshot.data.split import DataError, Split
-from fewshot.dml.learner import Embedder, MetricLearner
+from fewshot.data.split import Split
+from fewshot.dml import embedding
+from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.samplers import BatchShape
-from fewshot.episodes import EpisodeShape, EpisodeSource, sample_class_images
+from fewshot.episodes import EpisodeShape
+from fewshot.episodic import EpisodicLearner
+from fewshot.errors import DataError
 from fewshot.experiment import Experiment
-from fewshot.learner import Learner
-from fewshot.streaming import HostSource
+from fewshot.sources import DeviceSource, HostSource, sample_class_images
 
 
 def _indexed_split(counts=(5, 9, 6, 7, 8, 5, 10)):
@@ -39,12 +41,13 @@ def test_stream_yields_the_resident_draws_in_order(block_draws, prefetch):
   draw_bytes = num_classes * per_class * split.images[0].nbytes
   host = HostSource(split, block_bytes=block_draws * draw_bytes, prefetch=prefetch)
   key, first, count = jax.random.key(3), 17, 11
-  blocks = list(host.stream(key, first, count, num_classes, per_class))
+  blocks = list(host.blocks(key, first, count, num_classes, per_class))
   assert [len(b.classes) for b in blocks] == host.block_sizes(count, num_classes * per_class)
   classes = np.concatenate([np.asarray(b.classes) for b in blocks])
   indices = np.concatenate([_image_index(b.images) for b in blocks])
   assert classes.shape == (count, num_classes) and indices.shape == (count, num_classes, per_class)
-  layout = EpisodeSource.from_split(split).layout
+  np.testing.assert_array_equal(np.concatenate([np.asarray(b.steps) for b in blocks]), np.arange(first, first + count))
+  layout = DeviceSource.from_split(split).layout
   for i in range(count):
     want_classes, want_indices = sample_class_images(jax.random.fold_in(key, first + i), layout, num_classes, per_class)
     np.testing.assert_array_equal(classes[i], want_classes)
@@ -70,12 +73,12 @@ def test_a_draw_larger_than_the_budget_still_streams_one_per_block():
 
 def test_place_follows_the_budget_and_rejects_unknown_placements():
   split = _indexed_split()
-  assert isinstance(streaming.place(split, "auto", budget_bytes=split.images.nbytes), EpisodeSource)
-  assert isinstance(streaming.place(split, "auto", budget_bytes=split.images.nbytes - 1), HostSource)
-  assert isinstance(streaming.place(split, "host"), HostSource)
-  assert isinstance(streaming.place(split, "device", budget_bytes=0), EpisodeSource)
+  assert isinstance(sources.place(split, "auto", budget_bytes=split.images.nbytes), DeviceSource)
+  assert isinstance(sources.place(split, "auto", budget_bytes=split.images.nbytes - 1), HostSource)
+  assert isinstance(sources.place(split, "host"), HostSource)
+  assert isinstance(sources.place(split, "device", budget_bytes=0), DeviceSource)
   with pytest.raises(DataError) as error:
-    streaming.place(split, "gpu")
+    sources.place(split, "gpu")
   assert "\n" not in str(error.value) and "auto, device, host" in str(error.value)
 
 
@@ -102,21 +105,22 @@ def _assert_trees_close(a, b):
 
 def test_episodic_training_and_evaluation_match_between_device_and_host():
   split, shape = _random_split(), EpisodeShape(3, 2, 2)
-  learner = Learner(_Tiny(), shape, head="dr")
-  init = lambda: learner.init(jax.random.key(0), split.image_shape)
+  learner = EpisodicLearner(_Tiny(), shape, head="dr")
+  init = lambda: episodic.init_state(learner, jax.random.key(0), split.image_shape)
   key = jax.random.key(1)
   episode_bytes = shape.way * shape.per_class * split.images[0].nbytes
   host = HostSource(split, block_bytes=3 * episode_bytes)  # 7 episodes: blocks of 3, 2, 2
-  resident = EpisodeSource.from_split(split)
+  resident = DeviceSource.from_split(split)
   results = {}
   for name, source in (("device", resident), ("host", host)):
     state = init()
-    state, metrics, diagnosed = learner.train_chunk(state, source, key, 4)  # a chunk boundary mid-block
-    state, more, last_diagnosed = learner.train_chunk(state, source, key, 3)
-    accuracies = learner.evaluate(state.variables, source, jax.random.key(2), 5, EpisodeShape(3, 1, 3))
+    state, metrics, diagnosed = episodic.train_chunk(learner, state, source, key, 4)  # a chunk boundary mid-block
+    state, more, last_diagnosed = episodic.train_chunk(learner, state, source, key, 3)
+    accuracies = episodic.evaluate(learner, episodic.model_variables(state), source, jax.random.key(2), 5,
+                                   EpisodeShape(3, 1, 3))
     results[name] = state, np.concatenate([metrics["loss"], more["loss"]]), last_diagnosed, np.asarray(accuracies)
   (dev_state, dev_loss, dev_diag, dev_acc), (host_state, host_loss, host_diag, host_acc) = results.values()
-  assert int(host_state.episode) == 7 and host_loss.shape == (7,)
+  assert int(host_state.step) == 7 and host_loss.shape == (7,)
   np.testing.assert_allclose(host_loss, dev_loss, rtol=1e-4)
   _assert_trees_close(host_state.params, dev_state.params)
   for name in dev_diag:
@@ -131,10 +135,10 @@ def test_metric_learning_trains_the_same_batches_from_host_memory():
   learner = MetricLearner(Embedder(_Tiny(), embedding_dim=8), batch, loss="triplet", miner="semi_hard")
   host = HostSource(split, block_bytes=2 * batch.size * split.images[0].nbytes)
   states, losses = {}, {}
-  for name, source in (("device", EpisodeSource.from_split(split)), ("host", host)):
-    state = learner.init(jax.random.key(0), split.image_shape)
-    state, first = learner.train_chunk(state, source, jax.random.key(1), 3)
-    states[name], second = learner.train_chunk(state, source, jax.random.key(1), 2)
+  for name, source in (("device", DeviceSource.from_split(split)), ("host", host)):
+    state = embedding.init_state(learner, jax.random.key(0), split.image_shape)
+    state, first = embedding.train_chunk(learner, state, source, jax.random.key(1), 3)
+    states[name], second = embedding.train_chunk(learner, state, source, jax.random.key(1), 2)
     losses[name] = np.concatenate([first, second])
   assert int(states["host"].step) == 5
   np.testing.assert_allclose(losses["host"], losses["device"], rtol=1e-4, atol=1e-6)
@@ -145,6 +149,6 @@ def test_an_experiment_placed_on_the_host_tests_like_one_on_the_device():
   config = Config(dataset="strokes", way=3, shot=1, query=2, test_query=2, test_episodes=6)
   experiments = {p: Experiment.build(config, splits=("test",), placement=p) for p in ("device", "host")}
   assert isinstance(experiments["host"].sources["test"], HostSource)
-  assert isinstance(experiments["device"].sources["test"], EpisodeSource)
+  assert isinstance(experiments["device"].sources["test"], DeviceSource)
   state = experiments["device"].init_state()
   assert experiments["host"].test(state) == experiments["device"].test(state)

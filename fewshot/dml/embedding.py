@@ -1,0 +1,152 @@
+"""Metric-learning training, as pure functions of (learner, state, data, key).
+
+:class:`MetricLearner` holds the configuration (embedder, C x M batch shape, loss, miner,
+optimiser, augmentation); the functions take it as their first, static argument. Like
+episodic training (:mod:`fewshot.episodic`), :func:`train_chunk` runs the steps between
+two evaluations as one compiled ``lax.scan`` over a source's blocks: step ``i`` draws its
+batch with ``fold_in(train_key, i)`` and augments it with ``fold_in(fold_in(train_key, i), 1)``,
+so a resumed run sees the same batches wherever its split lives. Embeddings are
+L2-normalised before the loss and whenever they are returned (the reality check's protocol).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from fewshot import distances, sources
+from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
+from fewshot.dml.losses import LOSSES, check_loss_name
+from fewshot.dml.miners import MINERS
+from fewshot.dml.samplers import Batch, BatchShape, batch_from_images
+from fewshot.train_state import TrainState, adam
+
+
+class Embedder(nn.Module):
+  """A backbone followed by a linear map to ``embedding_dim`` (the reality check's 128), or none."""
+
+  backbone: nn.Module
+  embedding_dim: int | None = 128
+
+  @nn.compact
+  def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+    features = self.backbone(x, train=train)
+    return features if self.embedding_dim is None else nn.Dense(self.embedding_dim)(features)
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricLearner:
+  """An embedder trained with one loss of :data:`fewshot.dml.losses.LOSSES`: configuration only (hashable)."""
+
+  model: nn.Module
+  batch: BatchShape
+  loss: str = "triplet"
+  miner: str | None = None
+  num_classes: int | None = None  # the training split's classes, for losses with a proxy per class
+  loss_options: tuple[tuple[str, object], ...] = ()  # keyword arguments of the loss, as (name, value) pairs
+  optimizer: optax.GradientTransformation = adam()
+  augmentation: Augmentation = NO_AUGMENTATION
+
+  def __post_init__(self):
+    check_loss_name(self.loss)
+    spec = LOSSES[self.loss]
+    if self.miner is not None and self.miner not in MINERS:
+      raise ValueError(f"Unknown miner {self.miner!r}; choose one of {', '.join(MINERS)} or none.")
+    if self.miner is not None and not spec.takes_triplets:
+      takes = ", ".join(name for name, s in LOSSES.items() if s.takes_triplets)
+      raise ValueError(f"the {self.loss} loss does not take mined triplets; use a miner only with {takes}.")
+    if spec.per_class and self.num_classes is None:
+      raise ValueError(f"the {self.loss} loss learns one proxy per class: pass num_classes (the training split's "
+                       "classes).")
+    object.__setattr__(self, "loss_options", tuple(dict(self.loss_options).items()))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def init_state(learner: MetricLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+  """The initial state for stored images of ``image_shape`` (the model sees them after the evaluation transform)."""
+  model_key, loss_key = jax.random.split(key)
+  zeros = learner.augmentation.eval(jnp.zeros((2, *image_shape), jnp.uint8))
+  variables = learner.model.init(model_key, zeros, train=False)
+  dim = learner.model.apply(variables, zeros[:1], train=False).shape[-1]
+  spec = LOSSES[learner.loss]
+  loss_params = {} if spec.init is None else spec.init(loss_key, learner.num_classes, dim)
+  return TrainState.create({"model": variables["params"], "loss": loss_params}, variables.get("batch_stats", {}),
+                           learner.optimizer)
+
+
+def model_variables(state: TrainState) -> dict:
+  """What embedding needs: the model's parameters and running BatchNorm statistics."""
+  return {"params": state.params["model"], "batch_stats": state.batch_stats}
+
+
+def embed(learner: MetricLearner, variables: dict, images: jax.Array) -> jax.Array:
+  """L2-normalised embeddings of images (uint8, or float in [0, 1]), after the evaluation transform, BatchNorm in evaluation mode."""
+  return distances.l2_normalize(learner.model.apply(variables, learner.augmentation.eval(images), train=False))
+
+
+def _loss(learner: MetricLearner, params, batch_stats, batch: Batch):
+  variables = {"params": params["model"], "batch_stats": batch_stats}
+  # train_chunk's batches arrive transformed (float, passed through); a direct caller's uint8 are converted.
+  embeddings, updates = learner.model.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
+  embeddings = distances.l2_normalize(embeddings)
+  options = dict(learner.loss_options)
+  if learner.miner is not None:
+    options["triplets"] = MINERS[learner.miner](embeddings, batch.labels)
+  loss = LOSSES[learner.loss].fn(embeddings, batch.labels, **params["loss"], **options)
+  return loss, updates.get("batch_stats", {})
+
+
+def train_step(learner: MetricLearner, state: TrainState, batch: Batch):
+  """One update on one batch (images as the model takes them: transformed, or uint8 without augmentation).
+
+  Returns the new state and the loss before the update.
+  """
+  grad_fn = jax.value_and_grad(functools.partial(_loss, learner), has_aux=True)
+  (loss, batch_stats), grads = grad_fn(state.params, state.batch_stats, batch)
+  return state.apply_gradients(grads, batch_stats, learner.optimizer), loss
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
+def _train_block(learner: MetricLearner, state: TrainState, draws, train_key: jax.Array):
+  def step(state, key, index, classes, images):
+    del index
+    batch = batch_from_images(images, classes)
+    batch = batch.replace(images=learner.augmentation.train(jax.random.fold_in(key, 1), batch.images))
+    return train_step(learner, state, batch)
+
+  return sources.scan_draws(step, state, draws, train_key)
+
+
+def train_chunk(learner: MetricLearner, state: TrainState, source, train_key: jax.Array, num_steps: int):
+  """Train on the next ``num_steps`` batches; returns the state (the one passed in is donated) and each step's loss ``[num_steps]``."""
+  compiled = lambda state, draws, key: _train_block(learner, state, draws, key)
+  return sources.run_blocks(compiled, state, source, train_key, int(state.step), num_steps, learner.batch.classes,
+                            learner.batch.per_class)
+
+
+_embed_chunk = jax.jit(embed, static_argnums=0)
+
+
+def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk: int = 256) -> np.ndarray:
+  """Embeddings of a whole split in host memory, ``chunk`` images per compiled call (the last one padded).
+
+  Chunk i's result is read back only after chunk i + 1 is dispatched, so copying one chunk
+  to the device overlaps embedding the previous one, with at most two chunks on the device.
+  """
+  out, in_flight = [], None
+  for start in range(0, len(images), chunk):
+    part = images[start : start + chunk]
+    padded = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
+    dispatched = (_embed_chunk(learner, variables, padded), len(part))
+    if in_flight is not None:
+      out.append(np.asarray(in_flight[0])[: in_flight[1]])
+    in_flight = dispatched
+  if in_flight is not None:
+    out.append(np.asarray(in_flight[0])[: in_flight[1]])
+  return np.concatenate(out) if out else np.zeros((0, 0), np.float32)

@@ -1,0 +1,210 @@
+"""Episodic training and evaluation, as pure functions of (learner, state, data, key).
+
+:class:`EpisodicLearner` holds a run's configuration (backbone, episode shape, head,
+optimiser, diagnostics options, augmentation) and nothing else; the functions below take
+it as their first, static argument. :func:`train_step` is one Adam update on one episode;
+:func:`train_chunk` runs the episodes between two checkpoints as one compiled
+``lax.scan`` over a source's blocks (:mod:`fewshot.sources`), so the host only steps in at
+checkpoints. Episode ``i`` of a run always uses the key ``fold_in(train_key, i)``: a
+resumed run replays the same episodes, wherever its split lives.
+
+The learner's :class:`~fewshot.augment.Augmentation` sits between sampling and the model:
+a training episode's images are augmented once, with ``fold_in(episode_key, 1)``, right
+after they are drawn, so the update and its diagnostics see the same augmented images;
+evaluation episodes get the deterministic evaluation transform.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from fewshot import diagnostics, heads, sources
+from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
+from fewshot.episodes import Episode, EpisodeShape, episode_from_images
+from fewshot.train_state import TrainState, adam
+
+PSI_CLASSIFIERS = ("model", "proto")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodicLearner:
+  """One backbone + head trained on episodes of one shape: configuration only (hashable, static under jit)."""
+
+  model: nn.Module
+  shape: EpisodeShape
+  head: str = "softmax"
+  classifier: str = "proto"
+  optimizer: optax.GradientTransformation = adam()
+  centring: str = "points"  # of the diagnostics; "features" reproduces the reference code
+  psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
+  augmentation: Augmentation = NO_AUGMENTATION
+
+  def __post_init__(self):
+    heads.check_names(self.head, self.classifier)
+    for name, choices in (("centring", diagnostics.CENTRINGS), ("psi_classifier", PSI_CLASSIFIERS)):
+      if getattr(self, name) not in choices:
+        raise ValueError(f"Unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")
+
+  @property
+  def psi_distance(self) -> str:
+    """The class distance of the diagnostics' ψ."""
+    return self.classifier if self.psi_classifier == "model" else self.psi_classifier
+
+
+# ---- model and head ----------------------------------------------------------------------------
+@functools.partial(jax.jit, static_argnums=(0, 2))  # eager init would compile op by op
+def init_state(learner: EpisodicLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+  """The initial state; ``image_shape`` is the backbone's input (the transformed images'), not the stored one."""
+  variables = learner.model.init(key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
+  # rho is always a parameter: softmax heads give it a zero gradient, which Adam leaves where it is.
+  params = {"backbone": variables["params"], "rho": jnp.asarray(heads.RHO_INIT, jnp.float32)}
+  return TrainState.create(params, variables["batch_stats"], learner.optimizer)
+
+
+def model_variables(state: TrainState) -> dict:
+  """What evaluation needs: backbone parameters and rho, running BatchNorm statistics."""
+  return {"params": state.params, "batch_stats": state.batch_stats}
+
+
+def embed(learner: EpisodicLearner, params, batch_stats, images: jax.Array, train: bool):
+  """Embeddings of images (uint8, or float in [0, 1]) and the batch statistics after the forward pass.
+
+  In training mode BatchNorm normalises with this batch's statistics and updates its
+  running averages; in evaluation mode it uses the running averages and changes nothing.
+  """
+  variables = {"params": params["backbone"], "batch_stats": batch_stats}
+  if not train:
+    return learner.model.apply(variables, to_float(images), train=False), batch_stats
+  embeddings, updates = learner.model.apply(variables, to_float(images), train=True, mutable=["batch_stats"])
+  return embeddings, updates["batch_stats"]
+
+
+def episode_embeddings(learner: EpisodicLearner, params, batch_stats, episode: Episode, train: bool):
+  """Support and query embeddings from one forward pass (one set of BatchNorm statistics)."""
+  n_support = episode.support_images.shape[0]
+  images = jnp.concatenate([episode.support_images, episode.query_images])
+  embeddings, batch_stats = embed(learner, params, batch_stats, images, train)
+  return embeddings[:n_support], embeddings[n_support:], batch_stats
+
+
+def logits(learner: EpisodicLearner, params, support: jax.Array, query: jax.Array, episode: Episode) -> jax.Array:
+  """Query logits of an episode from its embeddings, under the learner's head."""
+  return heads.episode_logits(support, episode.support_labels, query, episode.classes.shape[0],
+                              classifier=learner.classifier, head=learner.head, rho=params["rho"])
+
+
+# ---- transforms ---------------------------------------------------------------------------------
+def _transform(learner: EpisodicLearner, episode: Episode, transform) -> Episode:
+  """The episode with support and query images passed through ``transform`` as one batch."""
+  if not learner.augmentation.enabled:
+    return episode  # as stored: to_float in embed, exactly as before augmentation existed
+  n_support = episode.support_images.shape[0]
+  images = transform(jnp.concatenate([episode.support_images, episode.query_images]))
+  return episode.replace(support_images=images[:n_support], query_images=images[n_support:])
+
+
+def augment_training(learner: EpisodicLearner, key: jax.Array, episode: Episode) -> Episode:
+  """The drawn episode of ``key`` through the training augmentation, keyed ``fold_in(key, 1)``."""
+  return _transform(learner, episode, lambda images: learner.augmentation.train(jax.random.fold_in(key, 1), images))
+
+
+def eval_images(learner: EpisodicLearner, images: jax.Array) -> jax.Array:
+  """Stored images (uint8, or float in [0, 1]) as evaluation sees them."""
+  return learner.augmentation.eval(images) if learner.augmentation.enabled else images
+
+
+# ---- steps ---------------------------------------------------------------------------------------
+def _loss(learner: EpisodicLearner, params, batch_stats, episode: Episode):
+  support, query, batch_stats = episode_embeddings(learner, params, batch_stats, episode, train=True)
+  loss, accuracy = heads.loss_and_accuracy(logits(learner, params, support, query, episode), episode.query_labels)
+  return loss, (accuracy, batch_stats, (support, query))
+
+
+def train_step(learner: EpisodicLearner, state: TrainState, episode: Episode):
+  """One Adam update on one episode.
+
+  Returns the new state, ``{"loss", "accuracy"}`` before the update, and the episode's
+  embeddings before the update (the diagnostics' X).
+  """
+  grad_fn = jax.value_and_grad(functools.partial(_loss, learner), has_aux=True)
+  (loss, (accuracy, batch_stats, before)), grads = grad_fn(state.params, state.batch_stats, episode)
+  return state.apply_gradients(grads, batch_stats, learner.optimizer), {"loss": loss, "accuracy": accuracy}, before
+
+
+def diagnose(learner: EpisodicLearner, before, new_state: TrainState, old_batch_stats, episode: Episode) -> dict:
+  """Diagnostics of one update: the same images embedded again with the updated parameters.
+
+  The second forward pass runs in the update's BatchNorm mode (training: the episode's
+  own statistics) and its running-statistics update is discarded, so diagnosing never
+  changes the model.
+  """
+  after_support, after_query, _ = episode_embeddings(learner, new_state.params, old_batch_stats, episode, train=True)
+  return diagnostics.episode_diagnostics(
+      *before, after_support, after_query, episode.support_labels, episode.query_labels,
+      episode.classes.shape[0], classifier=learner.psi_distance, centring=learner.centring,
+  )
+
+
+def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode) -> jax.Array:
+  """Query accuracy of a drawn episode, through the evaluation transform, BatchNorm in evaluation mode."""
+  episode = _transform(learner, episode, learner.augmentation.eval)
+  support, query, _ = episode_embeddings(learner, variables["params"], variables["batch_stats"], episode, train=False)
+  return heads.loss_and_accuracy(logits(learner, variables["params"], support, query, episode),
+                                 episode.query_labels)[1]
+
+
+# ---- compiled chunks -------------------------------------------------------------------------------
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
+def _train_block(learner: EpisodicLearner, state: TrainState, draws, train_key: jax.Array, last: jax.Array):
+  no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
+
+  def step(state, key, index, classes, images):
+    # Augmented once: the update and the diagnostics' second pass see the same images.
+    episode = augment_training(learner, key, episode_from_images(images, classes, learner.shape))
+    new_state, metrics, before = train_step(learner, state, episode)
+    # Only the chunk's last update is diagnosed (the paper's protocol); the cond keeps
+    # the extra forward pass out of the other episodes.
+    diagnosed = jax.lax.cond(index == last, lambda: diagnose(learner, before, new_state, state.batch_stats, episode),
+                             lambda: no_diagnostics)
+    return new_state, {**metrics, "diagnostics": diagnosed}
+
+  return sources.scan_draws(step, state, draws, train_key)
+
+
+def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
+  """Train on the next ``num_episodes`` episodes of ``source`` (a :mod:`fewshot.sources` source).
+
+  Returns the state, per-episode ``{"loss", "accuracy"}`` (before each update) and the
+  diagnostics of the last update (:func:`fewshot.diagnostics.episode_diagnostics`).
+  The state passed in is donated (invalid afterwards).
+  """
+  first = int(state.step)
+  last = jnp.int32(first + num_episodes - 1)
+  compiled = lambda state, draws, key: _train_block(learner, state, draws, key, last)
+  state, out = sources.run_blocks(compiled, state, source, train_key, first, num_episodes, learner.shape.way,
+                                  learner.shape.per_class)
+  diagnosed = jax.tree.map(lambda d: d[-1], out.pop("diagnostics"))
+  return state, out, diagnosed
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _evaluate_block(learner: EpisodicLearner, variables: dict, draws, key: jax.Array, shape: EpisodeShape):
+  def step(variables, step_key, index, classes, images):
+    del step_key, index
+    return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
+
+  return sources.scan_draws(step, variables, draws, key)
+
+
+def evaluate(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
+             shape: EpisodeShape) -> jax.Array:
+  """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in evaluation mode)."""
+  compiled = lambda variables, draws, key: _evaluate_block(learner, variables, draws, key, shape)
+  _, accuracies = sources.run_blocks(compiled, variables, source, key, 0, num_episodes, shape.way, shape.per_class)
+  return jnp.zeros((0,), jnp.float32) if accuracies is None else accuracies

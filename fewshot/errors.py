@@ -1,0 +1,32 @@
+"""What went wrong, by kind: each error's message is one line naming the problem and the fix.
+
+The command-line entry points print any of these as ``error: <message>`` and exit with
+status 2 (:mod:`fewshot.cli`); from Python they are ordinary exceptions.
+"""
+
+from __future__ import annotations
+
+
+class FewshotError(ValueError):
+  """Bad input a user can fix; the message is one line naming the problem and the fix."""
+
+
+class ConfigError(FewshotError):
+  """A bad option or combination of options."""
+
+
+class DataError(FewshotError):
+  """Bad input data: a missing, malformed or corrupt dataset, or one that cannot supply the episodes asked for."""
+
+
+class RunDirError(FewshotError):
+  """A run directory that cannot be used as asked: another run's, not a run, missing a record or checkpoint."""
+
+
+class OutputError(FewshotError):
+  """An output path that cannot be written as asked (a folder where a file is wanted, or the reverse)."""
+
+
+def one_line(e: BaseException) -> str:
+  """An exception as a short single line, for error messages that quote a library's."""
+  return " ".join(str(e).split()) or type(e).__name__

@@ -1,0 +1,258 @@
+"""Where a split's images live during training, behind one interface: resident on the device or streamed.
+
+Every step of both trainers draws ``C`` classes and ``M`` images of each from a split (an
+episode is ``way x (shot + query)``, a metric-learning batch ``classes x per_class``) with
+the key ``fold_in(key, step)``. A source hands a compiled chunk those draws as *blocks*:
+
+* :class:`DeviceSource`: the split is resident on the device, and one
+  :class:`ResidentDraws` block lets the compiled scan draw and gather every step itself;
+* :class:`HostSource`: a split too large for the device stays in host memory; the index
+  draw (the same :func:`sample_class_images`, same keys) runs for a whole chunk, the host
+  gathers the images, and :class:`GatheredDraws` blocks go to the device ``PREFETCH`` ahead
+  of the one training.
+
+Both block kinds answer ``scanned()`` (what ``lax.scan`` walks over, one entry per step)
+and ``draw(key, x)`` (that step's classes ``[C]`` and images ``[C, M, H, W, Ch]``), so the
+compiled step never asks which kind it got: :func:`scan_draws` runs it over either, and
+:func:`run_blocks` runs a compiled chunk over a source's blocks. A run therefore sees the
+same draws wherever its data lives. :func:`place` chooses the source by the device budget.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+from collections.abc import Callable, Iterator
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fewshot.data.split import Split
+from fewshot.errors import DataError
+
+PLACEMENTS = ("auto", "device", "host")
+DEVICE_BUDGET_BYTES = 4 << 30  # a split whose images fit this stays on the device (per split)
+BLOCK_BYTES = 256 << 20  # images per transfer: large enough to amortise it, small enough to keep 3 in flight
+PREFETCH = 2  # blocks being gathered or copied while one trains
+
+
+def fits_on_device(nbytes: int, budget_bytes: int = DEVICE_BUDGET_BYTES) -> bool:
+  """The placement rule: a split whose images take ``nbytes`` stays on the device if it fits the budget."""
+  return nbytes <= budget_bytes
+
+
+@flax.struct.dataclass
+class ClassLayout:
+  """Where each class of a split starts and how many images it has: all that drawing indices needs."""
+
+  class_offsets: jax.Array  # int32 [num_classes]
+  class_counts: jax.Array  # int32 [num_classes]
+  max_count: int = flax.struct.field(pytree_node=False)
+
+  @classmethod
+  def from_split(cls, split: Split, device: jax.Device | None = None) -> ClassLayout:
+    put = lambda a: jax.device_put(a, device)
+    return cls(class_offsets=put(split.class_offsets), class_counts=put(split.class_counts),
+               max_count=int(split.class_counts.max()))
+
+  @property
+  def num_classes(self) -> int:
+    return self.class_offsets.shape[0]
+
+
+def sample_class_images(key: jax.Array, layout: ClassLayout, num_classes: int,
+                        per_class: int) -> tuple[jax.Array, jax.Array]:
+  """Draw ``num_classes`` distinct classes ``[C]`` and ``per_class`` images of each, ``[C, per_class]`` indices.
+
+  Images are distinct within a class while the class has enough of them; a smaller class
+  repeats its images (pytorch-metric-learning's M-per-class sampler does the same).
+  Episodes never hit that case, since :func:`check_fits` rejects such splits up front.
+  """
+  class_key, image_key = jax.random.split(key)
+  classes = jax.random.choice(class_key, layout.num_classes, (num_classes,), replace=False)
+  counts = layout.class_counts[classes]
+  # Distinct images per class: the top per_class of uniform scores over the class's
+  # slots, with slots past the class's size scored below any real one.
+  scores = jax.random.uniform(image_key, (num_classes, max(layout.max_count, per_class)))
+  scores = jnp.where(jnp.arange(scores.shape[1])[None, :] < counts[:, None], scores, -1.0)
+  _, within_class = jax.lax.top_k(scores, per_class)
+  return classes, layout.class_offsets[classes][:, None] + within_class % counts[:, None]
+
+
+def check_fits(split: Split, split_name: str, classes: tuple[str, int], images: dict[str, int] | None = None) -> None:
+  """Raise a one-line ``DataError`` if the split cannot supply the draws of a step.
+
+  ``classes`` is the option and value of the classes drawn (``("--way", 5)``); ``images``,
+  the options whose values sum to the distinct images drawn per class (``{"--shot": 1,
+  "--query": 16}``), or None where a small class may repeat its images (metric-learning batches).
+  """
+  flag, num_classes = classes
+  if num_classes > split.num_classes:
+    raise DataError(f"{flag} {num_classes} is larger than the {split.num_classes} classes of the {split_name} "
+                    f"split; use {flag} {split.num_classes} or less.")
+  smallest = int(split.class_counts.min())
+  if images is not None and sum(images.values()) > smallest:
+    worst = split.class_names[int(np.argmin(split.class_counts))]
+    raise DataError(f"class {worst!r} of the {split_name} split has only {smallest} images but every class needs "
+                    f"{' + '.join(images)} = {' + '.join(map(str, images.values()))}; lower {' or '.join(images)} "
+                    f"so they sum to {smallest} or less.")
+
+
+# ---- blocks: what a compiled chunk scans over -----------------------------------------------------
+@flax.struct.dataclass
+class ResidentDraws:
+  """Steps whose draws the compiled code makes itself, from a split resident on the device."""
+
+  images: jax.Array  # uint8 [N, H, W, C], the whole split
+  layout: ClassLayout
+  steps: jax.Array  # int32 [n]
+  num_classes: int = flax.struct.field(pytree_node=False)
+  per_class: int = flax.struct.field(pytree_node=False)
+
+  def scanned(self) -> dict:
+    return {"step": self.steps}
+
+  def draw(self, key: jax.Array, x: dict) -> tuple[jax.Array, jax.Array]:
+    del x
+    classes, indices = sample_class_images(key, self.layout, self.num_classes, self.per_class)
+    return classes, self.images[indices]
+
+
+@flax.struct.dataclass
+class GatheredDraws:
+  """Steps whose draws were gathered on the host: one entry per step."""
+
+  steps: jax.Array  # int32 [n]
+  classes: jax.Array  # int32 [n, C]: the split labels of each draw's classes
+  images: jax.Array  # uint8 [n, C, M, H, W, Ch], class-major as the resident gather
+
+  def scanned(self) -> dict:
+    return {"step": self.steps, "classes": self.classes, "images": self.images}
+
+  def draw(self, key: jax.Array, x: dict) -> tuple[jax.Array, jax.Array]:
+    del key
+    return x["classes"], x["images"]
+
+
+def scan_draws(step: Callable, carry, draws: ResidentDraws | GatheredDraws, key: jax.Array):
+  """``lax.scan`` of ``step(carry, step_key, step_index, classes, images) -> (carry, out)`` over a block.
+
+  ``step_key = fold_in(key, step_index)``: a step's draw, and whatever else the step keys
+  on it, depend only on the run's key and the step's index. Traceable (call it under jit).
+  """
+
+  def body(carry, x):
+    step_key = jax.random.fold_in(key, x["step"])
+    classes, images = draws.draw(step_key, x)
+    return step(carry, step_key, x["step"], classes, images)
+
+  return jax.lax.scan(body, carry, draws.scanned())
+
+
+def run_blocks(compiled: Callable, carry, source: DeviceSource | HostSource, key: jax.Array, first: int, count: int,
+               num_classes: int, per_class: int):
+  """``compiled(carry, block, key) -> (carry, per-step outputs)`` over the source's blocks of steps
+  ``first .. first + count - 1``; returns the last carry and the outputs of all steps, concatenated
+  (None for no steps)."""
+  outputs = []
+  for block in source.blocks(key, first, count, num_classes, per_class):
+    carry, out = compiled(carry, block, key)
+    outputs.append(out)
+  if len(outputs) <= 1:
+    return carry, outputs[0] if outputs else None
+  return carry, jax.tree.map(lambda *o: jnp.concatenate(o), *outputs)
+
+
+# ---- sources ------------------------------------------------------------------------------------
+@flax.struct.dataclass
+class DeviceSource:
+  """A split resident on the device: images grouped by class, and their class layout."""
+
+  images: jax.Array  # uint8 [N, H, W, C]
+  layout: ClassLayout
+
+  @classmethod
+  def from_split(cls, split: Split, device: jax.Device | None = None) -> DeviceSource:
+    return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device))
+
+  @property
+  def num_classes(self) -> int:
+    return self.layout.num_classes
+
+  def blocks(self, key: jax.Array, first: int, count: int, num_classes: int, per_class: int) -> list[ResidentDraws]:
+    del key  # drawn inside the compiled chunk
+    steps = jnp.arange(first, first + count, dtype=jnp.int32)
+    return [ResidentDraws(self.images, self.layout, steps, num_classes, per_class)] if count > 0 else []
+
+
+def _draw_indices(base_key: jax.Array, steps: jax.Array, layout: ClassLayout, num_classes: int, per_class: int):
+  """Classes ``[n, C]`` and image indices ``[n, C, M]`` of the draws keyed ``fold_in(base_key, step)``."""
+  return jax.vmap(lambda step: sample_class_images(jax.random.fold_in(base_key, step), layout, num_classes,
+                                                   per_class))(steps)
+
+
+_draw_indices_jit = jax.jit(_draw_indices, static_argnums=(3, 4))
+
+
+class HostSource:
+  """A split in host memory: images as numpy, the class layout on the device for the index draws."""
+
+  def __init__(self, split: Split, device: jax.Device | None = None, block_bytes: int = BLOCK_BYTES,
+               prefetch: int = PREFETCH):
+    self.images, self.device = split.images, device
+    self.layout = ClassLayout.from_split(split, device)
+    self.block_bytes, self.prefetch = block_bytes, prefetch
+
+  @property
+  def num_classes(self) -> int:
+    return self.layout.num_classes
+
+  def block_sizes(self, count: int, draw_images: int) -> list[int]:
+    """``count`` draws cut into blocks of at most ``block_bytes``, as equal as that allows (at most two
+    distinct sizes, so a compiled step is traced at most twice per chunk length)."""
+    per_draw = draw_images * int(np.prod(self.images.shape[1:]))
+    largest = max(1, min(count, self.block_bytes // max(per_draw, 1)))
+    blocks = -(-count // largest)
+    size = -(-count // blocks)
+    return [size] * (count // size) + ([count % size] if count % size else [])
+
+  def blocks(self, key: jax.Array, first: int, count: int, num_classes: int,
+             per_class: int) -> Iterator[GatheredDraws]:
+    """The draws keyed ``fold_in(key, first + i)``, i < count, as blocks on the device, ``prefetch`` ahead."""
+    if count <= 0:
+      return
+    steps = jnp.arange(first, first + count, dtype=jnp.int32)
+    classes, indices = jax.device_get(_draw_indices_jit(key, steps, self.layout, num_classes, per_class))
+    steps = np.asarray(steps)
+    bounds = np.cumsum([0, *self.block_sizes(count, num_classes * per_class)])
+    slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def gather(block: slice) -> GatheredDraws:
+      # Fancy indexing copies (so a zero-copy device_put never aliases the split) and releases the GIL.
+      drawn = GatheredDraws(steps=steps[block], classes=classes[block], images=self.images[indices[block]])
+      return jax.device_put(drawn, self.device)
+
+    # One worker per block in flight: gathers overlap one another as well as the training.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.prefetch)) as pool:
+      pending = collections.deque(pool.submit(gather, s) for s in slices[: self.prefetch + 1])
+      for s in slices[self.prefetch + 1 :]:
+        ready = pending.popleft().result()
+        pending.append(pool.submit(gather, s))
+        yield ready
+      while pending:
+        yield pending.popleft().result()
+
+
+def place(split: Split, placement: str = "auto", budget_bytes: int = DEVICE_BUDGET_BYTES,
+          device: jax.Device | None = None) -> DeviceSource | HostSource:
+  """The split as a source: resident on the device, or streamed from host memory.
+
+  ``auto`` keeps a split on the device when :func:`fits_on_device`; ``device`` and ``host``
+  force one path. Either way a run sees the same draws.
+  """
+  if placement not in PLACEMENTS:
+    raise DataError(f"Unknown placement {placement!r}; choose one of {', '.join(PLACEMENTS)}.")
+  on_host = placement == "host" or (placement == "auto" and not fits_on_device(split.images.nbytes, budget_bytes))
+  return HostSource(split, device) if on_host else DeviceSource.from_split(split, device)

@@ -1,0 +1,52 @@
+"""What a training run carries from step to step, and the paper's optimiser: one home for both trainers.
+
+The few-shot learner keeps ``params = {"backbone", "rho"}``, the metric learner
+``{"model", "loss"}``; either way the state is ``(step, params, batch_stats, opt_state)``,
+which is what a checkpoint holds and what a compiled chunk of steps carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array  # int32 scalar: updates so far (episodes, or metric-learning batches)
+  params: Any
+  batch_stats: Any  # running BatchNorm statistics
+  opt_state: Any
+
+  @classmethod
+  def create(cls, params, batch_stats, optimizer: optax.GradientTransformation) -> "TrainState":
+    return cls(step=jnp.zeros((), jnp.int32), params=params, batch_stats=batch_stats,
+               opt_state=optimizer.init(params))
+
+  def apply_gradients(self, grads, batch_stats, optimizer: optax.GradientTransformation) -> "TrainState":
+    """One optimiser update, with the batch statistics of the forward pass that gave ``grads``."""
+    updates, opt_state = optimizer.update(grads, self.opt_state, self.params)
+    return self.replace(step=self.step + 1, params=optax.apply_updates(self.params, updates),
+                        batch_stats=batch_stats, opt_state=opt_state)
+
+
+def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:
+  """The paper's optimiser: Adam (0.9, 0.999, eps 1e-8), no weight decay, no schedule."""
+  return optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
+
+
+def adam_by_part(learning_rates: dict[str, float]) -> optax.GradientTransformation:
+  """Adam with a learning rate per top-level part of the parameters (``{"model": 1e-3, "loss": 1e-2}``).
+
+  With one rate for every part this is plain :func:`adam`, so the optimiser state, and
+  checkpoints, keep one structure.
+  """
+  rates = set(learning_rates.values())
+  if len(rates) == 1:
+    return adam(rates.pop())
+  labels = lambda params: {part: jax.tree.map(lambda _: part, params[part]) for part in learning_rates}
+  return optax.multi_transform({part: adam(rate) for part, rate in learning_rates.items()}, labels)

@@ -1,7 +1,19 @@
-"""fewshot: few-shot episodic learning and deep metric learning in JAX/Flax."""
+"""fewshot: few-shot episodic learning and deep metric learning in JAX/Flax.
+
+``fewshot.load``, ``fewshot.build`` and ``fewshot.TrainedModel`` are imported on first use,
+so that light tools (``python -m fewshot.analyze``) start without the model machinery.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+_API = ("TrainedModel", "build", "load")
+__all__ = [*_API, "__version__"]
 
-from fewshot.api import TrainedModel, build, load  # noqa: E402
 
-__all__ = ["TrainedModel", "build", "load", "__version__"]
+def __getattr__(name: str):
+  if name in _API:
+    return getattr(importlib.import_module("fewshot.api"), name)
+  raise AttributeError(f"module 'fewshot' has no attribute {name!r}")

@@ -18,8 +18,9 @@ import jax.numpy as jnp
 from fewshot import episodic, heads
 from fewshot.config import Config
 from fewshot.episodic import EpisodicLearner
-from fewshot.experiment import build_learner, run_keys
+from fewshot.experiment import build_learner
 from fewshot.rundir import existing_run
+from fewshot.train_state import run_keys
 
 
 @dataclasses.dataclass

@@ -33,11 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot.data.options import stored_size
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # ITU-R 601-2 luma, as in PIL's convert("L").
 LUMA = (0.299, 0.587, 0.114)
-EVAL_RESIZE_FACTOR = 1.15
 ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 crops before its fallback
 CROP_UNIFORMS = 2 * ATTEMPTS + 2  # area and ratio per attempt, then the two offsets
 
@@ -61,8 +62,8 @@ def to_float(images: jax.Array) -> jax.Array:
 
 
 def eval_resize(size: int) -> int:
-  """The evaluation transform's square resize side: ``int(1.15·size)`` (96 for 84, 257 for 224)."""
-  return int(EVAL_RESIZE_FACTOR * size)
+  """The evaluation transform's square resize side: the stored size, ``int(1.15·size)`` (96 for 84, 257 for 224)."""
+  return stored_size(size)
 
 
 # ---- resampling ----------------------------------------------------------------------------
@@ -359,6 +360,23 @@ class Augmentation:
     """SPEC §4 at ``size``; ImageNet normalisation for RGB, none otherwise (the 28×28×1 runs train without)."""
     stats = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else (None, None)
     return cls(size=size, mean=stats[0], std=stats[1])
+
+  @classmethod
+  def for_dataset(cls, image_size: int, channels: int, image_dataset: bool, augment: bool) -> Augmentation:
+    """The transforms a run on a dataset gets: what both trainers build from their configuration.
+
+    The image datasets are stored at int(1.15·size) and always evaluated through the
+    paper's evaluation transform; ``augment`` turns the random training transform on. The
+    28×28 datasets are stored at the input size: without augmentation nothing but
+    :func:`to_float` (exactly as before augmentation existed); with it, the paper's training
+    transform and an evaluation transform that resizes nothing and, with one channel,
+    normalises nothing, so evaluation is unchanged.
+    """
+    if image_dataset:
+      return dataclasses.replace(cls.paper(image_size, channels), random=augment)
+    if augment:
+      return dataclasses.replace(cls.paper(image_size, channels), resize=image_size)
+    return NO_AUGMENTATION
 
   @property
   def enabled(self) -> bool:

@@ -14,6 +14,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from fewshot import choices
+
 # He initialisation with fan-out, as in the reference code: N(0, 2 / (k*k*out_channels)).
 he_fan_out = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
 
@@ -143,6 +145,7 @@ class ResNet18(nn.Module):
 
 
 BACKBONES: dict[str, Callable[[], nn.Module]] = {"conv4": Conv4, "resnet18": ResNet18}
+assert tuple(BACKBONES) == choices.BACKBONES
 
 
 def get_backbone(name: str) -> nn.Module:

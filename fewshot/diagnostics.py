@@ -44,11 +44,11 @@ import jax
 import jax.numpy as jnp
 
 from fewshot import heads
+from fewshot.choices import CENTRINGS
 from fewshot.measures import FIELDS
 
 Array = chex.Array
 
-CENTRINGS = ("points", "features")
 
 
 def _as_float(x: Array) -> Array:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Array = chex.Array
 
@@ -76,8 +77,14 @@ def euclidean_matmul(x: Array, y: Array, eps: float = 1e-10) -> Array:
   return jnp.sqrt(squared_euclidean_matmul(x, y) + eps)
 
 
-def l2_normalize(v: Array, eps: float = 1e-12) -> Array:
-  """Rows of ``v`` scaled to unit length; a zero row stays zero, with a finite gradient."""
+def l2_normalize(v, eps: float = 1e-12):
+  """Rows of ``v`` scaled to unit length; a zero row stays zero, with a finite gradient.
+
+  A numpy array is normalised on the host in its own precision (float64 stays float64),
+  as ``v / max(|v|, eps)``; a JAX array under jit.
+  """
+  if isinstance(v, np.ndarray):
+    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), eps)
   # rsqrt of the clamped squared norm rather than dividing by the norm: the norm's
   # gradient at a zero vector is 0/0, which would turn every parameter into NaN.
   squared_norm = jnp.sum(v * v, axis=-1, keepdims=True)

@@ -26,10 +26,9 @@ import optax
 
 from fewshot import diagnostics, heads, sources
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
+from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
 from fewshot.episodes import Episode, EpisodeShape, episode_from_images
 from fewshot.train_state import TrainState, adam
-
-PSI_CLASSIFIERS = ("model", "proto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +46,7 @@ class EpisodicLearner:
 
   def __post_init__(self):
     heads.check_names(self.head, self.classifier)
-    for name, choices in (("centring", diagnostics.CENTRINGS), ("psi_classifier", PSI_CLASSIFIERS)):
+    for name, choices in (("centring", CENTRINGS), ("psi_classifier", PSI_CLASSIFIERS)):
       if getattr(self, name) not in choices:
         raise ValueError(f"Unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")
 

@@ -24,20 +24,12 @@ import jax.numpy as jnp
 import optax
 
 from fewshot import distances
+from fewshot.choices import CLASSIFIERS, HEADS, MODEL_NAMES  # noqa: F401  (the heads' names)
 
 Array = chex.Array
 
-CLASSIFIERS = ("proto", "nn")
-HEADS = ("softmax", "dr")
 RHO_INIT = 2.0
 DR_EPS = 1e-10
-# The paper's names for the four combinations, used in logs and tables.
-MODEL_NAMES = {
-    ("proto", "softmax"): "ProtoNet_S",
-    ("proto", "dr"): "ProtoNet_DR",
-    ("nn", "softmax"): "1-NN_S",
-    ("nn", "dr"): "1-NN_DR",
-}
 
 
 def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:

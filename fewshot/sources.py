@@ -29,18 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot.choices import PLACEMENTS
+from fewshot.data.options import DEVICE_BUDGET_BYTES, fits_on_device
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 
-PLACEMENTS = ("auto", "device", "host")
-DEVICE_BUDGET_BYTES = 4 << 30  # a split whose images fit this stays on the device (per split)
 BLOCK_BYTES = 256 << 20  # images per transfer: large enough to amortise it, small enough to keep 3 in flight
 PREFETCH = 2  # blocks being gathered or copied while one trains
-
-
-def fits_on_device(nbytes: int, budget_bytes: int = DEVICE_BUDGET_BYTES) -> bool:
-  """The placement rule: a split whose images take ``nbytes`` stays on the device if it fits the budget."""
-  return nbytes <= budget_bytes
 
 
 @flax.struct.dataclass

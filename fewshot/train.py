@@ -7,12 +7,10 @@ that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from absl import flags, logging
 
-from fewshot import backbones, cli, data, episodic, loop, sources, stats
+from fewshot import choices, cli, episodic, loop, options, stats
 from fewshot import rundir as rundirs
 from fewshot.config import Config
 from fewshot.experiment import Experiment
@@ -21,37 +19,8 @@ from fewshot.train_state import TrainState
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  flags.DEFINE_string("dataset", "strokes", f"one of {', '.join(data.DATASETS)}")
-  flags.DEFINE_string("data_dir", None, "folder with the dataset's files (omniglot: its zips or extracted folders)")
-  flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
-  flags.DEFINE_string("backbone", "conv4", f"one of {', '.join(backbones.BACKBONES)}")
-  flags.DEFINE_string("head", "softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)")
-  flags.DEFINE_string("classifier", "proto", "proto (distance to the class mean) or nn (to the nearest support point)")
-  flags.DEFINE_integer("way", 5, "classes per episode")
-  flags.DEFINE_integer("shot", 1, "support images per class")
-  flags.DEFINE_integer("query", 16, "query images per class in training and validation episodes")
-  flags.DEFINE_integer("test_query", 15, "query images per class in test episodes (15 in the reference protocol)")
-  flags.DEFINE_integer("episodes", None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small datasets)")
-  flags.DEFINE_integer("eval_every", 100, "episodes between checkpoints (validation, metrics row, checkpoint)")
-  flags.DEFINE_integer("val_episodes", 100, "validation episodes per checkpoint")
-  flags.DEFINE_integer("test_episodes", 600, "test episodes for the final accuracy")
-  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate")
-  flags.DEFINE_string("centring", "points", "centring of the diagnostics: points (the paper) or features (the reference code)")
-  flags.DEFINE_string("psi_classifier", "model", "class distance of the diagnostics' psi: model (the paper) or proto (the reference code)")
-  flags.DEFINE_integer("seed", 0, "seed of initialisation and of every episode")
-  flags.DEFINE_integer("image_size", None, "the backbone's input side (default 28 on strokes/omniglot, else 84 with "
-                       "conv4, 224 with resnet18); image datasets are stored at int(1.15*size)")
-  flags.DEFINE_string("protocol", None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
-                      "dml (train/test halves; val holds out every 4th training class); of omniglot: default (60/20/20), "
-                      "vinyals (1028/172/423 in a --split_seed order) or background_evaluation (Lake's alphabets; "
-                      "val held out as under dml); default the dataset's")
-  flags.DEFINE_string("class_order", "default", "default, or random: classes permuted by --split_seed before splitting")
-  flags.DEFINE_integer("split_seed", 0, "seed of --class_order random")
-  flags.DEFINE_bool("rotations", False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)")
-  flags.DEFINE_bool("bbox_crop", False, "crop images to their bounding boxes before resizing (cub, cars196)")
-  flags.DEFINE_bool("augment", None, "the paper's training augmentation on the device (default: on for the "
-                    "image datasets, off for strokes/omniglot)")
-  flags.DEFINE_enum("placement", "auto", sources.PLACEMENTS, "where split images live: on the device, streamed "
+  options.define_flags(Config)
+  flags.DEFINE_enum("placement", "auto", choices.PLACEMENTS, "where split images live: on the device, streamed "
                     "from host memory, or auto (on the device when a split fits 4 GiB); the episodes are the same")
   flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
@@ -111,15 +80,10 @@ def format_results(config: Config, results: dict) -> str:
   )
 
 
-def config_from_flags() -> Config:
-  names = [f.name for f in dataclasses.fields(Config)]
-  return Config(**{name: FLAGS[name].value for name in names})
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  config = config_from_flags()
+  config = options.from_flags(Config)
   workdir = FLAGS.workdir or f"runs/{config.run_name}"
   results = train(config, workdir, resume=FLAGS.resume, placement=FLAGS.placement)
   print(format_results(config, results))

@@ -1,4 +1,4 @@
-"""What a training run carries from step to step, and the paper's optimiser: one home for both trainers.
+"""What a training run carries from step to step, its keys and the paper's optimiser: one home for both trainers.
 
 The few-shot learner keeps ``params = {"backbone", "rho"}``, the metric learner
 ``{"model", "loss"}``; either way the state is ``(step, params, batch_stats, opt_state)``,
@@ -32,6 +32,22 @@ class TrainState:
     updates, opt_state = optimizer.update(grads, self.opt_state, self.params)
     return self.replace(step=self.step + 1, params=optax.apply_updates(self.params, updates),
                         batch_stats=batch_stats, opt_state=opt_state)
+
+
+# The few-shot run's independent key streams, so that e.g. changing --val_episodes never changes
+# the training episodes; a metric-learning fold model has an (init, train) pair of its own.
+KEY_STREAMS = ("init", "train", "val", "test")
+
+
+def run_keys(seed: int) -> dict[str, jax.Array]:
+  """A few-shot run's keys: ``fold_in(key(seed), i)`` for the i-th of :data:`KEY_STREAMS`."""
+  root = jax.random.key(seed)
+  return {name: jax.random.fold_in(root, i) for i, name in enumerate(KEY_STREAMS)}
+
+
+def fold_keys(seed: int, fold: int) -> tuple[jax.Array, jax.Array]:
+  """(init, train) keys of metric-learning fold model ``fold``; fold 0 is the one-fold run's model."""
+  return tuple(jax.random.split(jax.random.fold_in(jax.random.key(seed), fold)))
 
 
 def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:

@@ -25,7 +25,7 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from fewshot.errors import DataError
+from fewshot.errors import DataError, FewshotError
 
 CUB_DEFECTS = ('missing_annotation', 'missing_image', 'malformed_line', 'inconsistent_ids', 'bad_class',
                'bad_bbox', 'corrupt_image', 'truncated_archive', 'unsafe_member')
@@ -548,8 +548,8 @@ def write_sop(root, *, classes: tuple[int, int] = (3, 2), per_class: int = 3, si
 
 
 def one_line_error(fn, *fragments) -> str:
-  """Calls fn, expecting a one-line DataError containing every fragment."""
-  with pytest.raises(DataError) as err:
+  """Calls fn, expecting a one-line error (a bad option or bad data) containing every fragment."""
+  with pytest.raises(FewshotError) as err:
     fn()
   msg = str(err.value)
   assert '\n' not in msg, msg

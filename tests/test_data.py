@@ -10,6 +10,7 @@ from PIL import Image, ImageDraw
 
 from fewshot import data
 from fewshot.data import omniglot, strokes
+from fewshot.errors import ConfigError
 
 
 
@@ -218,7 +219,7 @@ def test_background_evaluation_protocol_splits_by_alphabet():
   with pytest.raises(data.DataError, match='images_evaluation.zip') as err:
     omniglot.protocol_splits(['Latin/character01', 'Greek/character01'], 'background_evaluation')
   assert '\n' not in str(err.value)
-  with pytest.raises(data.DataError, match='default, vinyals, background_evaluation'):
+  with pytest.raises(ConfigError, match='default, vinyals, background_evaluation'):
     omniglot.protocol_splits(names, 'lake')
 
 
@@ -256,7 +257,7 @@ def test_omniglot_protocols_on_the_real_zips(omniglot_zips, omniglot_dir):
     data.load_splits('omniglot', data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), protocol='background_evaluation')
   turned = data.load_split('omniglot', 'val', data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), rotations=True)
   assert turned.num_classes == 4 * default['val'].num_classes and len(turned.images) == 4 * len(default['val'].images)
-  with pytest.raises(data.DataError, match='rotations'):
+  with pytest.raises(ConfigError, match='rotations'):
     data.load_split('strokes', 'val', tfds_dir=str(tfds_dir), rotations=True)
 
 
@@ -288,7 +289,7 @@ def test_bad_omniglot_dir_leaves_nothing(tmp_path, case):
 
 
 def test_unknown_dataset_and_split(tmp_path):
-  with pytest.raises(data.DataError, match='strokes, omniglot'):
+  with pytest.raises(ConfigError, match='strokes, omniglot'):
     data.load_split('mnist', 'train', tfds_dir=str(tmp_path))
   with pytest.raises(data.DataError, match='train, val, test'):
     data.load_split('strokes', 'valid', tfds_dir=str(tmp_path))
@@ -301,3 +302,4 @@ def test_default_tfds_dir(monkeypatch, tmp_path):
   assert data.default_tfds_dir() == str(tmp_path / 'env')
   monkeypatch.delenv('TFDS_DATA_DIR')
   assert data.default_tfds_dir() == os.path.expanduser('~/tensorflow_datasets')
+

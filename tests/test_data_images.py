@@ -12,7 +12,7 @@ from PIL import Image
 import dataset_fixtures as fixtures
 from dataset_fixtures import one_line_error
 from fewshot import data
-from fewshot.data import class_splits, images, sources
+from fewshot.data import class_splits, images, memory, options, sources
 
 SIZE = 20  # model input side in these tests; stored at int(1.15 * 20) = 23
 STORED = 23
@@ -107,13 +107,13 @@ def test_random_order_is_seeded_partition(dataset, protocol):
 
 def test_class_split_errors():
   one_line_error(lambda: class_splits.class_splits('sop', ['train', 'test'], protocol='fewshot'),
-                 "'fewshot'", 'sop', 'choose one of dml')
+                 '--protocol fewshot', 'sop', 'choose one of dml')
   one_line_error(lambda: class_splits.class_splits('mini_imagenet', ['train'], protocol='dml'), 'choose one of fewshot')
   one_line_error(lambda: class_splits.class_splits('cub', [None] * 8, class_order='shuffled'), 'default, random')
   one_line_error(lambda: class_splits.class_splits('cub', [None] * 8, class_order='random', seed='x'), 'seed')
   one_line_error(lambda: class_splits.class_splits('cub', [None] * 3), "'test'", 'at least 4')
   one_line_error(lambda: class_splits.class_splits('sop', ['train', None, 'test']), 'class 1', 'protocol dml')
-  one_line_error(lambda: class_splits.resolve_protocol('omniglot', None), 'cub, mini_imagenet, cars196, sop')
+  one_line_error(lambda: class_splits.class_splits('omniglot', [None] * 4), 'cub, mini_imagenet, cars196, sop')
 
 
 def test_class_subsets_of_records():
@@ -281,23 +281,23 @@ def test_bad_options(tmp_path):
   one_line_error(lambda: data.load_splits('sop', str(fx.data_dir), str(tfds_dir), bbox_crop=True), 'cub, cars196')
   one_line_error(lambda: data.load_splits('sop', str(fx.data_dir), str(tfds_dir), protocol='fewshot'),
                  'choose one of dml')
-  one_line_error(lambda: data.load_splits('sop', str(fx.data_dir), str(tfds_dir), splits=('val',)),
-                 "'val'", 'train, test')
+  one_line_error(lambda: data.load_splits('sop', str(fx.data_dir), str(tfds_dir), splits=('valid',)),
+                 "'valid'", 'train, val, test')
   one_line_error(lambda: data.load_splits('sop', str(fx.data_dir), str(tfds_dir), class_order='sorted'),
                  'default, random')
   one_line_error(lambda: data.load_splits('sop', str(fx.data_dir), str(tfds_dir), image_size=0), 'image_size')
   one_line_error(lambda: data.load_splits('cub', str(tmp_path / 'nope'), str(tfds_dir)), 'does not exist')
   one_line_error(lambda: data.load_splits('strokes', tfds_dir=str(tfds_dir), class_order='random'), 'class_order')
-  one_line_error(lambda: data.load_splits('strokes', tfds_dir=str(tfds_dir), image_size=84), 'image_size=84')
+  one_line_error(lambda: data.load_splits('strokes', tfds_dir=str(tfds_dir), image_size=84), '--image_size 84')
   assert tree(tfds_dir) == []
 
 
 def test_memory_plan():
   mini84, sop224 = data.memory_plan('mini_imagenet', 84), data.memory_plan('sop', 224)
-  assert mini84['train'] == images.SplitPlan(38_400, 96, 38_400 * 96 * 96 * 3, 'device')
+  assert mini84['train'] == memory.SplitPlan(38_400, 96, 38_400 * 96 * 96 * 3, 'device')
   assert list(sop224) == ['train', 'test'] and sop224['train'].stored_size == 257
   assert {p.placement for p in sop224.values()} == {'host'}
   assert data.memory_plan('cub', 224, protocol='dml')['train'].placement == 'device'
   small = data.memory_plan('cub', 84, split_images={'train': 10}, device_budget_bytes=10 * 96 * 96 * 3 - 1)
-  assert small == {'train': images.SplitPlan(10, 96, 10 * 96 * 96 * 3, 'host')}
-  assert images.stored_size(84) == 96 and images.stored_size(224) == 257
+  assert small == {'train': memory.SplitPlan(10, 96, 10 * 96 * 96 * 3, 'host')}
+  assert options.stored_size(84) == 96 and options.stored_size(224) == 257

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from fewshot.dml.losses import pair_losses
-from fewshot.dml.losses._masked import log1p_sum_exp, masked_logsumexp
+from fewshot.dml.masked import log1p_sum_exp, masked_logsumexp
 
 B, D = 12, 5
 KINDS = ("balanced", "random", "unbalanced", "one_class", "no_positive")

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from fewshot import api, diagnostics
-from fewshot.config import Config, ConfigError
+from fewshot.config import Config
+from fewshot.errors import ConfigError
 from fewshot.data import default_tfds_dir
 from fewshot.evaluate import evaluate
 from fewshot.experiment import load_data

@@ -19,7 +19,8 @@ from fewshot.data.split import Split
 from fewshot.episodes import EpisodeShape, sample_episode
 from fewshot.episodic import EpisodicLearner
 from fewshot.evaluate import evaluate
-from fewshot.experiment import Experiment, build_augmentation, hold_out_val
+from fewshot.data.holdout import every_fourth_class
+from fewshot.experiment import Experiment, build_augmentation
 from fewshot.rundir import RunDir
 from fewshot.sources import DeviceSource
 
@@ -134,7 +135,7 @@ def test_defaults_keep_strokes_and_omniglot_as_they_were():
 def test_dml_protocol_validates_on_held_out_training_classes():
   labels = np.repeat(np.arange(8), 2).astype(np.int32)
   split = Split(np.arange(16, dtype=np.uint8).reshape(16, 1, 1, 1), labels, tuple(f"c{i}" for i in range(8)))
-  train, val = hold_out_val(split)
+  train, val = every_fourth_class(split)
   assert train.class_names == ("c0", "c1", "c2", "c4", "c5", "c6") and val.class_names == ("c3", "c7")
   np.testing.assert_array_equal(val.images.ravel(), [6, 7, 14, 15])
   np.testing.assert_array_equal(val.labels, [0, 0, 1, 1])

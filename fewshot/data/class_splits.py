@@ -28,45 +28,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fewshot.errors import DataError
+from fewshot.data import options
+from fewshot.errors import ConfigError, DataError
 
-PROTOCOLS = {
-    'cub': ('fewshot', 'dml'),
-    'mini_imagenet': ('fewshot',),
-    'cars196': ('dml',),
-    'sop': ('dml',),
-}
-DEFAULT_PROTOCOL = {'cub': 'fewshot', 'mini_imagenet': 'fewshot', 'cars196': 'dml', 'sop': 'dml'}
-PROTOCOL_SPLITS = {'fewshot': ('train', 'val', 'test'), 'dml': ('train', 'test')}
-CLASS_ORDERS = ('default', 'random')
 # Datasets whose partition of the classes is given by their files, per protocol.
 _FILE_DEFINED = {('mini_imagenet', 'fewshot'), ('sop', 'dml')}
 
 
-def resolve_protocol(dataset: str, protocol: str | None) -> str:
-  """`protocol`, or the dataset's default; DataError naming the valid ones otherwise."""
-  if dataset not in PROTOCOLS:
-    raise DataError(f'Dataset {dataset!r} has no class-split protocols; choose one of {", ".join(PROTOCOLS)}.')
-  protocol = DEFAULT_PROTOCOL[dataset] if protocol is None else protocol
-  if protocol not in PROTOCOLS[dataset]:
-    raise DataError(f'Protocol {protocol!r} is not defined for {dataset}; '
-                    f'choose one of {", ".join(PROTOCOLS[dataset])}.')
-  return protocol
-
-
-def split_names(dataset: str, protocol: str | None = None) -> tuple[str, ...]:
-  """The splits a protocol defines for `dataset`: ('train', 'val', 'test') or ('train', 'test')."""
-  return PROTOCOL_SPLITS[resolve_protocol(dataset, protocol)]
-
-
 def class_permutation(num_classes: int, class_order: str = 'default', seed: int = 0) -> np.ndarray:
   """int64 [num_classes]: the class id at each position, the identity or a permutation seeded by `seed`."""
-  if class_order not in CLASS_ORDERS:
-    raise DataError(f'Unknown class order {class_order!r}; choose one of {", ".join(CLASS_ORDERS)}.')
+  options.check_choice('class_order', class_order, options.CLASS_ORDERS)
   if class_order == 'default':
     return np.arange(num_classes, dtype=np.int64)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-    raise DataError(f'The class-order seed must be an integer, got {seed!r}.')
+    raise ConfigError(f'--split_seed (the class-order seed) must be an integer, got {seed!r}.')
   return np.random.default_rng(int(seed)).permutation(num_classes).astype(np.int64)
 
 
@@ -92,16 +67,20 @@ def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str |
     subsets: one entry per class (the number of classes is its length): the
       partition its files put it in (see `class_subsets`); used by mini_imagenet
       and sop, whose class partition is given by files.
-    protocol: 'fewshot' or 'dml'; None: the dataset's default (DEFAULT_PROTOCOL).
+    protocol: 'fewshot' or 'dml'; None: the dataset's default (`options.DEFAULT_PROTOCOL`).
     class_order: 'default' (label order) or 'random' (a seeded permutation of it).
     seed: the permutation's seed for order 'random'.
 
   Raises:
-    DataError: an unknown protocol or order, a file-defined partition with a class
-      outside it, or too few classes for every split to get one.
+    ConfigError: an unknown dataset, protocol or order.
+    DataError: a file-defined partition with a class outside it, or too few classes
+      for every split to get one.
   """
-  protocol = resolve_protocol(dataset, protocol)
-  names = PROTOCOL_SPLITS[protocol]
+  if dataset not in options.IMAGE_DATASETS:
+    raise ConfigError(f'{dataset} has no class-split protocols of its own; choose one of '
+                      f'{", ".join(options.IMAGE_DATASETS)}.')
+  resolved = options.resolve(dataset, protocol=protocol, class_order=class_order)
+  protocol, names = resolved.protocol, resolved.split_names
   num_classes = len(subsets)
   perm = class_permutation(num_classes, class_order, seed)
   pos = np.arange(num_classes)

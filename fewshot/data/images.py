@@ -48,14 +48,11 @@ import tensorflow_datasets as tfds
 import tqdm
 from PIL import Image
 
-from fewshot.data import class_splits, sources, tfds_io
+from fewshot.data import class_splits, options, sources, tfds_io
 from fewshot.data.sources import DatasetRecords, ImageRecord
-from fewshot.errors import DataError
+from fewshot.errors import ConfigError, DataError
 from fewshot.data.split import Split
 
-DATASETS = ('cub', 'mini_imagenet', 'cars196', 'sop')
-BBOX_DATASETS = ('cub', 'cars196')
-DEFAULT_IMAGE_SIZE = 84
 RESAMPLE = Image.Resampling.BILINEAR
 # Raw pixels per tfds split: tfds's writer holds a split's serialized records in
 # memory and needs TensorFlow to spill past 1000 MiB; zlib never grows images much.
@@ -65,14 +62,7 @@ _SUBSET_NAME = {v: k for k, v in _SUBSET_CODE.items()}
 _FORMAT = 1
 
 
-def stored_size(image_size: int) -> int:
-  """The side images are stored at for a model input of `image_size`: int(1.15 * image_size) (SPEC §4)."""
-  if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) or image_size < 8:
-    raise DataError(f'image_size must be an integer >= 8, got {image_size!r}.')
-  return int(1.15 * int(image_size))
-
-
-DEFAULT_STORED_SIZE = stored_size(DEFAULT_IMAGE_SIZE)
+DEFAULT_STORED_SIZE = options.stored_size(options.DEFAULT_IMAGE_SIZES['conv4'])
 
 
 @dataclasses.dataclass
@@ -290,14 +280,13 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
   prepared data without reading annotations or images.
 
   Raises:
-    DataError: an unknown dataset, bbox_crop for a dataset without boxes, bad
-      annotations (from `sources.read`, before any image is decoded), a class
+    ConfigError: an unknown dataset, or bbox_crop for a dataset without boxes.
+    DataError: bad annotations (from `sources.read`, before any image is decoded), a class
       without images, or a corrupt image (naming it; nothing is left behind).
   """
-  if dataset not in DATASETS:
-    raise DataError(f'Unknown image dataset {dataset!r}; choose one of {", ".join(DATASETS)}.')
-  if bbox_crop and dataset not in BBOX_DATASETS:
-    raise DataError(f'{dataset} has no bounding boxes; bbox_crop needs one of {", ".join(BBOX_DATASETS)}.')
+  if dataset not in options.IMAGE_DATASETS:
+    raise ConfigError(f'{dataset!r} is not an image dataset; choose one of {", ".join(options.IMAGE_DATASETS)}.')
+  options.resolve(dataset, bbox_crop=bbox_crop)
   if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 8:
     raise DataError(f'The stored image size must be an integer >= 8, got {size!r}.')
   tfds_dir = tfds_io.default_tfds_dir(tfds_dir)
@@ -327,58 +316,3 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
 
 
 # ---------------------------------------------------------------- memory plan
-# Bytes of each split of the real datasets at the stored size (default class
-# order), and where it is meant to live while training: resident on the device
-# when it fits a budget (sampling then never leaves the device), else in host
-# memory, streamed to the device batch by batch (`Prepared.iter_chunks` reads a
-# class subset in chunks; the streaming loader itself lives with the trainers).
-#
-#   dataset        protocol  split   images   at 84 (96 px)   at 224 (257 px)
-#   cub            fewshot   train    5,885    163 MB device   1.17 GB device
-#                            val      2,950     82 MB device    585 MB device
-#                            test     2,953     82 MB device    585 MB device
-#   cub            dml       train    5,864    162 MB device   1.16 GB device
-#                            test     5,924    164 MB device   1.17 GB device
-#   mini_imagenet  fewshot   train   38,400   1.06 GB device   7.61 GB host
-#                            val      9,600    265 MB device   1.90 GB device
-#                            test    12,000    332 MB device   2.38 GB device
-#   cars196        dml       train    8,054    223 MB device   1.60 GB device
-#                            test     8,131    225 MB device   1.61 GB device
-#   sop            dml       train   59,551   1.65 GB device  11.80 GB host
-#                            test    60,502   1.67 GB device  11.99 GB host
-#   (MB, GB = 10^6, 10^9 bytes; budget DEVICE_BUDGET_BYTES = 4 GiB per split.
-#   CUB's fewshot counts are those of Chen et al.'s base / val / novel files.)
-REAL_SPLIT_IMAGES = {
-    ('cub', 'fewshot'): {'train': 5_885, 'val': 2_950, 'test': 2_953},
-    ('cub', 'dml'): {'train': 5_864, 'test': 5_924},
-    ('mini_imagenet', 'fewshot'): {'train': 38_400, 'val': 9_600, 'test': 12_000},
-    ('cars196', 'dml'): {'train': 8_054, 'test': 8_131},
-    ('sop', 'dml'): {'train': 59_551, 'test': 60_502},
-}
-DEVICE_BUDGET_BYTES = 4 << 30
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitPlan:
-  num_images: int
-  stored_size: int
-  nbytes: int
-  placement: str  # 'device': resident on the accelerator; 'host': streamed from host memory
-
-
-def memory_plan(dataset: str, image_size: int = DEFAULT_IMAGE_SIZE, *, protocol: str | None = None,
-                split_images: dict[str, int] | None = None,
-                device_budget_bytes: int = DEVICE_BUDGET_BYTES) -> dict[str, SplitPlan]:
-  """{split: SplitPlan} for `dataset` at model input `image_size` (stored at int(1.15 * image_size)).
-
-  `split_images` gives the image count of each split (e.g. `Prepared.num_images`
-  of the chosen classes); by default the real dataset's, in the default order.
-  """
-  protocol = class_splits.resolve_protocol(dataset, protocol)
-  size = stored_size(image_size)
-  counts = REAL_SPLIT_IMAGES[dataset, protocol] if split_images is None else split_images
-  plan = {}
-  for split, n in counts.items():
-    nbytes = int(n) * 3 * size ** 2
-    plan[split] = SplitPlan(int(n), size, nbytes, 'device' if nbytes <= device_budget_bytes else 'host')
-  return plan

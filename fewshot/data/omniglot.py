@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from fewshot.data import tfds_io
+from fewshot.data import options, tfds_io
 from fewshot.errors import DataError, one_line
 from fewshot.data.split import Split
 
@@ -28,13 +28,10 @@ from fewshot.data.split import Split
 SPLIT_SEED = 0
 SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 
-# Class-split protocols (`protocol_splits`): the stored 60/20/20 split; Vinyals et al.'s sizes
-# (1,200 training characters, as Ravi & Larochelle 1,028 train + 172 val, and 423 test, of
-# 1,623) in a seeded random order, as Vinyals drew them; Lake et al.'s alphabets: the 30
-# background alphabets train, the 20 evaluation alphabets test.
-PROTOCOLS = ('default', 'vinyals', 'background_evaluation')
-PROTOCOL_SPLITS = {'default': ('train', 'val', 'test'), 'vinyals': ('train', 'val', 'test'),
-                   'background_evaluation': ('train', 'test')}
+# Class-split protocols (`protocol_splits`, named in `options.PROTOCOLS`): the stored 60/20/20
+# split; Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train +
+# 172 val, and 423 test, of 1,623) in a seeded random order, as Vinyals drew them; Lake et al.'s
+# alphabets: the 30 background alphabets train, the 20 evaluation alphabets test.
 VINYALS_SIZES = (1028, 172, 423)
 EVALUATION_ALPHABETS = frozenset({
     'Angelic', 'Atemayar_Qelisayer', 'Atlantean', 'Aurek-Besh', 'Avesta', 'Ge_ez', 'Glagolitic', 'Gurmukhi',
@@ -174,8 +171,7 @@ def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dic
   proportions, which are exactly 1,028 / 172 / 423 on the full 1,623 characters;
   'background_evaluation' splits by alphabet. 'default' is `class_split`.
   """
-  if protocol not in PROTOCOLS:
-    raise DataError(f'Protocol {protocol!r} is not defined for omniglot; choose one of {", ".join(PROTOCOLS)}.')
+  options.resolve('omniglot', protocol=protocol)  # refuses an unknown protocol
   names = sorted(class_names)
   if protocol == 'default':
     return class_split(names)
@@ -207,19 +203,11 @@ def rotated(split: Split) -> Split:
   return Split(np.ascontiguousarray(images[order]), labels[order].astype(np.int32), names)
 
 
-def by_characters(splits: dict[str, Split], characters: list[str]) -> Split:
-  """The images of `characters` (names), gathered from `splits` (disjoint, together all characters)."""
+def by_characters(pooled: Split, characters: list[str]) -> Split:
+  """The images of ``characters`` (names) in ``pooled``, classes in name order."""
   wanted = set(characters)
-  images, names = [], []
-  for split in splits.values():
-    for label, name in enumerate(split.class_names):
-      if name in wanted:
-        images.append(split.images[split.labels == label])
-        names.append(name)
-  order = np.argsort(names)
-  counts = [len(images[i]) for i in order]
-  return Split(np.concatenate([images[i] for i in order]),
-               np.repeat(np.arange(len(order), dtype=np.int32), counts), tuple(names[i] for i in order))
+  ids = [label for label, name in enumerate(pooled.class_names) if name in wanted]
+  return pooled.subset(sorted(ids, key=lambda label: pooled.class_names[label]))
 
 
 class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):

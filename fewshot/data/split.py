@@ -50,3 +50,22 @@ class Split:
   def class_offsets(self) -> np.ndarray:
     """Index of each class's first image."""
     return np.concatenate([[0], np.cumsum(self.class_counts)[:-1]]).astype(np.int32)
+
+  def subset(self, class_ids) -> "Split":
+    """The images of the classes ``class_ids`` (labels of this split), relabelled ``0..`` in the order given."""
+    class_ids = [int(c) for c in class_ids]
+    offsets, counts = self.class_offsets, self.class_counts
+    images = [self.images[offsets[c] : offsets[c] + counts[c]] for c in class_ids]
+    labels = np.repeat(np.arange(len(class_ids), dtype=np.int32), [counts[c] for c in class_ids])
+    empty = np.zeros((0, *self.images.shape[1:]), self.images.dtype)
+    return Split(np.concatenate(images) if images else empty, labels,
+                 tuple(self.class_names[c] for c in class_ids))
+
+  @staticmethod
+  def concatenate(splits) -> "Split":
+    """One split of the classes of several, in their order (labels offset accordingly)."""
+    splits = list(splits)
+    offsets = np.cumsum([0] + [s.num_classes for s in splits[:-1]])
+    return Split(np.concatenate([s.images for s in splits]),
+                 np.concatenate([s.labels + o for s, o in zip(splits, offsets)]).astype(np.int32),
+                 tuple(name for s in splits for name in s.class_names))

@@ -12,11 +12,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
+from fewshot.data.options import SMALL_IMAGE_SIZE, SPLITS
 from fewshot.errors import DataError
 from fewshot.data.split import Split
 
-SPLITS = ('train', 'val', 'test')
-IMAGE_SHAPE = (28, 28, 1)
+IMAGE_SHAPE = (SMALL_IMAGE_SIZE, SMALL_IMAGE_SIZE, 1)
 _READ_BATCH = 4096
 _READ_BYTES = 256 << 20  # per chunk of a class-subset read: bounds the transient copy
 

@@ -1,58 +1,52 @@
-"""A metric-learning run's configuration: the reality check's defaults (SPEC §7), validation, naming."""
+"""A metric-learning run's configuration: every option of ``python -m fewshot.dml.train`` (the reality check's
+defaults, SPEC §7), its help and validation; the flags are generated from these fields."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 
-from fewshot import backbones
-from fewshot.config import ConfigError
-from fewshot.data import DATASETS, IMAGE_DATASETS
-from fewshot.data.class_splits import PROTOCOLS
-from fewshot.dml.miners import MINERS
+from fewshot import choices
+from fewshot.data import options as data_options
 from fewshot.dml.losses import LOSSES
+from fewshot.dml.miners import MINERS
 from fewshot.dml.samplers import CLASSIFICATION_LOSS_BATCH, EMBEDDING_LOSS_BATCH
+from fewshot.errors import ConfigError
+from fewshot.options import RunOptions, option
 
-SMALL_DATASETS = ("strokes", "omniglot")  # 28x28x1, fixed train/val/test class splits
-# The model's input side for the image datasets: the few-shot papers' 84 for Conv4, ImageNet's 224 for ResNet-18.
-IMAGE_SIZES = {"conv4": 84, "resnet18": 224}
 DEFAULT_EPOCHS = {"strokes": 20, "omniglot": 20}
 IMAGE_DATASET_EPOCHS = 100
 FOLDS = (1, 4)
-CLASS_ORDERS = ("default", "random")
 
 
 @dataclasses.dataclass(frozen=True)
-class DMLConfig:
-  dataset: str = "cars196"
-  data_dir: str | None = None
-  tfds_dir: str | None = None
-  backbone: str = "conv4"
-  embedding_dim: int = 128
-  loss: str = "triplet"
-  miner: str = "none"
-  classes: int | None = None  # None: 8 (embedding losses) or 32 (classification losses)
-  per_class: int | None = None  # None: 4 or 1, likewise
-  steps_per_epoch: int = 100
-  epochs: int | None = None  # None: 20 on strokes/omniglot, 100 on the image datasets
-  learning_rate: float = 1e-3
-  loss_learning_rate: float | None = None  # None: learning_rate; the loss's own parameters (proxies, scales)
-  image_size: int | None = None  # None: 28 on strokes/omniglot, else 84 (conv4) or 224 (resnet18)
-  class_order: str = "default"
-  split_seed: int = 0
-  folds: int = 1
-  seed: int = 0
+class DMLConfig(RunOptions):
+  dataset: str = option("cars196", "the dataset", choices=data_options.DATASETS)
+  data_dir: str | None = option(None, "folder with the dataset's files (archives or extracted folders)")
+  tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+  backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES)
+  embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True)
+  loss: str = option("triplet", "the loss", choices=tuple(LOSSES))
+  miner: str = option("none", "triplet-taking losses only", choices=("none", *MINERS))
+  classes: int | None = option(None, "classes per batch (default 8 for embedding losses, 32 for classification "
+                               "losses)", positive=True)
+  per_class: int | None = option(None, "images per class in a batch (default 4 for embedding losses, 1 for "
+                                 "classification)", positive=True)
+  steps_per_epoch: int = option(100, "training steps between validations", positive=True)
+  epochs: int | None = option(None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)",
+                              positive=True)
+  learning_rate: float = option(1e-3, "Adam learning rate of the model", positive=True)
+  loss_learning_rate: float | None = option(None, "Adam learning rate of the loss's own parameters (proxies, "
+                                            "scales); default --learning_rate", positive=True)
+  image_size: int | None = option(None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)")
+  class_order: str = option("default", "the class order the train/test halves are cut from: default or random",
+                            choices=data_options.CLASS_ORDERS)
+  split_seed: int = option(0, "seed of --class_order random (and of the folds' order under it)")
+  folds: int = option(1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)")
+  seed: int = option(0, "seed of initialisation and of every batch")
 
   def __post_init__(self):
-    for name, choices in (
-        ("dataset", DATASETS),
-        ("backbone", tuple(backbones.BACKBONES)),
-        ("loss", tuple(LOSSES)),
-        ("miner", ("none", *MINERS)),
-        ("class_order", CLASS_ORDERS),
-    ):
-      if getattr(self, name) not in choices:
-        raise ConfigError(f"unknown --{name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")
+    self.check_fields()
     if self.miner != "none" and not LOSSES[self.loss].takes_triplets:
       takes = ", ".join(name for name, spec in LOSSES.items() if spec.takes_triplets)
       raise ConfigError(f"the {self.loss} loss does not take mined triplets; use --miner none, or a miner only with "
@@ -60,31 +54,15 @@ class DMLConfig:
     if self.folds not in FOLDS:
       raise ConfigError(f"--folds must be 1 (one validation fold) or 4 (the reality check's cross-validation), "
                         f"got {self.folds}.")
-    if self.dataset in SMALL_DATASETS:
-      if self.image_size not in (None, 28):
-        raise ConfigError(f"{self.dataset} images are 28x28; --image_size {self.image_size} applies to "
-                          f"{', '.join(IMAGE_DATASETS)}.")
-      if self.class_order != "default":
-        raise ConfigError(f"{self.dataset} has fixed class splits; --class_order random applies to "
-                          f"{', '.join(IMAGE_DATASETS)}.")
-    kind_batch = CLASSIFICATION_LOSS_BATCH if LOSSES[self.loss].per_class else EMBEDDING_LOSS_BATCH
-    defaults = {
-        "classes": kind_batch[0],
-        "per_class": kind_batch[1],
-        "epochs": DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS),
-        "image_size": 28 if self.dataset in SMALL_DATASETS else IMAGE_SIZES[self.backbone],
-    }
-    for name, value in defaults.items():
-      if getattr(self, name) is None:
-        object.__setattr__(self, name, value)
-    for name in ("embedding_dim", "classes", "per_class", "steps_per_epoch", "epochs", "image_size"):
-      if getattr(self, name) < 1:
-        raise ConfigError(f"--{name} must be a positive integer, got {getattr(self, name)}.")
-    if self.loss_learning_rate is None:
-      object.__setattr__(self, "loss_learning_rate", self.learning_rate)
-    for name in ("learning_rate", "loss_learning_rate"):
-      if getattr(self, name) <= 0:
-        raise ConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
+    data = data_options.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
+                                protocol=self.protocol, class_order=self.class_order)
+    object.__setattr__(self, "image_size", data.image_size)
+    classes, per_class = CLASSIFICATION_LOSS_BATCH if LOSSES[self.loss].per_class else EMBEDDING_LOSS_BATCH
+    self.set_default("classes", classes)
+    self.set_default("per_class", per_class)
+    self.set_default("epochs", DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS))
+    self.set_default("loss_learning_rate", self.learning_rate)
+    self.check_fields()  # the resolved defaults too
     for name in ("data_dir", "tfds_dir"):
       if getattr(self, name) is not None:
         object.__setattr__(self, name, os.path.abspath(os.path.expanduser(getattr(self, name))))
@@ -96,17 +74,6 @@ class DMLConfig:
   @property
   def protocol(self) -> str | None:
     """The image datasets' 'dml' class split (train/test halves) where they have it; mini_imagenet has only 'fewshot'."""
-    if self.dataset in SMALL_DATASETS:
+    if self.dataset in data_options.SMALL_DATASETS:
       return None
-    return "dml" if "dml" in PROTOCOLS[self.dataset] else "fewshot"
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, values: dict) -> "DMLConfig":
-    known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in known})
-
-  def differences(self, other: "DMLConfig") -> list[str]:
-    return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+    return "dml" if "dml" in data_options.PROTOCOLS[self.dataset] else "fewshot"

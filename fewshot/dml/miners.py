@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from fewshot import distances
-from fewshot.dml.tuples import Triplets, pair_masks, triplet_validity
+from fewshot.dml.tuples import Triplets, check_batch, pair_masks, triplet_validity
 
 Array = chex.Array
 Distance = Callable[[Array, Array], Array]
@@ -30,11 +30,6 @@ def all_triplets(labels: Array) -> Triplets:
                   valid=triplet_validity(labels, anchor, positive, negative))
 
 
-def _check_batch(embeddings: Array, labels: Array) -> None:
-  chex.assert_rank([embeddings, labels], [2, 1])
-  chex.assert_equal_shape_prefix([embeddings, labels], 1)
-
-
 def _no_triplets() -> Triplets:
   empty = jnp.zeros((0,), jnp.int32)
   return Triplets(anchor=empty, positive=empty, negative=empty, valid=jnp.zeros((0,), bool))
@@ -45,7 +40,7 @@ def batch_hard(embeddings: Array, labels: Array, distance: Distance = distances.
 
   ``T = B``; an anchor without a positive or without a negative gives an invalid triplet.
   """
-  _check_batch(embeddings, labels)
+  check_batch(embeddings, labels)
   if labels.shape[0] == 0:  # static; argmax over an empty axis raises
     return _no_triplets()
   d = jax.lax.stop_gradient(distance(embeddings, embeddings))
@@ -67,7 +62,7 @@ def semi_hard(embeddings: Array, labels: Array, margin: float = 0.2,
   training early). ``T = B^2``, one triplet per ordered pair ``(a, p)``: the semi-hard
   negative nearest to the anchor; pairs without one are invalid.
   """
-  _check_batch(embeddings, labels)
+  check_batch(embeddings, labels)
   if labels.shape[0] == 0:
     return _no_triplets()
   d = jax.lax.stop_gradient(distance(embeddings, embeddings))

@@ -34,11 +34,6 @@ class PairStatistics:
   num_negative_pairs: int
 
 
-def _unit_rows(x: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-  # distances.l2_normalize's convention (a zero row stays zero, not NaN), in float64 on the host.
-  return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), eps)
-
-
 def pair_statistics(embeddings, labels) -> PairStatistics:
   r"""Mean inner product of the positive and of the negative pairs of the L2-normalised embeddings.
 
@@ -54,7 +49,7 @@ def pair_statistics(embeddings, labels) -> PairStatistics:
   :math:`\binom{n}{2} - \sum_c \binom{n_c}{2}` pairs.
   """
   x, labels = check_embeddings("embeddings", embeddings, "labels", labels)
-  x = _unit_rows(x.astype(np.float64))
+  x = distances.l2_normalize(x.astype(np.float64))
   _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
   order = np.argsort(inverse, kind="stable")
   class_sums = np.add.reduceat(x[order], np.concatenate([[0], np.cumsum(counts)[:-1]]), axis=0)

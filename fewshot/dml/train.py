@@ -24,54 +24,31 @@ Run directory (``--folds 1``: the fold's files are at the top)::
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
-import jax
 import numpy as np
 from absl import flags, logging
 
-from fewshot import augment, backbones, cli, data, loop, sources, stats
+from fewshot import backbones, choices, cli, data, distances, loop, options, sources, stats
 from fewshot import rundir as rundirs
-from fewshot.data import Split
-from fewshot.data.class_splits import class_permutation
+from fewshot.augment import Augmentation
+from fewshot.data import Split, holdout
 from fewshot.dml import embedding
-from fewshot.dml.config import SMALL_DATASETS, DMLConfig
+from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
-from fewshot.dml.losses import LOSSES
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
-from fewshot.errors import DataError
 from fewshot.rundir import RunDir
-from fewshot.train_state import adam_by_part
+from fewshot.train_state import adam_by_part, fold_keys
 
-NUM_FOLDS = 4  # the class-disjoint folds of the training classes, whatever --folds trains
 RECALL_AT = (1, 2, 4, 8)
 REPORTED = ("precision_at_1", "r_precision", "map_at_r")
 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  flags.DEFINE_string("dataset", "cars196", f"one of {', '.join(data.DATASETS)}")
-  flags.DEFINE_string("data_dir", None, "folder with the dataset's files (archives or extracted folders)")
-  flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
-  flags.DEFINE_string("backbone", "conv4", f"one of {', '.join(backbones.BACKBONES)}")
-  flags.DEFINE_integer("embedding_dim", 128, "dimension of the L2-normalised embedding")
-  flags.DEFINE_string("loss", "triplet", f"one of {', '.join(LOSSES)}")
-  flags.DEFINE_string("miner", "none", "none, batch_hard or semi_hard (triplet-taking losses only)")
-  flags.DEFINE_integer("classes", None, "classes per batch (default 8 for embedding losses, 32 for classification losses)")
-  flags.DEFINE_integer("per_class", None, "images per class in a batch (default 4 for embedding losses, 1 for classification)")
-  flags.DEFINE_integer("steps_per_epoch", 100, "training steps between validations")
-  flags.DEFINE_integer("epochs", None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)")
-  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate of the model")
-  flags.DEFINE_float("loss_learning_rate", None, "Adam learning rate of the loss's own parameters (proxies, scales); "
-                     "default --learning_rate")
-  flags.DEFINE_integer("image_size", None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)")
-  flags.DEFINE_string("class_order", "default", "default or random: the class order the train/test halves are cut from")
-  flags.DEFINE_integer("split_seed", 0, "seed of --class_order random (and of the folds' order under it)")
-  flags.DEFINE_integer("folds", 1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)")
-  flags.DEFINE_integer("seed", 0, "seed of initialisation and of every batch")
-  flags.DEFINE_enum("placement", "auto", sources.PLACEMENTS, "where training images live: on the device, streamed "
+  options.define_flags(DMLConfig)
+  flags.DEFINE_enum("placement", "auto", choices.PLACEMENTS, "where training images live: on the device, streamed "
                     "from host memory, or auto (on the device when a split fits 4 GiB); the batches are the same")
   flags.DEFINE_string("workdir", None, "run directory (default runs/dml_<dataset>_<backbone>_<loss>_seed<seed>)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoints")
@@ -80,32 +57,17 @@ def define_flags() -> None:
 FLAGS = flags.FLAGS
 
 
-def class_subset(split: Split, class_ids: np.ndarray) -> Split:
-  """The images of some classes of ``split``, relabelled 0.. in increasing label order."""
-  class_ids = np.sort(np.asarray(class_ids))
-  keep = np.isin(split.labels, class_ids)
-  return Split(images=split.images[keep], labels=np.searchsorted(class_ids, split.labels[keep]).astype(np.int32),
-               class_names=tuple(split.class_names[i] for i in class_ids))
-
-
 def fold_splits(config: DMLConfig, splits: dict[str, Split]) -> list[tuple[Split, Split]]:
   """(training, validation) split of each fold model that this run trains."""
-  train = splits["train"]
   if config.folds == 1 and "val" in splits:
-    return [(train, splits["val"])]
-  if train.num_classes < NUM_FOLDS:
-    raise DataError(f"the training split has {train.num_classes} classes, fewer than the {NUM_FOLDS} "
-                    f"class-disjoint folds; use a dataset with more classes.")
-  blocks = np.array_split(class_permutation(train.num_classes, config.class_order, config.split_seed), NUM_FOLDS)
-  return [(class_subset(train, np.concatenate(blocks[:k] + blocks[k + 1:])), class_subset(train, blocks[k]))
+    return [(splits["train"], splits["val"])]
+  return [holdout.class_fold(splits["train"], k, holdout.NUM_FOLDS, config.class_order, config.split_seed)
           for k in range(config.folds)]
 
 
 def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
-  small = config.dataset in SMALL_DATASETS
-  splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir,
-                            image_size=None if small else config.image_size, protocol=config.protocol,
-                            class_order=config.class_order, seed=config.split_seed)
+  splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, image_size=config.image_size,
+                            protocol=config.protocol, class_order=config.class_order, seed=config.split_seed)
   folds = fold_splits(config, splits)
   for k, (train, _) in enumerate(folds):
     sources.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
@@ -134,9 +96,8 @@ class Trainer:
     self.config, self.progress, self.placement = config, progress, placement
     self.folds, self.test = load_data(config)
     self.image_shape = self.test.image_shape
-    small = config.dataset in SMALL_DATASETS
-    self.augmentation = augment.NO_AUGMENTATION if small else augment.Augmentation.paper(config.image_size,
-                                                                                       self.image_shape[-1])
+    image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
+    self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
 
   @functools.lru_cache(maxsize=None)
   def learner(self, num_classes: int) -> MetricLearner:
@@ -150,14 +111,10 @@ class Trainer:
   def fold_dir(self, rundir: RunDir, fold: int) -> RunDir:
     return rundir if self.config.folds == 1 else RunDir(rundir.path / f"fold{fold}")
 
-  def keys(self, fold: int) -> tuple[jax.Array, jax.Array]:
-    """(init, train) keys of a fold model; fold 0 of a 4-fold run is the 1-fold run's model."""
-    return tuple(jax.random.split(jax.random.fold_in(jax.random.key(self.config.seed), fold)))
-
   def initial_state(self, fold: int):
     """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
     learner = self.learner(self.folds[fold][0].num_classes)
-    return embedding.init_state(learner, self.keys(fold)[0], self.image_shape)
+    return embedding.init_state(learner, fold_keys(self.config.seed, fold)[0], self.image_shape)
 
   def embed(self, fold: int, state, split: Split) -> np.ndarray:
     learner = self.learner(self.folds[fold][0].num_classes)
@@ -166,7 +123,7 @@ class Trainer:
   def train_fold(self, rundir: RunDir, fold: int) -> dict:
     """Train (or finish training) one fold model; returns its best validation row."""
     c, (train, val_split) = self.config, self.folds[fold]
-    learner, train_key = self.learner(train.num_classes), self.keys(fold)[1]
+    learner, train_key = self.learner(train.num_classes), fold_keys(self.config.seed, fold)[1]
     source = sources.place(train, self.placement)
 
     def make_row(state, losses):
@@ -200,8 +157,7 @@ class Trainer:
                "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
     if c.folds > 1:
       # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
-      concatenated = np.concatenate(embeddings, axis=1)
-      concatenated /= np.maximum(np.linalg.norm(concatenated, axis=1, keepdims=True), 1e-12)
+      concatenated = distances.l2_normalize(np.concatenate(embeddings, axis=1))
       results["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, self.test.labels)}
     results["workdir"] = str(rundir.path)
     rundir.write_results(results)
@@ -228,14 +184,10 @@ def format_results(config: DMLConfig, results: dict) -> str:
   return "\n".join(lines)
 
 
-def config_from_flags() -> DMLConfig:
-  return DMLConfig(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(DMLConfig)})
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  config = config_from_flags()
+  config = options.from_flags(DMLConfig)
   results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
   print(format_results(config, results))
   print(f"run directory: {results['workdir']}")

@@ -3,16 +3,19 @@
 A batch's labels are data, so how many positive pairs or valid triplets it has is not
 known when the step is compiled. Every structure here therefore has the largest shape
 the batch size allows, with a boolean mask of the entries that exist; losses reduce
-with :func:`masked_mean`, which is 0 with a zero gradient when nothing is valid (an
-empty batch, or a batch without any positive pair).
+over the masks with :mod:`fewshot.dml.masked`, which gives 0 with a zero gradient when
+nothing is valid (an empty batch, or a batch without any positive pair).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import chex
 import jax.numpy as jnp
 
 Array = chex.Array
+Pairwise = Callable[[Array, Array], Array]
 
 
 def pair_masks(labels: Array) -> tuple[Array, Array]:
@@ -21,17 +24,6 @@ def pair_masks(labels: Array) -> tuple[Array, Array]:
   same = labels[:, None] == labels[None, :]
   not_self = ~jnp.eye(labels.shape[0], dtype=bool)
   return same & not_self, ~same
-
-
-def masked_mean(values: Array, mask: Array) -> Array:
-  """Mean of ``values`` where ``mask`` holds; 0 (and a zero gradient) when it holds nowhere.
-
-  Masked-out entries are replaced by 0 before summing, so they must be finite in the
-  forward pass; the gradient through them is zero either way.
-  """
-  chex.assert_equal_shape([values, mask])
-  total = jnp.sum(jnp.where(mask, values, 0.0))
-  return total / jnp.maximum(jnp.sum(mask), 1).astype(total.dtype)
 
 
 @chex.dataclass(frozen=True)
@@ -51,3 +43,16 @@ class Triplets:
 def triplet_validity(labels: Array, anchor: Array, positive: Array, negative: Array) -> Array:
   """Whether each (anchor, positive, negative) triplet is a real one for these labels."""
   return (labels[anchor] == labels[positive]) & (anchor != positive) & (labels[anchor] != labels[negative])
+
+
+def check_batch(embeddings: Array, labels: Array) -> None:
+  """Embeddings ``float [B, d]`` and labels ``int [B]`` of one batch."""
+  chex.assert_rank([embeddings, labels], [2, 1])
+  chex.assert_equal_shape_prefix([embeddings, labels], 1)
+  chex.assert_type([embeddings, labels], [float, int])
+
+
+def pairwise(embeddings: Array, labels: Array, fn: Pairwise) -> tuple[Array, Array, Array]:
+  """``fn`` between all items of a checked batch, ``[B, B]``, with the positive and negative pair masks."""
+  check_batch(embeddings, labels)
+  return (fn(embeddings, embeddings), *pair_masks(labels))

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from fewshot import distances
-from fewshot.dml.losses._masked import masked_logsumexp, pairwise
-from fewshot.dml.tuples import masked_mean
+from fewshot.dml.masked import masked_logsumexp, masked_mean
+from fewshot.dml.tuples import pairwise
 
 Array = chex.Array
 Distance = Callable[[Array, Array], Array]

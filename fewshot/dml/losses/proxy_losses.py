@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import optax
 
 from fewshot import distances, heads
-from fewshot.dml.tuples import masked_mean
+from fewshot.dml.masked import masked_mean
 
 Array = chex.Array
 Distance = Callable[[Array, Array], Array]

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 
 from fewshot import distances
 from fewshot.dml import miners
-from fewshot.dml.losses._masked import check_batch, log1p_sum_exp, masked_logsumexp, pairwise
-from fewshot.dml.tuples import Triplets, masked_mean
+from fewshot.dml.masked import log1p_sum_exp, masked_logsumexp, masked_mean
+from fewshot.dml.tuples import Triplets, check_batch, pairwise
 
 Array = chex.Array
 Distance = Callable[[Array, Array], Array]

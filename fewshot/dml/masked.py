@@ -1,36 +1,30 @@
-"""Helpers of the embedding losses: batch checks and log-sum-exps over masked, possibly empty, sets.
+"""Reductions over masked, possibly empty, sets: what every metric-learning loss reduces with.
 
 A batch's labels decide which entries of a pairwise matrix belong to a set (the positives
-of an anchor, its negatives), and under jit a set may be empty. The helpers here return
-finite values with zero gradients for empty sets, plus a flag saying the set was empty,
-so that a loss can mask such rows out with :func:`fewshot.dml.tuples.masked_mean`.
+of an anchor, its negatives, the valid triplets), and under jit a set may be empty. These
+return finite values with zero gradients for empty sets: a mean of nothing is 0, and a
+log-sum-exp of nothing is 0 with a flag saying the set was empty, so a loss can mask
+such rows out.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import chex
 import jax
 import jax.numpy as jnp
 
-from fewshot.dml.tuples import pair_masks
-
 Array = chex.Array
-Pairwise = Callable[[Array, Array], Array]
 
 
-def check_batch(embeddings: Array, labels: Array) -> None:
-  """Embeddings ``float [B, d]`` and labels ``int [B]`` of one batch."""
-  chex.assert_rank([embeddings, labels], [2, 1])
-  chex.assert_equal_shape_prefix([embeddings, labels], 1)
-  chex.assert_type([embeddings, labels], [float, int])
+def masked_mean(values: Array, mask: Array) -> Array:
+  """Mean of ``values`` where ``mask`` holds; 0 (and a zero gradient) when it holds nowhere.
 
-
-def pairwise(embeddings: Array, labels: Array, fn: Pairwise) -> tuple[Array, Array, Array]:
-  """``fn`` between all items of a checked batch, ``[B, B]``, with the positive and negative pair masks."""
-  check_batch(embeddings, labels)
-  return (fn(embeddings, embeddings), *pair_masks(labels))
+  Masked-out entries are replaced by 0 before summing, so they must be finite in the
+  forward pass; the gradient through them is zero either way.
+  """
+  chex.assert_equal_shape([values, mask])
+  total = jnp.sum(jnp.where(mask, values, 0.0))
+  return total / jnp.maximum(jnp.sum(mask), 1).astype(total.dtype)
 
 
 def masked_logsumexp(values: Array, mask: Array, axis: int = -1) -> tuple[Array, Array]:

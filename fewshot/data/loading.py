@@ -1,0 +1,96 @@
+"""Loading a dataset's class splits: prepared once under the tfds dir, read back, held out, rotated."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fewshot.data import class_splits, holdout, images, omniglot, options, strokes, tfds_io
+from fewshot.data.split import Split
+from fewshot.errors import DataError
+
+
+def default_tfds_dir(tfds_dir: str | None = None) -> str:
+  """``tfds_dir``, else ``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``."""
+  return tfds_io.default_tfds_dir(tfds_dir)
+
+
+def _builder(dataset: str, data_dir: str | None, tfds_dir: str | None):
+  """The tfds builder of strokes or omniglot, prepared if it was not yet."""
+  tfds_dir = default_tfds_dir(tfds_dir)
+  if dataset == "omniglot":
+    return omniglot.builder(data_dir, tfds_dir)
+  b = strokes.Strokes(config=strokes.config(), data_dir=tfds_dir)
+  tfds_io.prepare(b)
+  return b
+
+
+def _read(resolved: options.DataOptions, data_dir: str | None, tfds_dir: str | None, seed: int,
+          wanted: tuple[str, ...]) -> dict[str, Split]:
+  """The protocol's own splits ``wanted``, as stored or split again."""
+  if resolved.is_image_dataset:
+    prepared = images.prepare(resolved.dataset, data_dir, tfds_dir, size=options.stored_size(resolved.image_size),
+                              bbox_crop=resolved.bbox_crop)
+    ids = class_splits.class_splits(resolved.dataset, prepared.class_subsets, protocol=resolved.protocol,
+                                    class_order=resolved.class_order, seed=seed)
+    return {split: prepared.read(ids[split]) for split in wanted}
+  b = _builder(resolved.dataset, data_dir, tfds_dir)
+  if resolved.protocol in (None, "default"):
+    return {split: tfds_io.read_split(b, split) for split in wanted}
+  # Another Omniglot protocol: the stored default split's characters, pooled and split again.
+  pooled = Split.concatenate(tfds_io.read_split(b, split) for split in options.SPLITS)
+  characters = omniglot.protocol_splits(list(pooled.class_names), resolved.protocol, seed)
+  return {split: omniglot.by_characters(pooled, characters[split]) for split in wanted}
+
+
+def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None = None,
+                splits: Sequence[str] | None = None, *, image_size: int | None = None, protocol: str | None = None,
+                class_order: str = "default", seed: int = 0, bbox_crop: bool = False,
+                rotations: bool = False) -> dict[str, Split]:
+  """Loads several class splits of ``dataset`` at once (one preparation check).
+
+  Args:
+    dataset: one of ``options.DATASETS``. 'strokes' is built by the package and ignores data_dir.
+    data_dir: the folder holding the dataset's files (archives or extracted folders);
+      see ``fewshot.data.sources`` for each image dataset's layouts.
+    tfds_dir: where prepared data lives; see default_tfds_dir.
+    splits: split names; None: the protocol's own splits. 'val' under a protocol
+      without one is every fourth training class, held out (``holdout.every_fourth_class``).
+    image_size: image datasets: the model's input side (default 84); images are
+      stored at int(1.15 * image_size) (96 for 84, 257 for 224), each size
+      prepared once. strokes and omniglot are 28x28 and take only None or 28.
+    protocol: image datasets: 'fewshot' (train/val/test; default for cub and
+      mini_imagenet) or 'dml' (train/test: first and second half of the classes;
+      default for cars196 and sop); see class_splits. omniglot: 'default' (the
+      stored 60/20/20), 'vinyals' or 'background_evaluation' (train/test); see
+      omniglot.protocol_splits.
+    class_order: 'default' or 'random' (the class order permuted by ``seed`` before
+      the split is taken).
+    seed: the class order's seed; omniglot's 'vinyals' order.
+    bbox_crop: crop each image to its bounding box before resizing (cub, cars196).
+    rotations: omniglot: each character at 0/90/180/270 degrees, four classes, made
+      after any hold-out, so a character and its rotations stay in one split.
+
+  Raises:
+    ConfigError: an unknown dataset, protocol or order; an option the dataset does not have.
+    DataError: an unknown split; missing, malformed or corrupt source data (naming the file).
+  """
+  resolved = options.resolve(dataset, image_size=image_size, protocol=protocol, class_order=class_order,
+                             bbox_crop=bbox_crop, rotations=rotations)
+  own = resolved.split_names
+  valid = own if "val" in own else (*own[:1], "val", *own[1:])
+  splits = own if splits is None else (splits,) if isinstance(splits, str) else tuple(splits)
+  for split in splits:
+    if split not in valid:
+      raise DataError(f"Unknown split {split!r} for {dataset}; choose one of {', '.join(valid)}.")
+  held_out = "val" in splits and "val" not in own
+  wanted = tuple(s for s in own if s in splits or (held_out and s == "train"))
+  loaded = _read(resolved, data_dir, tfds_dir, seed, wanted)
+  if held_out:
+    loaded["train"], loaded["val"] = holdout.every_fourth_class(loaded["train"])
+  return {split: omniglot.rotated(loaded[split]) if rotations else loaded[split] for split in splits}
+
+
+def load_split(dataset: str, split: str, data_dir: str | None = None, tfds_dir: str | None = None,
+               **options_) -> Split:
+  """Loads one class split ('train', 'val' or 'test') of ``dataset``; see load_splits for the options."""
+  return load_splits(dataset, data_dir, tfds_dir, splits=(split,), **options_)[split]

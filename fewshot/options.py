@@ -1,0 +1,85 @@
+"""Each option defined once: a field of a configuration dataclass, with its default, help and choices.
+
+The command-line flags are generated from the fields (:func:`define_flags`) and read back
+into the dataclass (:func:`from_flags`); the dataclass validates itself, so a bad value
+is the same one-line ``ConfigError`` from Python and from the command line.
+
+    @dataclasses.dataclass(frozen=True)
+    class Config(RunOptions):
+      way: int = option(5, "classes per episode")
+      head: str = option("softmax", "the head", choices=("softmax", "dr"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from fewshot.errors import ConfigError
+
+_ABSL_DEFINE = {bool: "DEFINE_bool", int: "DEFINE_integer", float: "DEFINE_float", str: "DEFINE_string"}
+
+
+def option(default, help: str, *, choices: tuple | None = None, positive: bool = False):  # noqa: A002
+  """A configuration field: its default, its ``--help`` text, and what values it takes."""
+  return dataclasses.field(default=default, metadata={"help": help, "choices": choices, "positive": positive})
+
+
+class RunOptions:
+  """What every run configuration shares: validation of its fields' choices and signs, and its records."""
+
+  def check_fields(self) -> None:
+    """One-line ``ConfigError`` for a value outside a field's choices, or a non-positive value of a positive field."""
+    for f in dataclasses.fields(self):
+      value, meta = getattr(self, f.name), f.metadata
+      if meta.get("choices") is not None and value not in meta["choices"]:
+        raise ConfigError(f"unknown --{f.name} {value!r}; choose one of {', '.join(map(str, meta['choices']))}.")
+      if meta.get("positive") and value is not None and value <= 0:
+        kind = "a positive integer" if isinstance(value, int) else "positive"
+        raise ConfigError(f"--{f.name} must be {kind}, got {value}.")
+
+  def set_default(self, name: str, value) -> None:
+    """Resolve a field left at None (frozen dataclasses resolve their defaults in ``__post_init__``)."""
+    if getattr(self, name) is None:
+      object.__setattr__(self, name, value)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, values: dict):
+    """The configuration saved as ``values``; fields it lacks (runs from before they existed) take their defaults."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in known})
+
+  def differences(self, other) -> list[str]:
+    """Names of the options in which two configurations differ."""
+    return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+
+
+def _flag_type(annotation) -> type:
+  """``int``, ``int | None`` and the like to the flag's type."""
+  args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+  return args[0]
+
+
+def define_flags(config_type, flag_values=None) -> None:
+  """Define one absl flag per field of ``config_type``: same name, default, help (and its choices)."""
+  from absl import flags  # the command-line entry points only
+
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  hints = typing.get_type_hints(config_type)
+  for f in dataclasses.fields(config_type):
+    help_text = f.metadata.get("help", "")
+    if f.metadata.get("choices") is not None and "one of" not in help_text:
+      help_text += f" (one of {', '.join(map(str, f.metadata['choices']))})"
+    define = getattr(flags, _ABSL_DEFINE[_flag_type(hints[f.name])])
+    define(f.name, f.default, help_text, flag_values=flag_values)
+
+
+def from_flags(config_type, flag_values=None):
+  """The configuration the parsed flags describe (validated by the dataclass)."""
+  from absl import flags
+
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  return config_type(**{f.name: flag_values[f.name].value for f in dataclasses.fields(config_type)})

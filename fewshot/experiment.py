@@ -27,7 +27,8 @@ def test_shape(config: Config) -> EpisodeShape:
 
 def build_augmentation(config: Config) -> Augmentation:
   """The transforms between the stored images and the backbone, a function of the config alone
-  (so a saved run rebuilds them)."""
+  (so a saved run rebuilds them).
+  """
   return Augmentation.for_dataset(config.image_size, config.channels, config.is_image_dataset, config.augment)
 
 

@@ -77,6 +77,18 @@ def define_flags(config_type, flag_values=None) -> None:
     define(f.name, f.default, help_text, flag_values=flag_values)
 
 
+def define_run_flags(default_workdir: str) -> None:
+  """The flags of a training command that are not part of the run's configuration: where it runs and is written."""
+  from absl import flags
+
+  from fewshot.choices import PLACEMENTS
+
+  flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
+                    "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
+  flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir})")
+  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+
+
 def from_flags(config_type, flag_values=None):
   """The configuration the parsed flags describe (validated by the dataclass)."""
   from absl import flags

@@ -150,7 +150,8 @@ def run_blocks(compiled: Callable, carry, source: DeviceSource | HostSource, key
                num_classes: int, per_class: int):
   """``compiled(carry, block, key) -> (carry, per-step outputs)`` over the source's blocks of steps
   ``first .. first + count - 1``; returns the last carry and the outputs of all steps, concatenated
-  (None for no steps)."""
+  (None for no steps).
+  """
   outputs = []
   for block in source.blocks(key, first, count, num_classes, per_class):
     carry, out = compiled(carry, block, key)
@@ -206,7 +207,8 @@ class HostSource:
 
   def block_sizes(self, count: int, draw_images: int) -> list[int]:
     """``count`` draws cut into blocks of at most ``block_bytes``, as equal as that allows (at most two
-    distinct sizes, so a compiled step is traced at most twice per chunk length)."""
+    distinct sizes, so a compiled step is traced at most twice per chunk length).
+    """
     per_draw = draw_images * int(np.prod(self.images.shape[1:]))
     largest = max(1, min(count, self.block_bytes // max(per_draw, 1)))
     blocks = -(-count // largest)

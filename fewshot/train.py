@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from absl import flags, logging
 
-from fewshot import choices, cli, episodic, loop, options, stats
+from fewshot import cli, episodic, loop, options, stats
 from fewshot import rundir as rundirs
 from fewshot.config import Config
 from fewshot.experiment import Experiment
@@ -20,10 +20,7 @@ from fewshot.train_state import TrainState
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(Config)
-  flags.DEFINE_enum("placement", "auto", choices.PLACEMENTS, "where split images live: on the device, streamed "
-                    "from host memory, or auto (on the device when a split fits 4 GiB); the episodes are the same")
-  flags.DEFINE_string("workdir", None, "run directory (default runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>)")
-  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+  options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
 
 
 FLAGS = flags.FLAGS

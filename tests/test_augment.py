@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance
 
-from fewshot import augment
+from fewshot import augment, augment_params
 
 MEAN = np.asarray(augment.IMAGENET_MEAN, np.float32)
 STD = np.asarray(augment.IMAGENET_STD, np.float32)
@@ -22,7 +22,7 @@ WHOLE = dict(scale=(1.0, 1.0), ratio=(1.0, 1.0), brightness=0.0, contrast=0.0, s
 def params_of(key, images, config):
   """The draws train_transform(key, images, size, **config) made (the same static arguments: one compile)."""
   batch, height, width, _ = np.shape(images)
-  return augment.sample_params(key, batch, height, width, **{k: v for k, v in config.items() if k not in ("mean", "std")})
+  return augment_params.sample_params(key, batch, height, width, **{k: v for k, v in config.items() if k not in ("mean", "std")})
 
 
 def random_uint8(shape, seed=0):
@@ -151,14 +151,14 @@ def test_train_crop_resize_matches_pil_on_the_drawn_box():
 def test_crop_box_picks_the_first_attempt_that_fits_like_torchvision():
   """torchvision's Python loop (float64) on the same uniform draws; scale up to 1.5 makes attempts fail."""
   n, height, width, scale, ratio = 300, 30, 40, (0.5, 1.5), (3 / 4, 4 / 3)
-  uniforms = np.random.default_rng(20).random((n, augment.CROP_UNIFORMS), np.float32)
-  boxes = jax.jit(jax.vmap(lambda u: augment.crop_box(u, height, width, scale, ratio)))(uniforms)
+  uniforms = np.random.default_rng(20).random((n, augment_params.CROP_UNIFORMS), np.float32)
+  boxes = jax.jit(jax.vmap(lambda u: augment_params.crop_box(u, height, width, scale, ratio)))(uniforms)
   boxes = np.stack([np.asarray(b) for b in boxes], 1)
   fallbacks = 0
   for u, box in zip(uniforms.astype(np.float64), boxes):
-    for a in range(augment.ATTEMPTS):  # torchvision.transforms.RandomResizedCrop.get_params
+    for a in range(augment_params.ATTEMPTS):  # torchvision.transforms.RandomResizedCrop.get_params
       area = height * width * (scale[0] + (scale[1] - scale[0]) * u[a])
-      log_r = math.log(ratio[0]) + (math.log(ratio[1]) - math.log(ratio[0])) * u[augment.ATTEMPTS + a]
+      log_r = math.log(ratio[0]) + (math.log(ratio[1]) - math.log(ratio[0])) * u[augment_params.ATTEMPTS + a]
       w, h = int(round(math.sqrt(area * math.exp(log_r)))), int(round(math.sqrt(area / math.exp(log_r))))
       if 0 < w <= width and 0 < h <= height:
         expected = (int(u[-2] * (height - h + 1)), int(u[-1] * (width - w + 1)), h, w)
@@ -312,6 +312,6 @@ def test_augmentation_config_and_no_augmentation():
   with pytest.raises(ValueError, match="mean=None"):
     augment.Augmentation(size=8).eval(images)  # ImageNet statistics on one channel
   with pytest.raises(ValueError, match="ratio"):
-    augment.crop_box(jax.random.key(0), 10, 10, ratio=(4 / 3, 3 / 4))
+    augment_params.crop_box(jax.random.key(0), 10, 10, ratio=(4 / 3, 3 / 4))
   with pytest.raises(ValueError, match="at least"):
     augment.eval_transform(images, 12, resize=11)

@@ -27,49 +27,49 @@ def shapes_of(model, input_shape, train=False):
   """Variable shapes and the output shape, by tracing only."""
   def init_and_apply(key):
     variables = model.init(key, jnp.zeros(input_shape), train=False)
-    return variables, model.apply(variables, jnp.zeros(input_shape), train=train, mutable=['batch_stats'])[0]
+    return variables, model.apply(variables, jnp.zeros(input_shape), train=train, mutable=["batch_stats"])[0]
   return jax.eval_shape(init_and_apply, jax.random.key(0))
 
 
 # ----------------------------------------------------------------------------- output sizes, parameters
 
 
-@pytest.mark.parametrize('input_shape,dim', [((2, 84, 84, 3), 1600), ((2, 28, 28, 1), 64)])
+@pytest.mark.parametrize("input_shape,dim", [((2, 84, 84, 3), 1600), ((2, 28, 28, 1), 64)])
 def test_conv4_output_dims(input_shape, dim):
   variables, out = shapes_of(Conv4(), input_shape, train=True)
   assert out.shape == (2, dim)
   # 4 x [conv 3x3 with bias, BN]: kernels [3, 3, in, 64].
-  params = variables['params']
-  assert [params[f'Conv_{i}']['kernel'].shape for i in range(4)] == [(3, 3, input_shape[-1], 64)] + [(3, 3, 64, 64)] * 3
-  assert all(params[f'Conv_{i}']['bias'].shape == (64,) for i in range(4))
-  assert sorted(variables['batch_stats']) == [f'BatchNorm_{i}' for i in range(4)]
+  params = variables["params"]
+  assert [params[f"Conv_{i}"]["kernel"].shape for i in range(4)] == [(3, 3, input_shape[-1], 64)] + [(3, 3, 64, 64)] * 3
+  assert all(params[f"Conv_{i}"]["bias"].shape == (64,) for i in range(4))
+  assert sorted(variables["batch_stats"]) == [f"BatchNorm_{i}" for i in range(4)]
 
 
-@pytest.mark.parametrize('input_shape', [(2, 64, 64, 3), (2, 224, 224, 3)])
+@pytest.mark.parametrize("input_shape", [(2, 64, 64, 3), (2, 224, 224, 3)])
 def test_resnet18_output_dim_and_parameter_count(input_shape):
   variables, out = shapes_of(ResNet18(), input_shape)
   assert out.shape == (2, 512)
   # torchvision.models.resnet18() has 11,689,512 parameters; without its 1000-way fc layer
   # (512 * 1000 + 1000 = 513,000) that is 11,176,512, the same architecture as CloserLook's
   # ResNet18 (BN scale and bias count as parameters, running statistics do not).
-  assert count(variables['params']) == 11_176_512
+  assert count(variables["params"]) == 11_176_512
   # Convolutions have no bias in ResNet18; stride-2 blocks 2, 4, 6 have the 1x1 conv + BN shortcut.
-  flat = jax.tree_util.tree_flatten_with_path(variables['params'])[0]
-  conv_paths = [jax.tree_util.keystr(path) for path, _ in flat if 'Conv' in jax.tree_util.keystr(path) or 'conv' in jax.tree_util.keystr(path)]
+  flat = jax.tree_util.tree_flatten_with_path(variables["params"])[0]
+  conv_paths = [jax.tree_util.keystr(path) for path, _ in flat if "Conv" in jax.tree_util.keystr(path) or "conv" in jax.tree_util.keystr(path)]
   assert conv_paths and not any("'bias'" in p for p in conv_paths)
-  params = variables['params']
-  assert params['Conv_0']['kernel'].shape == (7, 7, 3, 64)
-  with_shortcut = [i for i in range(8) if 'shortcut_conv' in params[f'BasicBlock_{i}']]
+  params = variables["params"]
+  assert params["Conv_0"]["kernel"].shape == (7, 7, 3, 64)
+  with_shortcut = [i for i in range(8) if "shortcut_conv" in params[f"BasicBlock_{i}"]]
   assert with_shortcut == [2, 4, 6]
-  assert [params[f'BasicBlock_{i}']['shortcut_conv']['kernel'].shape for i in with_shortcut] == [
+  assert [params[f"BasicBlock_{i}"]["shortcut_conv"]["kernel"].shape for i in with_shortcut] == [
       (1, 1, 64, 128), (1, 1, 128, 256), (1, 1, 256, 512)]
 
 
 def test_get_backbone():
-  assert isinstance(backbones.get_backbone('conv4'), Conv4)
-  assert isinstance(backbones.get_backbone('resnet18'), ResNet18)
-  with pytest.raises(ValueError, match='conv4, resnet18'):
-    backbones.get_backbone('resnet50')
+  assert isinstance(backbones.get_backbone("conv4"), Conv4)
+  assert isinstance(backbones.get_backbone("resnet18"), ResNet18)
+  with pytest.raises(ValueError, match="conv4, resnet18"):
+    backbones.get_backbone("resnet50")
 
 
 def random_resnet_variables(seed=0):
@@ -138,7 +138,7 @@ def assert_close_relative(a, b, rtol=1e-4):
 def test_conv_im2col_equals_lax_conv():
   rng = np.random.default_rng(2)
   x = jnp.asarray(rng.normal(size=(2, 9, 11, 3)), jnp.float32)
-  params = jax.jit(ConvStack(True).init)(jax.random.key(0), x)['params']  # eager init compiles op by op: slow
+  params = jax.jit(ConvStack(True).init)(jax.random.key(0), x)["params"]  # eager init compiles op by op: slow
   # Random biases so that the bias path is compared too.
   params = jax.tree_util.tree_map_with_path(
       lambda p, v: jnp.asarray(rng.normal(size=v.shape), jnp.float32) if "'bias'" in jax.tree_util.keystr(p) else v, params)
@@ -151,7 +151,7 @@ def test_conv_im2col_equals_lax_conv():
   results = {}
   for im2col in (True, False):
     def loss(params, x, im2col=im2col):
-      outs = ConvStack(im2col).apply({'params': params}, x)
+      outs = ConvStack(im2col).apply({"params": params}, x)
       return weighted_sum(outs, weights), outs
     results[im2col] = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(params, x)
   ((value_a, outs_a), (gp_a, gx_a)), ((value_b, outs_b), (gp_b, gx_b)) = results[True], results[False]
@@ -179,11 +179,11 @@ def conv4_loss_and_grads(im2col, whole):
   variables = conv4_variables()
 
   def loss(params, x):
-    out, _ = model.apply({'params': params, 'batch_stats': variables['batch_stats']}, x, train=True, mutable=['batch_stats'])
+    out, _ = model.apply({"params": params, "batch_stats": variables["batch_stats"]}, x, train=True, mutable=["batch_stats"])
     return jnp.sum(out * CONV4_W)
 
   fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1))) if whole else jax.value_and_grad(jax.jit(loss), argnums=(0, 1))
-  value, (grad_params, grad_x) = fn(variables['params'], jnp.asarray(CONV4_X))
+  value, (grad_params, grad_x) = fn(variables["params"], jnp.asarray(CONV4_X))
   return float(value), jax.tree.map(np.asarray, grad_params), np.asarray(grad_x)
 
 
@@ -201,10 +201,10 @@ def test_conv4_im2col_equals_lax_conv_in_values_and_gradients():
   for path, a in jax.tree_util.tree_flatten_with_path(grad_params_a)[0]:
     b = functools.reduce(lambda t, k: t[k.key], path, grad_params_b)
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * scale, err_msg=jax.tree_util.keystr(path))
-    if 'Conv' in jax.tree_util.keystr(path) and "'bias'" in jax.tree_util.keystr(path):
+    if "Conv" in jax.tree_util.keystr(path) and "'bias'" in jax.tree_util.keystr(path):
       # A bias followed by training-mode BatchNorm cancels out: its gradient is zero.
       np.testing.assert_allclose(a, 0.0, atol=1e-4 * scale)
-  assert np.abs(grad_params_a['Conv_0']['kernel']).max() > 0.01 * scale  # gradients reach the first layer
+  assert np.abs(grad_params_a["Conv_0"]["kernel"]).max() > 0.01 * scale  # gradients reach the first layer
 
 
 def test_conv4_gradient_is_the_same_compiled_as_one_program():
@@ -217,10 +217,10 @@ def test_conv4_gradient_is_the_same_compiled_as_one_program():
   value_a, grad_params_a, grad_x_a = conv4_loss_and_grads(False, whole=True)
   value_b, grad_params_b, grad_x_b = conv4_loss_and_grads(False, whole=False)
   assert value_a == pytest.approx(value_b, rel=1e-5)
-  for layer in ('Conv_0', 'Conv_1', 'Conv_2', 'Conv_3'):
-    a, b = grad_params_a[layer]['kernel'], grad_params_b[layer]['kernel']
+  for layer in ("Conv_0", "Conv_1", "Conv_2", "Conv_3"):
+    a, b = grad_params_a[layer]["kernel"], grad_params_b[layer]["kernel"]
     rel = np.linalg.norm(a - b) / np.linalg.norm(b)
-    assert rel < 1e-4, f'{layer} kernel gradient differs by {rel:.1%} when compiled as one program'
+    assert rel < 1e-4, f"{layer} kernel gradient differs by {rel:.1%} when compiled as one program"
   assert_close_relative(grad_x_a, grad_x_b)
 
 
@@ -246,7 +246,7 @@ def np_max_pool(x, window, stride, pad):
   return out, argmax
 
 
-@pytest.mark.parametrize('window,stride,pad,size', [(2, 2, 0, (7, 9)), (2, 2, 0, (8, 5)), (3, 2, 1, (7, 10)), (3, 2, 1, (9, 9))])
+@pytest.mark.parametrize("window,stride,pad,size", [(2, 2, 0, (7, 9)), (2, 2, 0, (8, 5)), (3, 2, 1, (7, 10)), (3, 2, 1, (9, 9))])
 def test_max_pool_matches_numpy(window, stride, pad, size):
   rng = np.random.default_rng(4)
   x = rng.normal(size=(2, *size, 3)).astype(np.float32) - 3.0  # mostly negative: zero padding would show
@@ -277,31 +277,31 @@ def np_conv_same(x, kernel, bias):
   out = np.zeros((n, h, w, kernel.shape[-1]))
   for i in range(3):
     for j in range(3):
-      out += np.einsum('nhwc,co->nhwo', xp[:, i:i + h, j:j + w], kernel[i, j])
+      out += np.einsum("nhwc,co->nhwo", xp[:, i:i + h, j:j + w], kernel[i, j])
   return out + np.asarray(bias, np.float64)
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope="module")
 def conv4_setup():
   """Conv4 variables with random BN affine parameters and running statistics, and a batch."""
   rng = np.random.default_rng(5)
   x = jnp.asarray(rng.normal(size=(4, 28, 28, 1)), jnp.float32)
   variables = conv4_variables()
-  params = {k: dict(v) for k, v in variables['params'].items()}
-  stats = {k: dict(v) for k, v in variables['batch_stats'].items()}
+  params = {k: dict(v) for k, v in variables["params"].items()}
+  stats = {k: dict(v) for k, v in variables["batch_stats"].items()}
   for i in range(4):
-    params[f'BatchNorm_{i}'] = {'scale': jnp.asarray(rng.uniform(0.5, 1.5, 64), jnp.float32),
-                                'bias': jnp.asarray(rng.normal(0, 0.3, 64), jnp.float32)}
-    stats[f'BatchNorm_{i}'] = {'mean': jnp.asarray(rng.normal(0, 0.2, 64), jnp.float32),
-                               'var': jnp.asarray(rng.uniform(0.5, 2.0, 64), jnp.float32)}
-  params['Conv_0']['bias'] = jnp.asarray(rng.normal(0, 0.1, 64), jnp.float32)
+    params[f"BatchNorm_{i}"] = {"scale": jnp.asarray(rng.uniform(0.5, 1.5, 64), jnp.float32),
+                                "bias": jnp.asarray(rng.normal(0, 0.3, 64), jnp.float32)}
+    stats[f"BatchNorm_{i}"] = {"mean": jnp.asarray(rng.normal(0, 0.2, 64), jnp.float32),
+                               "var": jnp.asarray(rng.uniform(0.5, 2.0, 64), jnp.float32)}
+  params["Conv_0"]["bias"] = jnp.asarray(rng.normal(0, 0.1, 64), jnp.float32)
   others = jnp.asarray(rng.normal(size=(3, 28, 28, 1)), jnp.float32)
-  return {'params': params, 'batch_stats': stats}, x, others
+  return {"params": params, "batch_stats": stats}, x, others
 
 
 def apply_with_intermediates(train):
   # BatchNorm does not care how the convolution is computed; lax.conv compiles fastest.
-  mutable = ['batch_stats', 'intermediates'] if train else ['intermediates']
+  mutable = ["batch_stats", "intermediates"] if train else ["intermediates"]
   return jax.jit(lambda v, x: Conv4(im2col=False).apply(v, x, train=train, capture_intermediates=True, mutable=mutable))
 
 
@@ -310,26 +310,26 @@ def test_batchnorm_train_uses_batch_statistics_and_updates_running_ones(conv4_se
   forward = apply_with_intermediates(train=True)
   out, state = forward(variables, x)
   assert out.shape == (4, 64)
-  inter = state['intermediates']
-  conv0 = np.asarray(inter['Conv_0']['__call__'][0], np.float64)
-  np.testing.assert_allclose(conv0, np_conv_same(x, variables['params']['Conv_0']['kernel'], variables['params']['Conv_0']['bias']),
+  inter = state["intermediates"]
+  conv0 = np.asarray(inter["Conv_0"]["__call__"][0], np.float64)
+  np.testing.assert_allclose(conv0, np_conv_same(x, variables["params"]["Conv_0"]["kernel"], variables["params"]["Conv_0"]["bias"]),
                              rtol=1e-4, atol=1e-5)
   # The first BN normalises with the batch's own mean and (biased) variance.
   mean, var = conv0.mean(axis=(0, 1, 2)), conv0.var(axis=(0, 1, 2))
-  bn = variables['params']['BatchNorm_0']
-  ref = (conv0 - mean) / np.sqrt(var + BN_EPS) * np.asarray(bn['scale']) + np.asarray(bn['bias'])
-  np.testing.assert_allclose(np.asarray(inter['BatchNorm_0']['__call__'][0]), ref, rtol=1e-4, atol=1e-4)
+  bn = variables["params"]["BatchNorm_0"]
+  ref = (conv0 - mean) / np.sqrt(var + BN_EPS) * np.asarray(bn["scale"]) + np.asarray(bn["bias"])
+  np.testing.assert_allclose(np.asarray(inter["BatchNorm_0"]["__call__"][0]), ref, rtol=1e-4, atol=1e-4)
   # Running statistics of every layer: new = 0.9 * old + 0.1 * batch statistic (PyTorch momentum 0.1).
   for i in range(4):
-    conv = np.asarray(inter[f'Conv_{i}']['__call__'][0], np.float64)
-    old = variables['batch_stats'][f'BatchNorm_{i}']
-    new = state['batch_stats'][f'BatchNorm_{i}']
-    np.testing.assert_allclose(np.asarray(new['mean']), 0.9 * np.asarray(old['mean']) + 0.1 * conv.mean(axis=(0, 1, 2)),
+    conv = np.asarray(inter[f"Conv_{i}"]["__call__"][0], np.float64)
+    old = variables["batch_stats"][f"BatchNorm_{i}"]
+    new = state["batch_stats"][f"BatchNorm_{i}"]
+    np.testing.assert_allclose(np.asarray(new["mean"]), 0.9 * np.asarray(old["mean"]) + 0.1 * conv.mean(axis=(0, 1, 2)),
                                rtol=1e-4, atol=1e-6)
     # Flax updates with the biased batch variance, PyTorch with the unbiased one; they differ
     # by n / (n - 1), n = batch * H * W (36 at the 3x3 input of layer 4): accept either.
     n = conv.shape[0] * conv.shape[1] * conv.shape[2]
-    np.testing.assert_allclose(np.asarray(new['var']), 0.9 * np.asarray(old['var']) + 0.1 * conv.var(axis=(0, 1, 2)),
+    np.testing.assert_allclose(np.asarray(new["var"]), 0.9 * np.asarray(old["var"]) + 0.1 * conv.var(axis=(0, 1, 2)),
                                rtol=max(1e-4, 1.5 / n))
   # An element's output depends on the rest of the batch.
   out_other, _ = forward(variables, jnp.concatenate([x[:1], others]))
@@ -340,12 +340,12 @@ def test_batchnorm_eval_uses_running_statistics(conv4_setup):
   variables, x, others = conv4_setup
   forward = apply_with_intermediates(train=False)
   out, state = forward(variables, x)
-  inter = state['intermediates']
-  conv0 = np.asarray(inter['Conv_0']['__call__'][0], np.float64)
-  bn, stats = variables['params']['BatchNorm_0'], variables['batch_stats']['BatchNorm_0']
-  ref = ((conv0 - np.asarray(stats['mean'])) / np.sqrt(np.asarray(stats['var']) + BN_EPS) * np.asarray(bn['scale'])
-         + np.asarray(bn['bias']))
-  np.testing.assert_allclose(np.asarray(inter['BatchNorm_0']['__call__'][0]), ref, rtol=1e-4, atol=1e-4)
+  inter = state["intermediates"]
+  conv0 = np.asarray(inter["Conv_0"]["__call__"][0], np.float64)
+  bn, stats = variables["params"]["BatchNorm_0"], variables["batch_stats"]["BatchNorm_0"]
+  ref = ((conv0 - np.asarray(stats["mean"])) / np.sqrt(np.asarray(stats["var"]) + BN_EPS) * np.asarray(bn["scale"])
+         + np.asarray(bn["bias"]))
+  np.testing.assert_allclose(np.asarray(inter["BatchNorm_0"]["__call__"][0]), ref, rtol=1e-4, atol=1e-4)
   # An element's output is independent of the rest of the batch.
   out_other, _ = forward(variables, jnp.concatenate([x[:1], others]))
   np.testing.assert_allclose(np.asarray(out_other[0]), np.asarray(out[0]), rtol=1e-5, atol=1e-6)
@@ -354,10 +354,10 @@ def test_batchnorm_eval_uses_running_statistics(conv4_setup):
 
 def test_conv4_initialisation():
   variables = conv4_variables()
-  params = variables['params']
+  params = variables["params"]
   # He fan-out: N(0, 2 / (3 * 3 * 64)) for every layer, whatever its input channels.
   std = np.sqrt(2 / (9 * 64))
-  kernels = [np.asarray(params[f'Conv_{i}']['kernel'], np.float64).ravel() / std for i in range(4)]
+  kernels = [np.asarray(params[f"Conv_{i}"]["kernel"], np.float64).ravel() / std for i in range(4)]
   pooled = np.concatenate(kernels)  # 576 + 3 * 36864 standardised draws
   assert abs(pooled.mean()) < 0.02  # standard error 0.003
   assert pooled.var() == pytest.approx(1.0, abs=0.03)  # standard error 0.004
@@ -367,8 +367,8 @@ def test_conv4_initialisation():
   # Different layers are different draws.
   assert not np.allclose(kernels[1], kernels[2])
   for i in range(4):
-    np.testing.assert_array_equal(np.asarray(params[f'Conv_{i}']['bias']), 0.0)
-    np.testing.assert_array_equal(np.asarray(params[f'BatchNorm_{i}']['scale']), 1.0)
-    np.testing.assert_array_equal(np.asarray(params[f'BatchNorm_{i}']['bias']), 0.0)
-    np.testing.assert_array_equal(np.asarray(variables['batch_stats'][f'BatchNorm_{i}']['mean']), 0.0)
-    np.testing.assert_array_equal(np.asarray(variables['batch_stats'][f'BatchNorm_{i}']['var']), 1.0)
+    np.testing.assert_array_equal(np.asarray(params[f"Conv_{i}"]["bias"]), 0.0)
+    np.testing.assert_array_equal(np.asarray(params[f"BatchNorm_{i}"]["scale"]), 1.0)
+    np.testing.assert_array_equal(np.asarray(params[f"BatchNorm_{i}"]["bias"]), 0.0)
+    np.testing.assert_array_equal(np.asarray(variables["batch_stats"][f"BatchNorm_{i}"]["mean"]), 0.0)
+    np.testing.assert_array_equal(np.asarray(variables["batch_stats"][f"BatchNorm_{i}"]["var"]), 1.0)

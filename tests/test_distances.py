@@ -39,8 +39,8 @@ SQUARED_FORMS = [distances.squared_euclidean, distances.squared_euclidean_matmul
 FORMS = [distances.euclidean, distances.euclidean_matmul]
 
 
-@pytest.mark.parametrize('f', SQUARED_FORMS, ids=lambda f: f.__name__)
-@pytest.mark.parametrize('n,m,d', SHAPES)
+@pytest.mark.parametrize("f", SQUARED_FORMS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("n,m,d", SHAPES)
 def test_squared_euclidean_matches_loops(n, m, d, f):
   x, y = random_pair(n, m, d)
   got = np.asarray(f(x, y))
@@ -48,8 +48,8 @@ def test_squared_euclidean_matches_loops(n, m, d, f):
   np.testing.assert_allclose(got, loop(x, y, sq_euclid), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize('f', FORMS, ids=lambda f: f.__name__)
-@pytest.mark.parametrize('n,m,d', SHAPES)
+@pytest.mark.parametrize("f", FORMS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("n,m,d", SHAPES)
 def test_euclidean_matches_loops(n, m, d, f):
   x, y = random_pair(n, m, d, seed=1)
   got = np.asarray(f(x, y))
@@ -57,7 +57,7 @@ def test_euclidean_matches_loops(n, m, d, f):
   np.testing.assert_allclose(got, loop(x, y, lambda a, b: np.sqrt(sq_euclid(a, b))), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize('n,m,d', SHAPES)
+@pytest.mark.parametrize("n,m,d", SHAPES)
 def test_cosine_similarity_matches_loops(n, m, d):
   x, y = random_pair(n, m, d, seed=2, scale=3.0)
   got = np.asarray(distances.cosine_similarity(x, y))
@@ -65,7 +65,7 @@ def test_cosine_similarity_matches_loops(n, m, d):
   np.testing.assert_allclose(got, loop(x, y, cosine), atol=1e-6)
 
 
-@pytest.mark.parametrize('n,m,d', SHAPES[1:])  # d = 1 puts every angle at 0 or pi, where arccos is ill-conditioned
+@pytest.mark.parametrize("n,m,d", SHAPES[1:])  # d = 1 puts every angle at 0 or pi, where arccos is ill-conditioned
 def test_angular_matches_loops(n, m, d):
   x, y = random_pair(n, m, d, seed=3, scale=0.1)
   got = np.asarray(distances.angular(x, y))
@@ -110,7 +110,7 @@ def test_squared_euclidean_matmul_is_clamped_at_zero_for_identical_points():
   x = jnp.asarray(100.0 * np.random.default_rng(1).normal(size=(64, 32)), jnp.float32)
   sq_norms = jnp.sum(x * x, axis=-1)
   raw = sq_norms[:, None] + sq_norms[None, :] - 2.0 * (x @ x.T)
-  assert float(jnp.diag(raw).min()) < 0.0, 'precondition: the unclamped expansion goes negative'
+  assert float(jnp.diag(raw).min()) < 0.0, "precondition: the unclamped expansion goes negative"
   got = np.asarray(distances.squared_euclidean_matmul(x, x))
   assert got.min() >= 0.0
   # What rounding leaves on the diagonal is small against the squared norms.
@@ -151,18 +151,18 @@ def test_cosine_similarity_of_a_zero_vector_is_zero_with_finite_gradient():
   np.testing.assert_allclose(np.asarray(distances.cosine_similarity(x, y))[0], 0.0, atol=1e-7)
   for f in (distances.cosine_similarity, distances.angular):
     grad = np.asarray(jax.jit(jax.grad(lambda x: f(x, y).sum()))(x))
-    assert np.all(np.isfinite(grad)), f'{f.__name__}: gradient at a zero vector is {grad[0]}'
+    assert np.all(np.isfinite(grad)), f"{f.__name__}: gradient at a zero vector is {grad[0]}"
 
 
 FUNCTIONS = [*SQUARED_FORMS, *FORMS, distances.cosine_similarity, distances.angular]
 
 
-@pytest.mark.parametrize('f', FUNCTIONS, ids=lambda f: f.__name__)
-@pytest.mark.parametrize('shape_x,shape_y', [
+@pytest.mark.parametrize("f", FUNCTIONS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shape_x,shape_y", [
     ((4, 3), (5, 2)),  # feature dimensions differ
     ((3,), (5, 3)),  # rank 1
     ((4, 3), (5, 3, 1)),  # rank 3
 ])
 def test_shape_errors(f, shape_x, shape_y):
-  with pytest.raises((AssertionError, ValueError), match='rank|shape'):
+  with pytest.raises((AssertionError, ValueError), match="rank|shape"):
     f(jnp.ones(shape_x), jnp.ones(shape_y))

@@ -163,7 +163,8 @@ def jax_loss(case, x, y, w):
 
 def run(name, x, y, w):
   """``(loss, (d/dx, d/dw, {d/dlearnable}))`` in float32, eagerly: every primitive is then compiled once
-  per shape and shared by all the cases, far cheaper here than compiling each case's whole program."""
+  per shape and shared by all the cases, far cheaper here than compiling each case's whole program.
+  """
   case = CASES[name]
 
   def loss(x, w, learnable):

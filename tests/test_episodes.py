@@ -21,7 +21,7 @@ def make_split():
   """Image ``i`` is 28x28x1 filled with the value ``i``, so a drawn image tells its global index."""
   n = int(COUNTS.sum())
   images = np.broadcast_to(np.arange(n, dtype=np.uint8)[:, None, None, None], (n, 28, 28, 1)).copy()
-  return Split(images=images, labels=CLASS_OF.astype(np.int32), class_names=tuple(f'class{c}' for c in range(NUM_CLASSES)))
+  return Split(images=images, labels=CLASS_OF.astype(np.int32), class_names=tuple(f"class{c}" for c in range(NUM_CLASSES)))
 
 
 SPLIT = make_split()
@@ -66,7 +66,7 @@ def all_distinct(a):
 SHAPES = [EpisodeShape(5, 1, 4), EpisodeShape(3, 2, 3), EpisodeShape(7, 2, 3), EpisodeShape(1, 3, 2)]
 
 
-@pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f'{s.way}w{s.shot}s{s.query}q')
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s.way}w{s.shot}s{s.query}q")
 def test_episode_shapes_labels_and_contents(shape):
   eps = sample_many(shape)
   n, way, shot, query = N_EPISODES, shape.way, shape.shot, shape.query
@@ -91,7 +91,7 @@ def test_same_key_same_episode_different_keys_different_episodes():
   keys = jax.random.split(jax.random.key(0), N_EPISODES)  # the keys of sample_many(shape)
   a, b = sample(keys[7], SOURCE, shape), sample(keys[7], SOURCE, shape)
   batch = sample_many(shape)
-  for field in ('support_images', 'query_images', 'support_labels', 'query_labels', 'classes'):
+  for field in ("support_images", "query_images", "support_labels", "query_labels", "classes"):
     np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)))
     # The same episode again from a separately compiled program (the batched sampler).
     np.testing.assert_array_equal(np.asarray(getattr(a, field)), getattr(batch, field)[7])
@@ -135,32 +135,32 @@ def test_sampler_covers_the_split_uniformly():
 
 
 def fits(split, shape, name):
-  sources.check_fits(split, name, ('--way', shape.way), {'--shot': shape.shot, '--query': shape.query})
+  sources.check_fits(split, name, ("--way", shape.way), {"--shot": shape.shot, "--query": shape.query})
 
 
 def test_check_fits_accepts_the_largest_shapes_that_fit():
-  fits(SPLIT, EpisodeShape(NUM_CLASSES, 2, 3), 'train')  # way = classes, shot + query = smallest
+  fits(SPLIT, EpisodeShape(NUM_CLASSES, 2, 3), "train")  # way = classes, shot + query = smallest
 
 
 def test_check_fits_rejects_too_many_ways_with_the_fix():
   with pytest.raises(DataError) as info:
-    fits(SPLIT, EpisodeShape(NUM_CLASSES + 1, 1, 1), 'val')
+    fits(SPLIT, EpisodeShape(NUM_CLASSES + 1, 1, 1), "val")
   message = str(info.value)
-  assert f'--way {NUM_CLASSES} or less' in message and 'val' in message and '\n' not in message
+  assert f"--way {NUM_CLASSES} or less" in message and "val" in message and "\n" not in message
 
 
 def test_check_fits_rejects_too_small_classes_with_the_fix():
   with pytest.raises(DataError) as info:
-    fits(SPLIT, EpisodeShape(2, 2, 4), 'test')
+    fits(SPLIT, EpisodeShape(2, 2, 4), "test")
   message = str(info.value)
   assert "'class0'" in message  # the smallest class, by name
-  assert 'only 5 images' in message and '2 + 4' in message
-  assert 'lower --shot or --query' in message and 'sum to 5 or less' in message
-  assert '\n' not in message
+  assert "only 5 images" in message and "2 + 4" in message
+  assert "lower --shot or --query" in message and "sum to 5 or less" in message
+  assert "\n" not in message
 
 
-@pytest.mark.parametrize('way,shot,query', [(0, 1, 1), (1, 0, 1), (1, 1, 0), (-2, 1, 1)])
+@pytest.mark.parametrize("way,shot,query", [(0, 1, 1), (1, 0, 1), (1, 1, 0), (-2, 1, 1)])
 def test_episode_shape_rejects_non_positive_sizes(way, shot, query):
-  bad = next(name for name, v in (('way', way), ('shot', shot), ('query', query)) if v < 1)
-  with pytest.raises(ValueError, match=f'--{bad} must be a positive integer'):
+  bad = next(name for name, v in (("way", way), ("shot", shot), ("query", query)) if v < 1)
+  with pytest.raises(ValueError, match=f"--{bad} must be a positive integer"):
     EpisodeShape(way, shot, query)

@@ -29,7 +29,7 @@ def np_class_sq_dist(support, labels, query, way, classifier):
   out = np.empty((len(query), way))
   for i, q in enumerate(query):
     for c in range(way):
-      if classifier == 'proto':
+      if classifier == "proto":
         out[i, c] = np.sum((q - protos[c]) ** 2)
       else:
         out[i, c] = min(np.sum((q - s) ** 2) for s in support[labels == c])
@@ -37,7 +37,7 @@ def np_class_sq_dist(support, labels, query, way, classifier):
 
 
 def np_logits(sq_dist, head, rho):
-  if head == 'softmax':
+  if head == "softmax":
     return -sq_dist
   return -np.exp(rho) * np.log(np.sqrt(sq_dist + DR_EPS))
 
@@ -64,7 +64,7 @@ def random_episode(seed=0, way=WAY, dim=16, counts=(1, 2, 3, 4, 5), n_query=12, 
 
 
 # Jitted once per (shape, classifier, head): op-by-op dispatch of the gradients is far slower.
-@functools.partial(jax.jit, static_argnames=('way', 'classifier', 'head'))
+@functools.partial(jax.jit, static_argnames=("way", "classifier", "head"))
 def jit_logits(support, labels, query, rho, *, way, classifier, head):
   return heads.episode_logits(support, labels, query, way, classifier=classifier, head=head, rho=rho)
 
@@ -74,9 +74,9 @@ def episode_loss(support, labels, query, query_labels, rho, *, way, classifier, 
   return heads.loss_and_accuracy(logits, query_labels)[0]
 
 
-jit_loss = jax.jit(episode_loss, static_argnames=('way', 'classifier', 'head'))
+jit_loss = jax.jit(episode_loss, static_argnames=("way", "classifier", "head"))
 # Gradient w.r.t. support, query and rho.
-loss_grads = jax.jit(jax.grad(episode_loss, argnums=(0, 2, 4)), static_argnames=('way', 'classifier', 'head'))
+loss_grads = jax.jit(jax.grad(episode_loss, argnums=(0, 2, 4)), static_argnames=("way", "classifier", "head"))
 
 
 def jax_probs(support, labels, query, classifier, head, rho=heads.RHO_INIT, way=WAY):
@@ -93,7 +93,7 @@ def test_prototypes_are_class_means_for_unbalanced_shuffled_support():
   np.testing.assert_allclose(got, np_prototypes(support, labels, WAY), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize('classifier', heads.CLASSIFIERS)
+@pytest.mark.parametrize("classifier", heads.CLASSIFIERS)
 def test_class_squared_distances_match_numpy(classifier):
   support, labels, query, _ = random_episode(seed=2)
   got = np.asarray(heads.class_squared_distances(support, labels, query, WAY, classifier))
@@ -104,20 +104,20 @@ def test_class_squared_distances_match_numpy(classifier):
 
 def test_nn_and_proto_agree_in_one_shot_and_differ_otherwise():
   support, labels, query, _ = random_episode(seed=3, counts=(1,) * WAY)
-  nn = heads.class_squared_distances(support, labels, query, WAY, 'nn')
-  proto = heads.class_squared_distances(support, labels, query, WAY, 'proto')
+  nn = heads.class_squared_distances(support, labels, query, WAY, "nn")
+  proto = heads.class_squared_distances(support, labels, query, WAY, "proto")
   np.testing.assert_allclose(np.asarray(nn), np.asarray(proto), rtol=1e-5, atol=1e-5)
   support, labels, query, _ = random_episode(seed=3)
-  nn = np.asarray(heads.class_squared_distances(support, labels, query, WAY, 'nn'))
-  proto = np.asarray(heads.class_squared_distances(support, labels, query, WAY, 'proto'))
+  nn = np.asarray(heads.class_squared_distances(support, labels, query, WAY, "nn"))
+  proto = np.asarray(heads.class_squared_distances(support, labels, query, WAY, "proto"))
   assert np.abs(nn - proto).max() > 0.1
 
 
-@pytest.mark.parametrize('rho', [None, -0.7, 1.3])
-@pytest.mark.parametrize('classifier,head', COMBOS)
+@pytest.mark.parametrize("rho", [None, -0.7, 1.3])
+@pytest.mark.parametrize("classifier,head", COMBOS)
 def test_episode_logits_match_numpy(classifier, head, rho):
   support, labels, query, _ = random_episode(seed=4)
-  kwargs = {} if rho is None else {'rho': jnp.float32(rho)}
+  kwargs = {} if rho is None else {"rho": jnp.float32(rho)}
   got = np.asarray(heads.episode_logits(support, labels, query, WAY, classifier=classifier, head=head, **kwargs))
   # rho=None checks the default: rho_0 = 2, theta_0 = e^2.
   ref = np_logits(np_class_sq_dist(support, labels, query, WAY, classifier), head, 2.0 if rho is None else rho)
@@ -125,7 +125,7 @@ def test_episode_logits_match_numpy(classifier, head, rho):
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize('classifier,head', COMBOS)
+@pytest.mark.parametrize("classifier,head", COMBOS)
 def test_loss_and_accuracy_match_numpy_cross_entropy(classifier, head):
   support, labels, query, query_labels = random_episode(seed=5, n_query=40, scale=0.5, noise=1.5)
   logits = jit_logits(support, labels, query, jnp.float32(1.0), way=WAY, classifier=classifier, head=head)
@@ -138,7 +138,7 @@ def test_loss_and_accuracy_match_numpy_cross_entropy(classifier, head):
   assert float(accuracy) == pytest.approx(ref_accuracy, abs=1e-6)
 
 
-@pytest.mark.parametrize('classifier,head', COMBOS)
+@pytest.mark.parametrize("classifier,head", COMBOS)
 def test_loss_gradient_wrt_embeddings_matches_finite_differences(classifier, head):
   support, labels, query, query_labels = random_episode(seed=6, way=3, dim=4, counts=(1, 2, 3), n_query=4)
 
@@ -160,28 +160,28 @@ def test_loss_gradient_wrt_embeddings_matches_finite_differences(classifier, hea
 # ----------------------------------------------------------------------------- DR properties (Kim et al.)
 
 
-@pytest.mark.parametrize('classifier', heads.CLASSIFIERS)
-@pytest.mark.parametrize('c', [1e-3, 0.5, 7.0, 1e3])
+@pytest.mark.parametrize("classifier", heads.CLASSIFIERS)
+@pytest.mark.parametrize("c", [1e-3, 0.5, 7.0, 1e3])
 def test_dr_probabilities_are_scale_invariant_softmax_ones_are_not(classifier, c):
   # DR: exact invariance needs eps = 0; eps = 1e-10 shifts the logits by about
   # theta/2 * eps/d^2, so keep the smallest scaled d^2 (here ~5e-5) far above eps.
   support, labels, query, _ = random_episode(seed=7, scale=3.0)
-  dr = jax_probs(support, labels, query, classifier, 'dr')
-  dr_scaled = jax_probs(c * support, labels, c * query, classifier, 'dr')
+  dr = jax_probs(support, labels, query, classifier, "dr")
+  dr_scaled = jax_probs(c * support, labels, c * query, classifier, "dr")
   np.testing.assert_allclose(dr_scaled, dr, rtol=1e-4, atol=1e-6)
   assert 0.05 < dr.max(axis=1).min() and dr.max(axis=1).max() < 0.999  # not a degenerate case
   # Softmax: scale 0.3 keeps the probabilities away from one-hot, so scaling can move them.
   support, labels, query, _ = random_episode(seed=7, scale=0.3)
-  sm = jax_probs(support, labels, query, classifier, 'softmax')
-  sm_scaled = jax_probs(c * support, labels, c * query, classifier, 'softmax')
+  sm = jax_probs(support, labels, query, classifier, "softmax")
+  sm_scaled = jax_probs(c * support, labels, c * query, classifier, "softmax")
   assert sm.max(axis=1).max() < 0.999
   assert np.abs(sm_scaled - sm).max() > 0.05
 
 
-@pytest.mark.parametrize('classifier', heads.CLASSIFIERS)
+@pytest.mark.parametrize("classifier", heads.CLASSIFIERS)
 def test_dr_probability_tends_to_one_at_the_class_representative(classifier):
   support, labels, _, _ = random_episode(seed=8, scale=0.3)
-  if classifier == 'proto':
+  if classifier == "proto":
     reps = np.asarray(heads.prototypes(support, labels, WAY))
   else:  # the first support point of each class
     reps = np.stack([support[labels == c][0] for c in range(WAY)])
@@ -191,16 +191,16 @@ def test_dr_probability_tends_to_one_at_the_class_representative(classifier):
   for c in (0, 3):
     other = (c + 1) % WAY
     queries = (reps[c][None, :] + ts[:, None] * v[None, :]).astype(np.float32)
-    probs = jax_probs(support, labels, queries, classifier, 'dr')
+    probs = jax_probs(support, labels, queries, classifier, "dr")
     p_c = probs[:, c]
     assert np.all(np.diff(p_c) >= -1e-6), p_c  # non-decreasing as t shrinks
     assert p_c[0] < 0.9 and p_c[-1] > 0.999
     # Approaching another class's representative sends p(c) to 0.
     towards_other = (reps[other][None, :] + ts[:, None] * v[None, :]).astype(np.float32)
-    p_c_other = jax_probs(support, labels, towards_other, classifier, 'dr')[:, c]
+    p_c_other = jax_probs(support, labels, towards_other, classifier, "dr")[:, c]
     assert np.all(np.diff(p_c_other) <= 1e-6) and p_c_other[-1] < 1e-3
   # The softmax head stays unsure exactly at the representative when classes are close.
-  at_rep = jax_probs(support, labels, reps, classifier, 'softmax')
+  at_rep = jax_probs(support, labels, reps, classifier, "softmax")
   assert np.diag(at_rep).max() < 0.99
 
 
@@ -219,7 +219,7 @@ def np_loss_and_grads(support, labels, query, query_labels, way, classifier, hea
   nearest = np.empty((n, way), np.int64)
   for i in range(n):
     for c in range(way):
-      if classifier == 'proto':
+      if classifier == "proto":
         reps[i, c] = support[members[c]].mean(axis=0)
       else:
         nearest[i, c] = members[c][np.argmin([np.sum((query[i] - support[j]) ** 2) for j in members[c]])]
@@ -229,17 +229,17 @@ def np_loss_and_grads(support, labels, query, query_labels, way, classifier, hea
   logits = np_logits(sq, head, rho)
   logp = np_log_softmax(logits)
   g = (np.exp(logp) - np.eye(way)[query_labels]) / n
-  dlogit_dsq = -np.ones_like(sq) if head == 'softmax' else -theta / (2.0 * (sq + DR_EPS))
+  dlogit_dsq = -np.ones_like(sq) if head == "softmax" else -theta / (2.0 * (sq + DR_EPS))
   coef = (g * dlogit_dsq)[..., None] * 2.0 * diff  # dL/dq_i contribution of class c
   grad_query = coef.sum(axis=1)
   grad_support = np.zeros_like(support)
   for i in range(n):
     for c in range(way):
-      if classifier == 'proto':
+      if classifier == "proto":
         grad_support[members[c]] -= coef[i, c] / len(members[c])
       else:
         grad_support[nearest[i, c]] -= coef[i, c]
-  grad_rho = 0.0 if head == 'softmax' else float(np.sum(g * logits))
+  grad_rho = 0.0 if head == "softmax" else float(np.sum(g * logits))
   loss = -logp[np.arange(n), query_labels].mean()
   return loss, (grad_support, grad_query, grad_rho), np.exp(logp)
 
@@ -248,18 +248,19 @@ def on_grid_episode(classifier):
   """An episode on the grid of multiples of 1/4: every prototype is exact in float32, so a
   query placed on a class representative has d^2 = 0 exactly. Query 0 sits on class 2's
   representative and is labelled 2; query 1 sits on it too but is labelled 0 (it lies on
-  another class's representative)."""
+  another class's representative).
+  """
   rng = np.random.default_rng(13)
   labels = np.repeat(np.arange(WAY), 2).astype(np.int32)  # 2-shot: the prototype differs from every point
   support = (rng.integers(-8, 9, size=(len(labels), 6)) / 4).astype(np.float32)
-  rep = support[labels == 2].mean(axis=0) if classifier == 'proto' else support[np.flatnonzero(labels == 2)[1]]
+  rep = support[labels == 2].mean(axis=0) if classifier == "proto" else support[np.flatnonzero(labels == 2)[1]]
   query = (rng.integers(-8, 9, size=(6, 6)) / 4).astype(np.float32)
   query[:2] = rep
   query_labels = np.array([2, 0, 1, 3, 4, 0], np.int32)
   return support, labels, query, query_labels
 
 
-@pytest.mark.parametrize('classifier,head', COMBOS)
+@pytest.mark.parametrize("classifier,head", COMBOS)
 def test_loss_and_gradients_are_exact_with_a_query_on_a_class_representative(classifier, head):
   # The matmul expansion |q|^2 + |p|^2 - 2 q.p left float32 rounding in the d^2 = 0 term,
   # which the DR head's d(logit)/d(d^2) ~ -theta / (2 eps) = -3.7e10 turned into gradients
@@ -272,23 +273,23 @@ def test_loss_and_gradients_are_exact_with_a_query_on_a_class_representative(cla
   loss, ref_grads, ref_probs = np_loss_and_grads(support, labels, query, query_labels, WAY, classifier, head, rho)
   assert float(jit_loss(support, labels, query, query_labels, jnp.float32(rho), **kwargs)) == pytest.approx(loss, rel=1e-5)
   grads = loss_grads(support, labels, query, query_labels, jnp.float32(rho), **kwargs)
-  for name, got, ref in zip(('support', 'query', 'rho'), grads, ref_grads):
+  for name, got, ref in zip(("support", "query", "rho"), grads, ref_grads):
     scale = max(np.abs(ref).max(), 1e-3)
-    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-4, atol=1e-5 * scale, err_msg=f'gradient w.r.t. {name}')
-  if head == 'dr':  # d^2 = 0: probability 1 for the class it sits on, whatever its label
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-4, atol=1e-5 * scale, err_msg=f"gradient w.r.t. {name}")
+  if head == "dr":  # d^2 = 0: probability 1 for the class it sits on, whatever its label
     probs = np.asarray(jax.nn.softmax(jit_logits(support, labels, query, jnp.float32(rho), **kwargs), axis=-1))
     np.testing.assert_allclose(probs[:2, 2], 1.0, atol=1e-6)
     np.testing.assert_allclose(probs, ref_probs, atol=1e-6)
 
 
-@pytest.mark.parametrize('classifier', heads.CLASSIFIERS)
-@pytest.mark.parametrize('rho', [-0.5, 2.0])
+@pytest.mark.parametrize("classifier", heads.CLASSIFIERS)
+@pytest.mark.parametrize("rho", [-0.5, 2.0])
 def test_dr_loss_gradient_wrt_rho_matches_finite_differences(classifier, rho):
   support, labels, query, query_labels = random_episode(seed=11, scale=0.5)
-  grad = float(loss_grads(support, labels, query, query_labels, jnp.float32(rho), way=WAY, classifier=classifier, head='dr')[2])
+  grad = float(loss_grads(support, labels, query, query_labels, jnp.float32(rho), way=WAY, classifier=classifier, head="dr")[2])
   h = 1e-5
-  fd = (np_loss(support, labels, query, query_labels, WAY, classifier, 'dr', rho + h)
-        - np_loss(support, labels, query, query_labels, WAY, classifier, 'dr', rho - h)) / (2 * h)
+  fd = (np_loss(support, labels, query, query_labels, WAY, classifier, "dr", rho + h)
+        - np_loss(support, labels, query, query_labels, WAY, classifier, "dr", rho - h)) / (2 * h)
   assert abs(fd) > 1e-2  # a gradient worth comparing
   assert grad == pytest.approx(fd, rel=1e-3, abs=1e-5)
 
@@ -301,11 +302,11 @@ def test_model_names_cover_the_four_combinations():
   assert len(set(heads.MODEL_NAMES.values())) == 4
 
 
-@pytest.mark.parametrize('call,choices', [
-    (lambda s, l, q: heads.class_squared_distances(s, l, q, WAY, 'knn'), heads.CLASSIFIERS),
-    (lambda s, l, q: heads.episode_logits(s, l, q, WAY, classifier='protonet'), heads.CLASSIFIERS),
-    (lambda s, l, q: heads.episode_logits(s, l, q, WAY, head='ratio'), heads.HEADS),
-    (lambda s, l, q: heads.logits_from_distances(jnp.ones((2, WAY)), 'Softmax'), heads.HEADS),
+@pytest.mark.parametrize("call,choices", [
+    (lambda s, l, q: heads.class_squared_distances(s, l, q, WAY, "knn"), heads.CLASSIFIERS),
+    (lambda s, l, q: heads.episode_logits(s, l, q, WAY, classifier="protonet"), heads.CLASSIFIERS),
+    (lambda s, l, q: heads.episode_logits(s, l, q, WAY, head="ratio"), heads.HEADS),
+    (lambda s, l, q: heads.logits_from_distances(jnp.ones((2, WAY)), "Softmax"), heads.HEADS),
 ])
 def test_unknown_names_raise_with_the_valid_choices(call, choices):
   support, labels, query, _ = random_episode(seed=12)
@@ -313,4 +314,4 @@ def test_unknown_names_raise_with_the_valid_choices(call, choices):
     call(support, labels, query)
   for choice in choices:
     assert repr(choice)[1:-1] in str(info.value)
-  assert 'choose' in str(info.value).lower()
+  assert "choose" in str(info.value).lower()

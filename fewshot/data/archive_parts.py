@@ -34,23 +34,23 @@ _ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, O
 
 
 def _corrupt(path, e: BaseException) -> DataError:
-  return DataError(f'Cannot read archive {path} ({one_line(e)}): it is truncated or corrupt; download it again.')
+  return DataError(f"Cannot read archive {path} ({one_line(e)}): it is truncated or corrupt; download it again.")
 
 
 def _safe_name(raw: str, archive) -> str:
   """The normalised member name, refusing names that would escape the tree if extracted."""
-  name = raw.replace('\\', '/') if str(archive).lower().endswith('.zip') else raw
-  parts = [p for p in name.split('/') if p not in ('', '.')]
-  if name.startswith('/') or re.match(r'[A-Za-z]:', name) or '..' in parts:
+  name = raw.replace("\\", "/") if str(archive).lower().endswith(".zip") else raw
+  parts = [p for p in name.split("/") if p not in ("", ".")]
+  if name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts:
     raise DataError(f'Archive {archive} has an unsafe entry {raw!r} (absolute path or ".." component); '
                     'use the official archive or extract it yourself and pass the folder.')
-  return '/'.join(parts)
+  return "/".join(parts)
 
 
 class Part:
   """One folder or archive: a lazily built index of member name -> key."""
 
-  kind = ''
+  kind = ""
 
   def __init__(self, path: pathlib.Path, mount: str):
     self.path = path
@@ -78,7 +78,7 @@ class Part:
       return f.read()
 
   def where(self, name: str) -> str:
-    return f'{self.path}:{name[len(self.mount):]}'
+    return f"{self.path}:{name[len(self.mount):]}"
 
   def order(self, name: str):
     """Sort key for reading many members in one cheap pass."""
@@ -89,14 +89,14 @@ class Part:
 
   def __getstate__(self):
     state = self.__dict__.copy()
-    state['_handle'] = state['_stream'] = None
+    state["_handle"] = state["_stream"] = None
     return state
 
 
 class FolderPart(Part):
   """Files under `path`, named `mount + relative path`; only `files` when given."""
 
-  kind = 'folder'
+  kind = "folder"
 
   def __init__(self, path: pathlib.Path, mount: str, files: tuple[str, ...] | None):
     super().__init__(path, mount)
@@ -123,7 +123,7 @@ class FolderPart(Part):
         seen.add((st.st_dev, st.st_ino))
         dirnames.sort()
         rel_dir = pathlib.Path(dirpath).relative_to(self.path).as_posix()
-        prefix = self.mount + ('' if rel_dir == '.' else rel_dir + '/')
+        prefix = self.mount + ("" if rel_dir == "." else rel_dir + "/")
         for fname in sorted(filenames):
           p = pathlib.Path(dirpath, fname)
           try:
@@ -141,9 +141,9 @@ class FolderPart(Part):
 
   def open(self, name):
     try:
-      return open(self.index[name], 'rb')
+      return open(self.index[name], "rb")
     except OSError as e:
-      raise DataError(f'Cannot read {self.index[name]} ({one_line(e)}); check that it exists and is readable.') from None
+      raise DataError(f"Cannot read {self.index[name]} ({one_line(e)}); check that it exists and is readable.") from None
 
   def where(self, name):
     return str(self.index[name])
@@ -159,7 +159,7 @@ class _Tracked:
 
   def __init__(self, f):
     self.f = f
-    self.last: tuple[int, bytes] = (-1, b'')
+    self.last: tuple[int, bytes] = (-1, b"")
 
   def read(self, n=-1):
     pos = self.f.tell()
@@ -180,19 +180,19 @@ class _Tracked:
 
 def _open_stream(path: pathlib.Path):
   """The archive's tar stream, decompressed on the fly (gzip, and bzip2/xz by their magic)."""
-  with open(path, 'rb') as f:
+  with open(path, "rb") as f:
     magic = f.read(6)
-  if magic[:2] == b'\x1f\x8b':
-    return gzip.GzipFile(path, 'rb')
-  if magic[:3] == b'BZh':
-    return bz2.BZ2File(path, 'rb')
-  if magic == b'\xfd7zXZ\x00':
-    return lzma.LZMAFile(path, 'rb')
-  return open(path, 'rb')
+  if magic[:2] == b"\x1f\x8b":
+    return gzip.GzipFile(path, "rb")
+  if magic[:3] == b"BZh":
+    return bz2.BZ2File(path, "rb")
+  if magic == b"\xfd7zXZ\x00":
+    return lzma.LZMAFile(path, "rb")
+  return open(path, "rb")
 
 
 class TarPart(Part):
-  kind = 'tar'
+  kind = "tar"
 
   def __init__(self, path, mount, keep: Callable[[str], bool] | None):
     super().__init__(path, mount)
@@ -205,7 +205,7 @@ class TarPart(Part):
     if self._handle is None:
       try:
         self._stream = _Tracked(_open_stream(self.path))
-        self._handle = tarfile.TarFile(fileobj=self._stream, mode='r')
+        self._handle = tarfile.TarFile(fileobj=self._stream, mode="r")
       except _ARCHIVE_ERRORS as e:
         self.close()
         raise _corrupt(self.path, e) from None
@@ -223,7 +223,7 @@ class TarPart(Part):
             self.kept[self.mount + name] = tf.extractfile(info).read()
       pos, block = self._stream.last
       if pos != tf.offset or len(block) < tarfile.BLOCKSIZE or block.count(0) != len(block):
-        raise tarfile.ReadError(f'no end-of-archive block after entry {len(index)}')
+        raise tarfile.ReadError(f"no end-of-archive block after entry {len(index)}")
       while self._stream.read(1 << 20):  # to the end, so gzip checks its CRC trailer
         pass
     except _ARCHIVE_ERRORS as e:
@@ -244,8 +244,8 @@ class TarPart(Part):
     try:
       return self._tar().extractfile(self.index[name]).read()
     except _ARCHIVE_ERRORS as e:
-      raise DataError(f'Cannot read {name[len(self.mount):]} from archive {self.path} ({one_line(e)}): '
-                      'the archive is truncated or corrupt; download it again.') from None
+      raise DataError(f"Cannot read {name[len(self.mount):]} from archive {self.path} ({one_line(e)}): "
+                      "the archive is truncated or corrupt; download it again.") from None
 
   def order(self, name):
     return self.index[name].offset_data
@@ -259,7 +259,7 @@ class TarPart(Part):
 
 
 class ZipPart(Part):
-  kind = 'zip'
+  kind = "zip"
 
   def __init__(self, path, mount):
     super().__init__(path, mount)
@@ -291,8 +291,8 @@ class ZipPart(Part):
     try:
       return self._zip().read(self.index[name])
     except _ARCHIVE_ERRORS as e:
-      raise DataError(f'Cannot read {name[len(self.mount):]} from archive {self.path} ({one_line(e)}): '
-                      'the archive is truncated or corrupt; download it again.') from None
+      raise DataError(f"Cannot read {name[len(self.mount):]} from archive {self.path} ({one_line(e)}): "
+                      "the archive is truncated or corrupt; download it again.") from None
 
   def order(self, name):
     return self.index[name].header_offset

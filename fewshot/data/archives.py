@@ -44,8 +44,8 @@ from typing import BinaryIO
 from fewshot.data.archive_parts import FolderPart, Part, TarPart, ZipPart
 from fewshot.errors import DataError
 
-TAR_SUFFIXES = ('.tar.gz', '.tgz', '.tar')
-ARCHIVE_SUFFIXES = TAR_SUFFIXES + ('.zip',)
+TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+ARCHIVE_SUFFIXES = TAR_SUFFIXES + (".zip",)
 
 
 def is_archive(path: str | os.PathLike) -> bool:
@@ -63,7 +63,7 @@ class Source:
   """
 
   parts: tuple[Part, ...]
-  prefix: str = ''
+  prefix: str = ""
 
   def _find(self, member: str) -> tuple[Part, str] | None:
     name = self.prefix + member
@@ -75,14 +75,14 @@ class Source:
   def _get(self, member: str) -> tuple[Part, str]:
     found = self._find(member)
     if found is None:
-      raise DataError(f'{member} is not in {self.description}; check data_dir and re-extract the dataset.')
+      raise DataError(f"{member} is not in {self.description}; check data_dir and re-extract the dataset.")
     return found
 
   @property
   def description(self) -> str:
     """The folders and archives, for messages."""
-    where = ', '.join(str(p.path) for p in self.parts)
-    return f'{where} (under {self.prefix})' if self.prefix else where
+    where = ", ".join(str(p.path) for p in self.parts)
+    return f"{where} (under {self.prefix})" if self.prefix else where
 
   @property
   def kinds(self) -> tuple[str, ...]:
@@ -117,7 +117,7 @@ class Source:
     """Where a member lives, for messages: a file path, or `archive:member`."""
     found = self._find(member)
     if found is None:
-      return f'{self.description}:{self.prefix}{member}'
+      return f"{self.description}:{self.prefix}{member}"
     return found[0].where(found[1])
 
   def iter_read(self, members: Iterable[str]) -> Iterator[tuple[str, bytes]]:
@@ -135,8 +135,8 @@ class Source:
 
   def subtree(self, prefix: str) -> Source:
     """The view of the members under `prefix` ('a/b/' or ''), named relative to it."""
-    prefix = prefix.strip('/')
-    return Source(self.parts, self.prefix + (prefix + '/' if prefix else ''))
+    prefix = prefix.strip("/")
+    return Source(self.parts, self.prefix + (prefix + "/" if prefix else ""))
 
   @property
   def fingerprint(self) -> str:
@@ -161,12 +161,12 @@ class Source:
     self.close()
 
 
-def open_folder(path: str | os.PathLike, *, mount: str = '', files: Iterable[str] | None = None) -> Source:
+def open_folder(path: str | os.PathLike, *, mount: str = "", files: Iterable[str] | None = None) -> Source:
   """The files under folder `path`, named `mount + relative path`; only `files` (relative) when given."""
   p = pathlib.Path(path).expanduser()
   if not p.is_dir():
-    raise DataError(f'{p} does not exist or is not a directory; check data_dir.')
-  mount = mount.strip('/') + '/' if mount.strip('/') else ''
+    raise DataError(f"{p} does not exist or is not a directory; check data_dir.")
+  mount = mount.strip("/") + "/" if mount.strip("/") else ""
   return Source((FolderPart(p, mount, None if files is None else tuple(files)),))
 
 
@@ -180,25 +180,25 @@ def open_archive(path: str | os.PathLike, *, keep: Callable[[str], bool] | None 
   """
   p = pathlib.Path(path).expanduser()
   if not p.is_file():
-    raise DataError(f'Archive {p} does not exist; check data_dir.')
+    raise DataError(f"Archive {p} does not exist; check data_dir.")
   lower = p.name.lower()
-  if lower.endswith('.zip'):
-    return Source((ZipPart(p, ''),))
+  if lower.endswith(".zip"):
+    return Source((ZipPart(p, ""),))
   if lower.endswith(TAR_SUFFIXES):
-    return Source((TarPart(p, '', keep),))
+    return Source((TarPart(p, "", keep),))
   raise DataError(f'{p} is not a supported archive ({", ".join(ARCHIVE_SUFFIXES)}); extract it and pass the folder.')
 
 
 def open_path(path: str | os.PathLike, **kwargs) -> Source:
   """`open_folder` or `open_archive`, by what `path` is; keyword arguments go to the one called."""
   if pathlib.Path(path).expanduser().is_dir():
-    return open_folder(path, **{k: v for k, v in kwargs.items() if k in ('mount', 'files')})
-  return open_archive(path, **{k: v for k, v in kwargs.items() if k == 'keep'})
+    return open_folder(path, **{k: v for k, v in kwargs.items() if k in ("mount", "files")})
+  return open_archive(path, **{k: v for k, v in kwargs.items() if k == "keep"})
 
 
 def overlay(*sources: Source) -> Source:
   """One tree from several sources (views are flattened to their parts; earlier ones win on a clash)."""
   for s in sources:
     if s.prefix:
-      raise ValueError('overlay takes whole sources, not subtree views; take the subtree of the result.')
+      raise ValueError("overlay takes whole sources, not subtree views; take the subtree of the result.")
   return Source(tuple(part for s in sources for part in s.parts))

@@ -32,16 +32,16 @@ from fewshot.data import options
 from fewshot.errors import ConfigError, DataError
 
 # Datasets whose partition of the classes is given by their files, per protocol.
-_FILE_DEFINED = {('mini_imagenet', 'fewshot'), ('sop', 'dml')}
+_FILE_DEFINED = {("mini_imagenet", "fewshot"), ("sop", "dml")}
 
 
-def class_permutation(num_classes: int, class_order: str = 'default', seed: int = 0) -> np.ndarray:
+def class_permutation(num_classes: int, class_order: str = "default", seed: int = 0) -> np.ndarray:
   """int64 [num_classes]: the class id at each position, the identity or a permutation seeded by `seed`."""
-  options.check_choice('class_order', class_order, options.CLASS_ORDERS)
-  if class_order == 'default':
+  options.check_choice("class_order", class_order, options.CLASS_ORDERS)
+  if class_order == "default":
     return np.arange(num_classes, dtype=np.int64)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-    raise ConfigError(f'--split_seed (the class-order seed) must be an integer, got {seed!r}.')
+    raise ConfigError(f"--split_seed (the class-order seed) must be an integer, got {seed!r}.")
   return np.random.default_rng(int(seed)).permutation(num_classes).astype(np.int64)
 
 
@@ -59,7 +59,7 @@ def class_subsets(labels: Sequence[int], subsets: Sequence[str | None], num_clas
 
 
 def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str | None = None,
-                 class_order: str = 'default', seed: int = 0) -> dict[str, np.ndarray]:
+                 class_order: str = "default", seed: int = 0) -> dict[str, np.ndarray]:
   """{split: sorted int64 class ids} for `dataset` under `protocol` and `class_order`.
 
   Args:
@@ -85,27 +85,27 @@ def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str |
   perm = class_permutation(num_classes, class_order, seed)
   pos = np.arange(num_classes)
   if (dataset, protocol) in _FILE_DEFINED:
-    subs = np.array([s if s is not None else '' for s in subsets], dtype=object)
+    subs = np.array([s if s is not None else "" for s in subsets], dtype=object)
     outside = [c for c in range(num_classes) if subs[c] not in names]
     if outside:
       raise DataError(f'{dataset} class {outside[0]} is in partition {subsets[outside[0]]!r}, but protocol {protocol} '
                       f'splits classes by their files into {", ".join(names)}; read the dataset again '
                       '(delete its prepared directory under the tfds dir).')
-    if class_order == 'default':
+    if class_order == "default":
       chosen = {name: np.flatnonzero(subs == name) for name in names}
     else:
       # Same sizes as the files' partition, as consecutive blocks of the permuted order.
       sizes = np.cumsum([np.sum(subs == name) for name in names])[:-1]
       chosen = {name: perm[block] for name, block in zip(names, np.split(pos, sizes))}
-  elif protocol == 'fewshot':  # cub: Chen et al.'s parity split
-    chosen = {'train': perm[pos % 2 == 0], 'val': perm[pos % 4 == 1], 'test': perm[pos % 4 == 3]}
+  elif protocol == "fewshot":  # cub: Chen et al.'s parity split
+    chosen = {"train": perm[pos % 2 == 0], "val": perm[pos % 4 == 1], "test": perm[pos % 4 == 3]}
   else:  # dml halves
     n_train = (num_classes + 1) // 2
-    chosen = {'train': perm[:n_train], 'test': perm[n_train:]}
+    chosen = {"train": perm[:n_train], "test": perm[n_train:]}
   out = {name: np.sort(chosen[name]).astype(np.int64) for name in names}
   empty = [name for name in names if not len(out[name])]
   if empty:
-    need = 4 if protocol == 'fewshot' and dataset == 'cub' else len(names)
-    raise DataError(f'{dataset} has {num_classes} classes, which leaves split {empty[0]!r} of protocol {protocol} '
-                    f'without classes; it needs at least {need}.')
+    need = 4 if protocol == "fewshot" and dataset == "cub" else len(names)
+    raise DataError(f"{dataset} has {num_classes} classes, which leaves split {empty[0]!r} of protocol {protocol} "
+                    f"without classes; it needs at least {need}.")
   return out

@@ -33,7 +33,8 @@ def every_fourth_class(train: Split) -> tuple[Split, Split]:
 def class_fold(train: Split, fold: int, num_folds: int = NUM_FOLDS, class_order: str = "default",
                seed: int = 0) -> tuple[Split, Split]:
   """(train, val) of fold ``fold`` of ``num_folds`` class-disjoint folds: blocks of the class order, permuted
-  by ``seed`` under ``class_order='random'`` (so the folds do not keep the default order's related classes together)."""
+  by ``seed`` under ``class_order='random'`` (so the folds do not keep the default order's related classes together).
+  """
   if train.num_classes < num_folds:
     raise DataError(f"the training split has {train.num_classes} classes, fewer than the {num_folds} "
                     f"class-disjoint folds; use a dataset with more classes.")

@@ -50,27 +50,27 @@ from PIL import Image
 
 from fewshot.data import class_splits, options, sources, tfds_io
 from fewshot.data.sources import DatasetRecords, ImageRecord
-from fewshot.errors import ConfigError, DataError
+from fewshot.errors import ConfigError, DataError, one_line
 from fewshot.data.split import Split
 
 RESAMPLE = Image.Resampling.BILINEAR
 # Raw pixels per tfds split: tfds's writer holds a split's serialized records in
 # memory and needs TensorFlow to spill past 1000 MiB; zlib never grows images much.
 PART_BYTES = 768 << 20
-_SUBSET_CODE = {'train': 't', 'val': 'v', 'test': 'e', None: '-'}
+_SUBSET_CODE = {"train": "t", "val": "v", "test": "e", None: "-"}
 _SUBSET_NAME = {v: k for k, v in _SUBSET_CODE.items()}
 _FORMAT = 1
 
 
-DEFAULT_STORED_SIZE = options.stored_size(options.DEFAULT_IMAGE_SIZES['conv4'])
+DEFAULT_STORED_SIZE = options.stored_size(options.DEFAULT_IMAGE_SIZES["conv4"])
 
 
 @dataclasses.dataclass
 class ImagesConfig(tfds.core.BuilderConfig):
-  dataset: str = ''
+  dataset: str = ""
   stored_size: int = DEFAULT_STORED_SIZE
   bbox_crop: bool = False
-  fingerprint: str = ''
+  fingerprint: str = ""
 
 
 def config(dataset: str, size: int, bbox_crop: bool, fingerprint: str) -> ImagesConfig:
@@ -82,7 +82,7 @@ def config(dataset: str, size: int, bbox_crop: bool, fingerprint: str) -> Images
 def where(records: DatasetRecords, record: ImageRecord) -> str:
   """The file (and row, for pixel records) an image comes from, for error messages."""
   place = records.source.where(record.member)
-  return place if record.index is None else f'{place} row {record.index}'
+  return place if record.index is None else f"{place} row {record.index}"
 
 
 def decode(image: bytes | np.ndarray, place: str, size: int,
@@ -94,21 +94,21 @@ def decode(image: bytes | np.ndarray, place: str, size: int,
   """
   try:
     if isinstance(image, np.ndarray):
-      im = Image.fromarray(image).convert('RGB')
+      im = Image.fromarray(image).convert("RGB")
     else:
       with Image.open(io.BytesIO(image)) as f:
-        im = f.convert('RGB')  # loads the whole image: a truncated file fails here
+        im = f.convert("RGB")  # loads the whole image: a truncated file fails here
   except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError) on corrupt files
-    raise DataError(f'Cannot decode image {place} ({" ".join(str(e).split()) or type(e).__name__}): it is truncated '
-                    'or corrupt; replace the file (re-extract or re-download the dataset) and load again.') from None
+    raise DataError(f"Cannot decode image {place} ({one_line(e)}): it is truncated or corrupt; replace the file "
+                    "(re-extract or re-download the dataset) and load again.") from None
   if bbox is not None:
     x, y, w, h = bbox
     # Whole pixels, clipped to the image: resampling inside a float box would blend
     # in pixels from outside it (the filter's support reaches past the box edge).
     box = (max(0, round(x)), max(0, round(y)), min(im.width, round(x + w)), min(im.height, round(y + h)))
     if box[2] <= box[0] or box[3] <= box[1]:
-      raise DataError(f'Bounding box {bbox} of image {place} lies outside its {im.width}x{im.height} pixels; '
-                      'fix its annotation or load without bbox_crop.')
+      raise DataError(f"Bounding box {bbox} of image {place} lies outside its {im.width}x{im.height} pixels; "
+                      "fix its annotation or load without bbox_crop.")
     im = im.crop(box)
   return np.asarray(im.resize((size, size), RESAMPLE), np.uint8)
 
@@ -120,9 +120,9 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   (class names then come from the prepared directory).
   """
 
-  name = 'fewshot_images'
+  name = "fewshot_images"
   # Bump when decoding, cropping, resizing or the record order changes.
-  VERSION = tfds.core.Version('1.0.0')
+  VERSION = tfds.core.Version("1.0.0")
 
   def __init__(self, *, config: ImagesConfig, records: DatasetRecords | None = None, workers: int | None = None,
                **kwargs):
@@ -143,35 +143,35 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     del dl_manager
     recs, cfg = self._records, self.builder_config
     if recs is None:
-      raise DataError(f'{cfg.dataset} at {self.data_dir} is not prepared; load it with its data_dir to prepare it.')
+      raise DataError(f"{cfg.dataset} at {self.data_dir} is not prepared; load it with its data_dir to prepare it.")
     # Sorted by (label, annotation order): each class is one contiguous range.
     order = sorted(range(len(recs.records)), key=lambda i: (recs.records[i].label, i))
     labels = np.array([recs.records[i].label for i in order], np.int64)
     per_part = max(1, PART_BYTES // (3 * cfg.stored_size ** 2))
     parts = [order[lo:lo + per_part] for lo in range(0, len(order), per_part)]
     self.info.metadata.update({
-        'format': _FORMAT,
-        'dataset': cfg.dataset,
-        'layout': recs.layout,
-        'fingerprint': recs.fingerprint,
-        'stored_size': cfg.stored_size,
-        'bbox_crop': cfg.bbox_crop,
-        'resample': 'bilinear',
-        'num_parts': len(parts),
-        'class_counts': np.bincount(labels, minlength=recs.num_classes).tolist(),
-        'record_subsets': ''.join(_SUBSET_CODE.get(recs.records[i].subset, '-') for i in order),
+        "format": _FORMAT,
+        "dataset": cfg.dataset,
+        "layout": recs.layout,
+        "fingerprint": recs.fingerprint,
+        "stored_size": cfg.stored_size,
+        "bbox_crop": cfg.bbox_crop,
+        "resample": "bilinear",
+        "num_parts": len(parts),
+        "class_counts": np.bincount(labels, minlength=recs.num_classes).tolist(),
+        "record_subsets": "".join(_SUBSET_CODE.get(recs.records[i].subset, "-") for i in order),
     })
-    self.progress = tqdm.tqdm(total=len(order), desc=f'Preparing {cfg.dataset} at {cfg.stored_size}px',
-                              unit=' images', file=sys.stderr, disable=None, mininterval=1.0)
+    self.progress = tqdm.tqdm(total=len(order), desc=f"Preparing {cfg.dataset} at {cfg.stored_size}px",
+                              unit=" images", file=sys.stderr, disable=None, mininterval=1.0)
     starts = np.cumsum([0] + [len(p) for p in parts])
-    return {f'part{k}': self._generate_examples(part, int(starts[k])) for k, part in enumerate(parts)}
+    return {f"part{k}": self._generate_examples(part, int(starts[k])) for k, part in enumerate(parts)}
 
   def _generate_examples(self, part: list[int], start: int):
     recs = self._records
     position = {id(recs.records[i]): start + j for j, i in enumerate(part)}
     for record, image in self._decoded([recs.records[i] for i in part]):
       # disable_shuffling: tfds orders records by these integer keys.
-      yield position[id(record)], {'image': image, 'label': record.label}
+      yield position[id(record)], {"image": image, "label": record.label}
       self.progress.update(1)
 
   def _decoded(self, todo: Sequence[ImageRecord]) -> Iterator[tuple[ImageRecord, np.ndarray]]:
@@ -215,17 +215,17 @@ class Prepared:
   def open(cls, builder: ImageDataset) -> Prepared:
     """Reads a prepared builder's metadata; DataError if it is damaged or from another format."""
     md = builder.info.metadata
-    names = tuple(builder.info.features['label'].names)
+    names = tuple(builder.info.features["label"].names)
     try:
-      counts = np.asarray(md['class_counts'], np.int64)
-      subsets = tuple(_SUBSET_NAME[c] for c in md['record_subsets'])
-      parts = [builder.info.splits[f'part{k}'].num_examples for k in range(int(md['num_parts']))]
-      ok = md['format'] == _FORMAT and len(counts) == len(names) and counts.sum() == len(subsets) == sum(parts)
+      counts = np.asarray(md["class_counts"], np.int64)
+      subsets = tuple(_SUBSET_NAME[c] for c in md["record_subsets"])
+      parts = [builder.info.splits[f"part{k}"].num_examples for k in range(int(md["num_parts"]))]
+      ok = md["format"] == _FORMAT and len(counts) == len(names) and counts.sum() == len(subsets) == sum(parts)
     except (KeyError, TypeError, ValueError):
       ok = False
     if not ok:
-      raise DataError(f'Prepared data at {builder.data_dir} is damaged or from another version; '
-                      'delete that directory and load again.')
+      raise DataError(f"Prepared data at {builder.data_dir} is damaged or from another version; "
+                      "delete that directory and load again.")
     return cls(builder, names, counts, subsets)
 
   @property
@@ -253,7 +253,7 @@ class Prepared:
 
   def source(self) -> tfds_io.ConcatSource:
     """Random access to all records (part0, part1, ... as one sequence); its records decode to pixels."""
-    return tfds_io.ConcatSource(self.builder, [f'part{k}' for k in range(self.builder.info.metadata['num_parts'])])
+    return tfds_io.ConcatSource(self.builder, [f"part{k}" for k in range(self.builder.info.metadata["num_parts"])])
 
   def num_images(self, class_ids: Sequence[int]) -> int:
     return int(self.class_counts[np.asarray(class_ids, np.int64)].sum())
@@ -288,7 +288,7 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
     raise ConfigError(f'{dataset!r} is not an image dataset; choose one of {", ".join(options.IMAGE_DATASETS)}.')
   options.resolve(dataset, bbox_crop=bbox_crop)
   if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 8:
-    raise DataError(f'The stored image size must be an integer >= 8, got {size!r}.')
+    raise DataError(f"The stored image size must be an integer >= 8, got {size!r}.")
   tfds_dir = tfds_io.default_tfds_dir(tfds_dir)
   fingerprint = sources.fingerprint(dataset, data_dir)
   b = ImageDataset(config=config(dataset, int(size), bool(bbox_crop), fingerprint), data_dir=tfds_dir)
@@ -297,11 +297,11 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
     try:
       counts = np.bincount(recs.labels, minlength=recs.num_classes)
       if np.any(counts == 0):
-        raise DataError(f'{dataset} class {recs.class_names[int(np.argmin(counts))]!r} has no images in its '
-                        'annotation files; fix or re-download the dataset.')
+        raise DataError(f"{dataset} class {recs.class_names[int(np.argmin(counts))]!r} has no images in its "
+                        "annotation files; fix or re-download the dataset.")
       if len(set(recs.class_names)) != recs.num_classes:
         dup = next(n for n in recs.class_names if recs.class_names.count(n) > 1)
-        raise DataError(f'{dataset} class name {dup!r} appears twice in its annotation files; fix or re-download them.')
+        raise DataError(f"{dataset} class name {dup!r} appears twice in its annotation files; fix or re-download them.")
       # The files may have changed since the fingerprint: key on what was read.
       b = ImageDataset(config=config(dataset, int(size), bool(bbox_crop), recs.fingerprint), records=recs,
                        data_dir=tfds_dir, workers=workers)

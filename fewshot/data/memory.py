@@ -33,11 +33,11 @@ from fewshot.data import options
 #   (MB, GB = 10^6, 10^9 bytes; budget DEVICE_BUDGET_BYTES = 4 GiB per split.
 #   CUB's fewshot counts are those of Chen et al.'s base / val / novel files.)
 REAL_SPLIT_IMAGES = {
-    ('cub', 'fewshot'): {'train': 5_885, 'val': 2_950, 'test': 2_953},
-    ('cub', 'dml'): {'train': 5_864, 'test': 5_924},
-    ('mini_imagenet', 'fewshot'): {'train': 38_400, 'val': 9_600, 'test': 12_000},
-    ('cars196', 'dml'): {'train': 8_054, 'test': 8_131},
-    ('sop', 'dml'): {'train': 59_551, 'test': 60_502},
+    ("cub", "fewshot"): {"train": 5_885, "val": 2_950, "test": 2_953},
+    ("cub", "dml"): {"train": 5_864, "test": 5_924},
+    ("mini_imagenet", "fewshot"): {"train": 38_400, "val": 9_600, "test": 12_000},
+    ("cars196", "dml"): {"train": 8_054, "test": 8_131},
+    ("sop", "dml"): {"train": 59_551, "test": 60_502},
 }
 
 
@@ -49,7 +49,7 @@ class SplitPlan:
   placement: str  # 'device': resident on the accelerator; 'host': streamed from host memory
 
 
-def memory_plan(dataset: str, image_size: int = options.DEFAULT_IMAGE_SIZES['conv4'], *, protocol: str | None = None,
+def memory_plan(dataset: str, image_size: int = options.DEFAULT_IMAGE_SIZES["conv4"], *, protocol: str | None = None,
                 split_images: dict[str, int] | None = None,
                 device_budget_bytes: int = options.DEVICE_BUDGET_BYTES) -> dict[str, SplitPlan]:
   """{split: SplitPlan} for `dataset` at model input `image_size` (stored at int(1.15 * image_size)).
@@ -63,5 +63,5 @@ def memory_plan(dataset: str, image_size: int = options.DEFAULT_IMAGE_SIZES['con
   plan = {}
   for split, n in counts.items():
     nbytes = int(n) * 3 * size ** 2
-    plan[split] = SplitPlan(int(n), size, nbytes, 'device' if options.fits_on_device(nbytes, device_budget_bytes) else 'host')
+    plan[split] = SplitPlan(int(n), size, nbytes, "device" if options.fits_on_device(nbytes, device_budget_bytes) else "host")
   return plan

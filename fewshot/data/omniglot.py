@@ -34,13 +34,13 @@ SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 # alphabets: the 30 background alphabets train, the 20 evaluation alphabets test.
 VINYALS_SIZES = (1028, 172, 423)
 EVALUATION_ALPHABETS = frozenset({
-    'Angelic', 'Atemayar_Qelisayer', 'Atlantean', 'Aurek-Besh', 'Avesta', 'Ge_ez', 'Glagolitic', 'Gurmukhi',
-    'Kannada', 'Keble', 'Malayalam', 'Manipuri', 'Mongolian', 'Old_Church_Slavonic_(Cyrillic)', 'Oriya', 'Sylheti',
-    'Syriac_(Serto)', 'Tengwar', 'Tibetan', 'ULOG'})
+    "Angelic", "Atemayar_Qelisayer", "Atlantean", "Aurek-Besh", "Avesta", "Ge_ez", "Glagolitic", "Gurmukhi",
+    "Kannada", "Keble", "Malayalam", "Manipuri", "Mongolian", "Old_Church_Slavonic_(Cyrillic)", "Oriya", "Sylheti",
+    "Syriac_(Serto)", "Tengwar", "Tibetan", "ULOG"})
 ROTATIONS = (0, 90, 180, 270)
 _SIZE = tfds_io.IMAGE_SHAPE[:2]
-_LAYOUT = ('put the Omniglot zips (images_background.zip, images_evaluation.zip, images_background_small1.zip, ...) '
-           'or their extracted <alphabet>/<character>/*.png folders there')
+_LAYOUT = ("put the Omniglot zips (images_background.zip, images_evaluation.zip, images_background_small1.zip, ...) "
+           "or their extracted <alphabet>/<character>/*.png folders there")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,12 +63,12 @@ class Source:
 
 
 def _add(refs: dict, parts: tuple[str, ...], ref: _Ref) -> None:
-  if len(parts) < 3 or not parts[-1].lower().endswith('.png'):
+  if len(parts) < 3 or not parts[-1].lower().endswith(".png"):
     return
-  if any(p.startswith('.') or p == '__MACOSX' for p in parts):  # macOS resource forks, hidden files
+  if any(p.startswith(".") or p == "__MACOSX" for p in parts):  # macOS resource forks, hidden files
     return
   # Archives overlap (Greek and Latin are in both 'small' zips): first copy wins.
-  key = (f'{parts[-3]}/{parts[-2]}', parts[-1])
+  key = (f"{parts[-3]}/{parts[-2]}", parts[-1])
   if key not in refs:
     refs[key] = ref
 
@@ -76,40 +76,40 @@ def _add(refs: dict, parts: tuple[str, ...], ref: _Ref) -> None:
 def scan(data_dir: str | None) -> Source:
   """Lists the images under `data_dir` without decoding them; cheap enough for every load."""
   if not data_dir:
-    raise DataError('Dataset omniglot needs its image files: pass --data_dir pointing at a folder with the Omniglot zips or their extracted folders.')
+    raise DataError("Dataset omniglot needs its image files: pass --data_dir pointing at a folder with the Omniglot zips or their extracted folders.")
   root = pathlib.Path(data_dir).expanduser()
   if not root.is_dir():
-    raise DataError(f'Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the folder holding the Omniglot zips.')
+    raise DataError(f"Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the folder holding the Omniglot zips.")
   refs: dict[tuple[str, str], _Ref] = {}
   listing = []
-  for archive in sorted(root.glob('*.zip')):
+  for archive in sorted(root.glob("*.zip")):
     try:
       with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
     except (zipfile.BadZipFile, OSError) as e:
-      raise DataError(f'Cannot read zip {archive} ({one_line(e)}); re-download it or remove it from {root}.') from None
+      raise DataError(f"Cannot read zip {archive} ({one_line(e)}); re-download it or remove it from {root}.") from None
     listing.append((archive.name, archive.stat().st_size))
     for info in infos:
-      parts = pathlib.PurePosixPath(info.filename.replace('\\', '/')).parts
-      if info.filename.startswith(('/', '\\')) or '..' in parts or (parts and ':' in parts[0]):
-        raise DataError(f'Zip {archive} has an unsafe member path {info.filename!r}; use the official Omniglot archives.')
+      parts = pathlib.PurePosixPath(info.filename.replace("\\", "/")).parts
+      if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+        raise DataError(f"Zip {archive} has an unsafe member path {info.filename!r}; use the official Omniglot archives.")
       if not info.is_dir():
         _add(refs, parts, _Ref(str(archive), info.filename))
   for dirpath, dirnames, filenames in os.walk(root):
     dirnames.sort()
     for name in sorted(filenames):
-      if name.lower().endswith('.png'):
+      if name.lower().endswith(".png"):
         path = pathlib.Path(dirpath, name)
         rel = path.relative_to(root).parts
-        listing.append(('/'.join(rel), path.stat().st_size))
+        listing.append(("/".join(rel), path.stat().st_size))
         _add(refs, rel, _Ref(None, str(path)))
   if not refs:
-    raise DataError(f'Found no Omniglot images in {root}; {_LAYOUT}.')
+    raise DataError(f"Found no Omniglot images in {root}; {_LAYOUT}.")
   classes: dict[str, list[_Ref]] = {}
   for (cls, _), ref in sorted(refs.items()):
     classes.setdefault(cls, []).append(ref)
   if len(classes) < 3:
-    raise DataError(f'Found only {len(classes)} characters in {root}, need at least 3 (one per split); {_LAYOUT}.')
+    raise DataError(f"Found only {len(classes)} characters in {root}, need at least 3 (one per split); {_LAYOUT}.")
   # Keyed on names and sizes, not contents: cheap, and any re-extraction or
   # different archive set gets freshly prepared data instead of stale data.
   digest = hashlib.sha1(repr(sorted(listing)).encode()).hexdigest()[:12]
@@ -121,9 +121,9 @@ def _decode(data: bytes, where: str) -> np.ndarray:
     with Image.open(io.BytesIO(data)) as im:
       im.load()
       # convert('L') maps 1-bit pixels to exactly 0/255 whatever the decoder.
-      ink = Image.fromarray(255 - np.asarray(im.convert('L'), np.uint8))
+      ink = Image.fromarray(255 - np.asarray(im.convert("L"), np.uint8))
   except Exception as e:  # PIL raises many types on corrupt files
-    raise DataError(f'Cannot decode image {where} ({one_line(e)}); replace or delete it (re-extract the archive).') from None
+    raise DataError(f"Cannot decode image {where} ({one_line(e)}); replace or delete it (re-extract the archive).") from None
   return np.asarray(ink.resize(_SIZE[::-1], Image.Resampling.BOX), np.uint8)[..., None]
 
 
@@ -144,8 +144,8 @@ def decode_all(source: Source) -> dict[str, np.ndarray]:
           try:
             data = zips[ref.archive].read(ref.member)
           except (zipfile.BadZipFile, OSError) as e:
-            raise DataError(f'Cannot read {ref.member} from {ref.archive} ({one_line(e)}); re-download the archive.') from None
-          where = f'{ref.archive}:{ref.member}'
+            raise DataError(f"Cannot read {ref.member} from {ref.archive} ({one_line(e)}); re-download the archive.") from None
+          where = f"{ref.archive}:{ref.member}"
         images.append(_decode(data, where))
       out[cls] = np.stack(images)
   finally:
@@ -171,23 +171,23 @@ def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dic
   proportions, which are exactly 1,028 / 172 / 423 on the full 1,623 characters;
   'background_evaluation' splits by alphabet. 'default' is `class_split`.
   """
-  options.resolve('omniglot', protocol=protocol)  # refuses an unknown protocol
+  options.resolve("omniglot", protocol=protocol)  # refuses an unknown protocol
   names = sorted(class_names)
-  if protocol == 'default':
+  if protocol == "default":
     return class_split(names)
-  if protocol == 'background_evaluation':
-    test = [n for n in names if n.split('/')[0] in EVALUATION_ALPHABETS]
-    chosen = {'train': [n for n in names if n.split('/')[0] not in EVALUATION_ALPHABETS], 'test': test}
+  if protocol == "background_evaluation":
+    test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
+    chosen = {"train": [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS], "test": test}
   else:
     perm = np.random.default_rng(seed).permutation(len(names))
     bounds = np.round(np.cumsum(VINYALS_SIZES)[:-1] / sum(VINYALS_SIZES) * len(names)).astype(int)
     chosen = {split: sorted(names[i] for i in part) for split, part in zip(tfds_io.SPLITS, np.split(perm, bounds))}
   for split, members in chosen.items():
     if not members:
-      fix = ('add images_evaluation.zip (or images_background.zip) to --data_dir'
-             if protocol == 'background_evaluation' else 'use more characters')
-      raise DataError(f'Omniglot protocol {protocol} leaves split {split!r} without characters among the '
-                      f'{len(names)} found; {fix}.')
+      fix = ("add images_evaluation.zip (or images_background.zip) to --data_dir"
+             if protocol == "background_evaluation" else "use more characters")
+      raise DataError(f"Omniglot protocol {protocol} leaves split {split!r} without characters among the "
+                      f"{len(names)} found; {fix}.")
   return chosen
 
 
@@ -198,8 +198,8 @@ def rotated(split: Split) -> Split:
   """
   images = np.concatenate([np.rot90(split.images, k, axes=(1, 2)) for k in range(len(ROTATIONS))])
   labels = np.concatenate([split.labels * len(ROTATIONS) + k for k in range(len(ROTATIONS))])
-  order = np.argsort(labels, kind='stable')
-  names = tuple(f'{name}/rot{angle:03d}' for name in split.class_names for angle in ROTATIONS)
+  order = np.argsort(labels, kind="stable")
+  names = tuple(f"{name}/rot{angle:03d}" for name in split.class_names for angle in ROTATIONS)
   return Split(np.ascontiguousarray(images[order]), labels[order].astype(np.int32), names)
 
 
@@ -213,17 +213,17 @@ def by_characters(pooled: Split, characters: list[str]) -> Split:
 class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   """tfds builder of omniglot from a local `Source`; one config per source fingerprint."""
 
-  name = 'fewshot_omniglot'
+  name = "fewshot_omniglot"
   # Bump when decoding, resizing or the class split changes.
-  VERSION = tfds.core.Version('1.0.0')
+  VERSION = tfds.core.Version("1.0.0")
 
   def __init__(self, *, source: Source, **kwargs):
     self._source = source
     self.decoded: dict[str, np.ndarray] | None = None
-    super().__init__(config=tfds.core.BuilderConfig(name=f'src_{source.fingerprint}'), **kwargs)
+    super().__init__(config=tfds.core.BuilderConfig(name=f"src_{source.fingerprint}"), **kwargs)
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return tfds_io.dataset_info(self, self._source.class_names, f'Omniglot characters from {self._source.data_dir} (fewshot).')
+    return tfds_io.dataset_info(self, self._source.class_names, f"Omniglot characters from {self._source.data_dir} (fewshot).")
 
   def _split_generators(self, dl_manager):
     del dl_manager
@@ -234,7 +234,7 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _generate_examples(self, names):
     for cls in names:
       for i, image in enumerate(self.decoded[cls]):
-        yield f'{cls}/{i:03d}', {'image': image, 'label': cls}
+        yield f"{cls}/{i:03d}", {"image": image, "label": cls}
 
 
 def builder(data_dir: str | None, tfds_dir: str) -> Omniglot:

@@ -56,7 +56,7 @@ def _class_glyphs(rng: np.random.Generator, num_classes: int):
   mask = np.arange(_MAX_STROKES)[None, :] < num_strokes[:, None]
   # Scale each glyph to fill the unit square (like a written character fills
   # its box) rather than leaving short strokes as specks in the middle.
-  pts = np.einsum('pk,cskd->cspd', _bernstein(_POINTS_PER_STROKE), ctrl)
+  pts = np.einsum("pk,cskd->cspd", _bernstein(_POINTS_PER_STROKE), ctrl)
   pts = np.where(mask[:, :, None, None], pts, np.nan)
   lo, hi = np.nanmin(pts, axis=(1, 2)), np.nanmax(pts, axis=(1, 2))  # [C, 2]
   extent = np.maximum(hi - lo, 1e-3).max(axis=1)[:, None]
@@ -127,8 +127,8 @@ def render_glyphs(num_classes: int, per_class: int, seed: int = SEED, size: int 
   for lo in range(0, n, _BATCH):
     sl = slice(lo, min(n, lo + _BATCH))
     c = ctrl[labels[sl]] + jitter[sl]
-    c = np.einsum('nij,nskj->nski', mat[sl], c - 0.5) + 0.5 + shift[sl, None, None, :]
-    pts = np.einsum('pk,nskd->nspd', basis, c)  # [b, S, P, 2] in the unit square
+    c = np.einsum("nij,nskj->nski", mat[sl], c - 0.5) + 0.5 + shift[sl, None, None, :]
+    pts = np.einsum("pk,nskd->nspd", basis, c)  # [b, S, P, 2] in the unit square
     pts = margin + pts * (size - 2 * margin)
     seg = np.linalg.norm(np.diff(pts, axis=2), axis=-1)
     ds = np.zeros(pts.shape[:3])
@@ -152,7 +152,7 @@ def class_split(num_classes: int, seed: int = SEED) -> dict[str, np.ndarray]:
 
 
 def class_name(i: int) -> str:
-  return f'stroke_{i:04d}'
+  return f"stroke_{i:04d}"
 
 
 @dataclasses.dataclass
@@ -165,14 +165,14 @@ class StrokesConfig(tfds.core.BuilderConfig):
 class Strokes(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   """tfds builder of `strokes`; the default config has 1,200 classes x 20 images."""
 
-  name = 'fewshot_strokes'
+  name = "fewshot_strokes"
   # Bump whenever render_glyphs changes, or stale prepared data is reused.
-  VERSION = tfds.core.Version('1.0.0')
-  BUILDER_CONFIGS = [StrokesConfig(name='default')]
+  VERSION = tfds.core.Version("1.0.0")
+  BUILDER_CONFIGS = [StrokesConfig(name="default")]
 
   def _info(self) -> tfds.core.DatasetInfo:
     names = [class_name(i) for i in range(self.builder_config.num_classes)]
-    return tfds_io.dataset_info(self, names, 'Procedurally drawn stroke characters (fewshot).')
+    return tfds_io.dataset_info(self, names, "Procedurally drawn stroke characters (fewshot).")
 
   def _split_generators(self, dl_manager):
     del dl_manager
@@ -183,7 +183,7 @@ class Strokes(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _generate_examples(self, images, labels, classes):
     for i in np.flatnonzero(np.isin(labels, classes)):
-      yield int(i), {'image': images[i], 'label': int(labels[i])}
+      yield int(i), {"image": images[i], "label": int(labels[i])}
 
 
 def config(num_classes: int = NUM_CLASSES, per_class: int = PER_CLASS, seed: int = SEED) -> StrokesConfig:
@@ -191,5 +191,5 @@ def config(num_classes: int = NUM_CLASSES, per_class: int = PER_CLASS, seed: int
   if (num_classes, per_class, seed) == (NUM_CLASSES, PER_CLASS, SEED):
     return Strokes.BUILDER_CONFIGS[0]
   if num_classes < 6 or per_class < 1:
-    raise DataError(f'strokes needs num_classes >= 6 and per_class >= 1, got {num_classes}, {per_class}; pass larger values.')
-  return StrokesConfig(name=f'c{num_classes}_p{per_class}_s{seed}', num_classes=num_classes, per_class=per_class, seed=seed)
+    raise DataError(f"strokes needs num_classes >= 6 and per_class >= 1, got {num_classes}, {per_class}; pass larger values.")
+  return StrokesConfig(name=f"c{num_classes}_p{per_class}_s{seed}", num_classes=num_classes, per_class=per_class, seed=seed)

@@ -23,19 +23,20 @@ _READ_BYTES = 256 << 20  # per chunk of a class-subset read: bounds the transien
 
 class _DropNoise(logging.Filter):
   """Drops tfds warnings that are normal here: custom configs key our prepared
-  data, and checking whether a dataset is prepared warns when it is not."""
+  data, and checking whether a dataset is prepared warns when it is not.
+  """
 
   def filter(self, record: logging.LogRecord) -> bool:
     msg = record.getMessage()
-    return not (msg.startswith('Using custom data configuration') or 'has no dataset_info.json' in msg)
+    return not (msg.startswith("Using custom data configuration") or "has no dataset_info.json" in msg)
 
 
-logging.getLogger('absl').addFilter(_DropNoise())
+logging.getLogger("absl").addFilter(_DropNoise())
 
 
 def default_tfds_dir(tfds_dir: str | None = None) -> str:
   """Where prepared datasets live: the argument, else $TFDS_DATA_DIR, else ~/tensorflow_datasets."""
-  return os.path.expanduser(tfds_dir or os.environ.get('TFDS_DATA_DIR') or '~/tensorflow_datasets')
+  return os.path.expanduser(tfds_dir or os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets")
 
 
 def dataset_info(builder: tfds.core.DatasetBuilder, class_names, description: str,
@@ -52,18 +53,18 @@ def dataset_info(builder: tfds.core.DatasetBuilder, class_names, description: st
       builder=builder,
       description=description,
       features=tfds.features.FeaturesDict({
-          'image': tfds.features.Tensor(shape=tuple(image_shape), dtype=np.uint8,
+          "image": tfds.features.Tensor(shape=tuple(image_shape), dtype=np.uint8,
                                         encoding=tfds.features.Encoding.ZLIB),
-          'label': label,
+          "label": label,
       }),
-      supervised_keys=('image', 'label'),
+      supervised_keys=("image", "label"),
       metadata=metadata,
       disable_shuffling=disable_shuffling,
   )
 
 
 def image_shape(builder: tfds.core.DatasetBuilder) -> tuple[int, ...]:
-  return tuple(builder.info.features['image'].shape)
+  return tuple(builder.info.features["image"].shape)
 
 
 def prepare(builder: tfds.core.DatasetBuilder) -> None:
@@ -79,8 +80,8 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
   existed = {p for p in pathlib.Path(builder.data_dir).parents if p.is_relative_to(root) and p.exists()}
   try:
     # Nothing is downloaded, but tfds would otherwise create <tfds_dir>/downloads.
-    with tempfile.TemporaryDirectory(prefix='fewshot_tfds_dl_') as dl:
-      builder.download_and_prepare(download_dir=dl, file_format='array_record')
+    with tempfile.TemporaryDirectory(prefix="fewshot_tfds_dl_") as dl:
+      builder.download_and_prepare(download_dir=dl, file_format="array_record")
   except BaseException:
     for p in pathlib.Path(builder.data_dir).parents:
       if p == root or not p.is_relative_to(root):
@@ -95,18 +96,18 @@ def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
   source = builder.as_data_source(split=split)
   n = len(source)
   if n == 0:
-    raise DataError(f'Split {split!r} of {builder.name} at {builder.data_dir} is empty; delete that directory and load again.')
+    raise DataError(f"Split {split!r} of {builder.name} at {builder.data_dir} is empty; delete that directory and load again.")
   images = np.empty((n, *image_shape(builder)), np.uint8)
   labels = np.empty(n, np.int64)
   for lo in range(0, n, _READ_BATCH):
     records = source.__getitems__(list(range(lo, min(n, lo + _READ_BATCH))))
-    images[lo:lo + len(records)] = np.stack([r['image'] for r in records])
-    labels[lo:lo + len(records)] = [r['label'] for r in records]
-  all_names = builder.info.features['label'].names
+    images[lo:lo + len(records)] = np.stack([r["image"] for r in records])
+    labels[lo:lo + len(records)] = [r["label"] for r in records]
+  all_names = builder.info.features["label"].names
   present, labels = np.unique(labels, return_inverse=True)
   # tfds stores records in an order fixed by a hash of their keys; a stable
   # sort keeps that order within a class, so loads are reproducible.
-  order = np.argsort(labels, kind='stable')
+  order = np.argsort(labels, kind="stable")
   return Split(images=images[order], labels=labels[order].astype(np.int32),
                class_names=tuple(all_names[i] for i in present))
 
@@ -132,8 +133,8 @@ class ConcatSource:
   def __getitems__(self, indices: Sequence[int]) -> list[dict]:
     idx = np.asarray(indices, np.int64)
     if len(idx) and (idx.min() < 0 or idx.max() >= len(self)):
-      raise IndexError(f'record index out of range 0..{len(self) - 1}')
-    part = np.searchsorted(self._starts, idx, side='right') - 1
+      raise IndexError(f"record index out of range 0..{len(self) - 1}")
+    part = np.searchsorted(self._starts, idx, side="right") - 1
     out: list = [None] * len(idx)
     for p in np.unique(part):
       at = np.flatnonzero(part == p)
@@ -148,7 +149,7 @@ def class_ranges(class_counts: Sequence[int], class_ids: Sequence[int]) -> list[
   starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
   ids = np.asarray(class_ids, np.int64)
   if len(ids) and (ids.min() < 0 or ids.max() >= len(counts)):
-    raise ValueError(f'class ids must lie in 0..{len(counts) - 1}, got {ids.min()}..{ids.max()}.')
+    raise ValueError(f"class ids must lie in 0..{len(counts) - 1}, got {ids.min()}..{ids.max()}.")
   return [(int(starts[c]), int(starts[c] + counts[c])) for c in ids]
 
 
@@ -168,7 +169,7 @@ def iter_class_chunks(source: ConcatSource, class_counts: Sequence[int], class_i
   if chunk_size is None:
     chunk_size = max(1, _READ_BYTES // int(np.prod(shape)))
   if chunk_size < 1:
-    raise ValueError(f'chunk_size must be positive, got {chunk_size}.')
+    raise ValueError(f"chunk_size must be positive, got {chunk_size}.")
   ranges = class_ranges(class_counts, class_ids)
   index = np.concatenate([np.arange(lo, hi) for lo, hi in ranges] or [np.zeros(0, np.int64)])
   labels = np.repeat(np.arange(len(ranges), dtype=np.int32), [hi - lo for lo, hi in ranges])
@@ -178,13 +179,13 @@ def iter_class_chunks(source: ConcatSource, class_counts: Sequence[int], class_i
     images = np.empty((len(idx), *shape), np.uint8)
     stored = np.empty(len(idx), np.int64)
     for j, r in enumerate(source.__getitems__(idx.tolist())):
-      images[j] = r['image']
-      stored[j] = r['label']
+      images[j] = r["image"]
+      stored[j] = r["label"]
     if np.any(stored != ids[lab]):
       # Cheap (the records are decoded anyway) and it catches a prepared dir whose
       # record order is not the label order its metadata promises.
-      raise DataError(f'Prepared data at {source.builder.data_dir} has records out of label order; '
-                      'delete that directory and load again.')
+      raise DataError(f"Prepared data at {source.builder.data_dir} has records out of label order; "
+                      "delete that directory and load again.")
     yield images, lab
 
 
@@ -203,5 +204,5 @@ def read_classes(source: ConcatSource, class_counts: Sequence[int], class_ids: S
     images[at:at + len(chunk)] = chunk
     labels[at:at + len(chunk)] = chunk_labels
     at += len(chunk)
-  names = source.builder.info.features['label'].names
+  names = source.builder.info.features["label"].names
   return Split(images=images, labels=labels, class_names=tuple(names[c] for c in class_ids))

@@ -29,7 +29,7 @@ import functools
 import numpy as np
 from absl import flags, logging
 
-from fewshot import backbones, choices, cli, data, distances, loop, options, sources, stats
+from fewshot import backbones, cli, data, distances, loop, options, sources, stats
 from fewshot import rundir as rundirs
 from fewshot.augment import Augmentation
 from fewshot.data import Split, holdout
@@ -48,10 +48,7 @@ REPORTED = ("precision_at_1", "r_precision", "map_at_r")
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(DMLConfig)
-  flags.DEFINE_enum("placement", "auto", choices.PLACEMENTS, "where training images live: on the device, streamed "
-                    "from host memory, or auto (on the device when a split fits 4 GiB); the batches are the same")
-  flags.DEFINE_string("workdir", None, "run directory (default runs/dml_<dataset>_<backbone>_<loss>_seed<seed>)")
-  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoints")
+  options.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
 
 
 FLAGS = flags.FLAGS

@@ -24,15 +24,15 @@ from fewshot.errors import DataError
 from fewshot.data.sources import cars196, cub, mini_imagenet, sop
 
 READERS: dict[str, Callable[..., DatasetRecords]] = {
-    'cub': read_cub,
-    'mini_imagenet': read_mini_imagenet,
-    'cars196': read_cars196,
-    'sop': read_sop,
+    "cub": read_cub,
+    "mini_imagenet": read_mini_imagenet,
+    "cars196": read_cars196,
+    "sop": read_sop,
 }
-_LOCATORS = {'cub': cub.locate, 'mini_imagenet': mini_imagenet.locate, 'cars196': cars196.locate, 'sop': sop.locate}
+_LOCATORS = {"cub": cub.locate, "mini_imagenet": mini_imagenet.locate, "cars196": cars196.locate, "sop": sop.locate}
 
-__all__ = ['READERS', 'SUBSETS', 'DatasetRecords', 'ImageRecord', 'check_image', 'fingerprint', 'read',
-           'read_cars196', 'read_cub', 'read_mini_imagenet', 'read_sop']
+__all__ = ["READERS", "SUBSETS", "DatasetRecords", "ImageRecord", "check_image", "fingerprint", "read",
+           "read_cars196", "read_cub", "read_mini_imagenet", "read_sop"]
 
 
 def _check_name(dataset: str) -> None:

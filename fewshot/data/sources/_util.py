@@ -10,16 +10,16 @@ from typing import TypeVar
 from fewshot.data import archives
 from fewshot.errors import DataError
 
-T = TypeVar('T')
+T = TypeVar("T")
 
 
 def root_dir(data_dir, dataset: str, layout: str) -> pathlib.Path:
   """`data_dir` as a path that exists; DataError naming the expected layout otherwise."""
   if not data_dir:
-    raise DataError(f'Dataset {dataset} needs its files: pass --data_dir pointing at a folder holding {layout}.')
+    raise DataError(f"Dataset {dataset} needs its files: pass --data_dir pointing at a folder holding {layout}.")
   root = pathlib.Path(data_dir).expanduser()
   if not root.exists():
-    raise DataError(f'{dataset} data_dir {root} does not exist; pass --data_dir pointing at a folder holding {layout}.')
+    raise DataError(f"{dataset} data_dir {root} does not exist; pass --data_dir pointing at a folder holding {layout}.")
   return root
 
 
@@ -32,26 +32,26 @@ def locate_folder_or_archive(data_dir, dataset: str, folder: str, marker: str, l
   root = root_dir(data_dir, dataset, layout)
   if root.is_file():
     if not archives.is_archive(root):
-      raise DataError(f'{dataset} data_dir {root} is a file but not an archive; pass the folder holding {layout}.')
+      raise DataError(f"{dataset} data_dir {root} is a file but not an archive; pass the folder holding {layout}.")
     archive = root
   elif (root / marker).is_file():
-    return archives.open_folder(root), 'folder'
+    return archives.open_folder(root), "folder"
   elif (root / folder / marker).is_file():
-    return archives.open_folder(root / folder), 'folder'
+    return archives.open_folder(root / folder), "folder"
   else:
     archive = find_archive(root, folder)
     if archive is None:
       if (root / folder).is_dir():  # extracted but incomplete: say which file is missing
-        return archives.open_folder(root / folder), 'folder'
-      raise DataError(f'Found no {dataset} in {root}; put {layout} there, or pass that folder as data_dir.')
-  return archives.open_archive(archive, keep=keep), 'archive'
+        return archives.open_folder(root / folder), "folder"
+      raise DataError(f"Found no {dataset} in {root}; put {layout} there, or pass that folder as data_dir.")
+  return archives.open_archive(archive, keep=keep), "archive"
 
 
 def find_archive(folder: pathlib.Path, stem: str, suffixes: Sequence[str] = archives.ARCHIVE_SUFFIXES
                  ) -> pathlib.Path | None:
   """`folder/<stem><suffix>` for the first suffix that exists as a file."""
   for suffix in suffixes:
-    p = folder / f'{stem}{suffix}'
+    p = folder / f"{stem}{suffix}"
     if p.is_file():
       return p
   return None
@@ -59,10 +59,10 @@ def find_archive(folder: pathlib.Path, stem: str, suffixes: Sequence[str] = arch
 
 def base_of(source: archives.Source, marker: str) -> str | None:
   """The folder ('' or 'a/b/') of the shallowest member named `marker`, or None if none is."""
-  hits = [m for m in source.members() if m == marker or m.endswith('/' + marker)]
+  hits = [m for m in source.members() if m == marker or m.endswith("/" + marker)]
   if not hits:
     return None
-  best = min(hits, key=lambda m: (m.count('/'), m))
+  best = min(hits, key=lambda m: (m.count("/"), m))
   return best[:len(best) - len(marker)]
 
 
@@ -70,37 +70,37 @@ def archive_root(source: archives.Source, marker: str, dataset: str, fix: str) -
   """The subtree of an archive rooted where its (shallowest) `marker` file is; lists the archive."""
   base = base_of(source, marker)
   if base is None:
-    raise DataError(f'{dataset} annotation file {marker} is missing from archive {source.description}; {fix}.')
+    raise DataError(f"{dataset} annotation file {marker} is missing from archive {source.description}; {fix}.")
   return source.subtree(base)
 
 
 def safe_relative(path: str) -> bool:
   """Whether a path from an annotation file stays inside the dataset's tree."""
-  parts = path.replace('\\', '/').split('/')
-  return bool(path) and not path.startswith(('/', '\\')) and '..' not in parts and ':' not in parts[0]
+  parts = path.replace("\\", "/").split("/")
+  return bool(path) and not path.startswith(("/", "\\")) and ".." not in parts and ":" not in parts[0]
 
 
 def clip(text: str, n: int = 80) -> str:
-  return text if len(text) <= n else text[:n] + '...'
+  return text if len(text) <= n else text[:n] + "..."
 
 
 def bad_line(where: str, lineno: int, expected: str, got: str, fix: str) -> DataError:
-  return DataError(f'{where} line {lineno}: expected {expected}, got {clip(got)!r}; {fix}.')
+  return DataError(f"{where} line {lineno}: expected {expected}, got {clip(got)!r}; {fix}.")
 
 
 def require(source: archives.Source, member: str, dataset: str, holds: str, fix: str) -> None:
   """DataError unless annotation file `member` is in `source`."""
   if member not in source:
-    raise DataError(f'{dataset} annotation file {member} (with {holds}) is missing from {source.description}; {fix}.')
+    raise DataError(f"{dataset} annotation file {member} (with {holds}) is missing from {source.description}; {fix}.")
 
 
 def text_lines(source: archives.Source, member: str, dataset: str, fix: str) -> list[tuple[int, str]]:
   """The non-blank lines of a text file as (1-based line number, stripped line)."""
   data = source.read(member)
   try:
-    text = data.decode('utf-8-sig')
+    text = data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
-    raise DataError(f'{dataset} file {source.where(member)} is not UTF-8 text ({e.reason} at byte {e.start}); {fix}.') from None
+    raise DataError(f"{dataset} file {source.where(member)} is not UTF-8 text ({e.reason} at byte {e.start}); {fix}.") from None
   return [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
@@ -121,13 +121,13 @@ def parse_rows(source: archives.Source, member: str, dataset: str, *, expected: 
     except (ValueError, IndexError):
       raise bad_line(source.where(member), lineno, expected, line, fix) from None
   if not rows:
-    raise DataError(f'{dataset} file {source.where(member)} is empty; expected lines of {expected}; {fix}.')
+    raise DataError(f"{dataset} file {source.where(member)} is empty; expected lines of {expected}; {fix}.")
   return rows
 
 
 def fields(values: list[str], n: int) -> list[str]:
   if len(values) != n:
-    raise ValueError(f'{len(values)} fields')
+    raise ValueError(f"{len(values)} fields")
   return values
 
 
@@ -151,7 +151,7 @@ def unique_ids(rows: list[tuple[int, tuple]], where: str, what: str, fix: str) -
   for lineno, row in rows:
     key = row[0]
     if key in out:
-      raise DataError(f'{where} line {lineno}: {what} {key} repeats line {out[key][0]}; expected each once; {fix}.')
+      raise DataError(f"{where} line {lineno}: {what} {key} repeats line {out[key][0]}; expected each once; {fix}.")
     out[key] = (lineno, row)
   return out
 
@@ -162,16 +162,16 @@ def check_same_ids(ids: Iterable, ref_where: str, table: dict, where: str, what:
   idset = set(ids)
   for key, (lineno, _) in table.items():
     if key not in idset:
-      raise DataError(f'{where} line {lineno}: {what} {key} is not in {ref_where}; expected the same ids in both; {fix}.')
+      raise DataError(f"{where} line {lineno}: {what} {key} is not in {ref_where}; expected the same ids in both; {fix}.")
   absent = [k for k in ids if k not in table]
   if absent:
-    raise DataError(f'{where} has no line for {len(absent)} of the {len(ids)} {what}s in {ref_where}, '
-                    f'first {absent[0]}; expected one line per {what}; {fix}.')
+    raise DataError(f"{where} has no line for {len(absent)} of the {len(ids)} {what}s in {ref_where}, "
+                    f"first {absent[0]}; expected one line per {what}; {fix}.")
 
 
 def check_present(source: archives.Source, members: Sequence[str], dataset: str, listed_in: str, fix: str) -> None:
   """DataError naming the first listed image absent from `source`, and how many are."""
   missing = source.missing(members)
   if missing:
-    raise DataError(f'{len(missing)} of the {len(members)} {dataset} images listed in {listed_in} are missing '
-                    f'from {source.description}, first {missing[0]}; {fix}.')
+    raise DataError(f"{len(missing)} of the {len(members)} {dataset} images listed in {listed_in} are missing "
+                    f"from {source.description}, first {missing[0]}; {fix}.")

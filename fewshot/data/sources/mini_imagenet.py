@@ -27,36 +27,36 @@ from fewshot.data.sources import _util
 from fewshot.data.sources.records import SUBSETS, DatasetRecords, ImageRecord
 from fewshot.errors import DataError, one_line
 
-NAME = 'mini-ImageNet'
-CSV = {s: f'{s}.csv' for s in SUBSETS}
-PICKLE = {s: f'mini-imagenet-cache-{s}.pkl' for s in SUBSETS}
-_LAYOUT = ('train.csv, val.csv, test.csv and images/ (Ravi & Larochelle), '
-           'or mini-imagenet-cache-train.pkl, -val.pkl, -test.pkl')
-_FIX_CSV = 'download the split csv files and images again'
-_FIX_PKL = 'download the mini-imagenet-cache pickles again'
-_WNID = re.compile(r'n\d{8}')
-_HEADER = 'filename,label'
+NAME = "mini-ImageNet"
+CSV = {s: f"{s}.csv" for s in SUBSETS}
+PICKLE = {s: f"mini-imagenet-cache-{s}.pkl" for s in SUBSETS}
+_LAYOUT = ("train.csv, val.csv, test.csv and images/ (Ravi & Larochelle), "
+           "or mini-imagenet-cache-train.pkl, -val.pkl, -test.pkl")
+_FIX_CSV = "download the split csv files and images again"
+_FIX_PKL = "download the mini-imagenet-cache pickles again"
+_WNID = re.compile(r"n\d{8}")
+_HEADER = "filename,label"
 
 
 def locate(data_dir) -> tuple[archives.Source, str]:
   """The mini-ImageNet files in data_dir and their layout ('csv' or 'pickle'), without reading them."""
   root = _util.root_dir(data_dir, NAME, _LAYOUT)
   if not root.is_dir():
-    raise DataError(f'{NAME} data_dir {root} is not a directory; pass the folder holding {_LAYOUT}.')
+    raise DataError(f"{NAME} data_dir {root} is not a directory; pass the folder holding {_LAYOUT}.")
   has_csv = any((root / f).is_file() for f in CSV.values())
   images = None
-  if (root / 'images').is_dir():
-    images = archives.open_folder(root / 'images', mount='images')
-  elif _util.find_archive(root, 'images') is not None:
-    images = archives.open_archive(_util.find_archive(root, 'images'))
+  if (root / "images").is_dir():
+    images = archives.open_folder(root / "images", mount="images")
+  elif _util.find_archive(root, "images") is not None:
+    images = archives.open_archive(_util.find_archive(root, "images"))
   if has_csv and images is not None:
-    return archives.overlay(archives.open_folder(root, files=CSV.values()), images), 'csv'
+    return archives.overlay(archives.open_folder(root, files=CSV.values()), images), "csv"
   if any((root / f).is_file() for f in PICKLE.values()):
-    return archives.open_folder(root, files=PICKLE.values()), 'pickle'
+    return archives.open_folder(root, files=PICKLE.values()), "pickle"
   if has_csv:
-    raise DataError(f'{NAME} images/ folder (or images.zip / images.tar / images.tgz) is missing from {root}, '
-                    f'where the split csv files are; put the images there as images/<filename>.')
-  raise DataError(f'Found no {NAME} in {root}; put {_LAYOUT} there.')
+    raise DataError(f"{NAME} images/ folder (or images.zip / images.tar / images.tgz) is missing from {root}, "
+                    f"where the split csv files are; put the images there as images/<filename>.")
+  raise DataError(f"Found no {NAME} in {root}; put {_LAYOUT} there.")
 
 
 def read_mini_imagenet(data_dir) -> DatasetRecords:
@@ -71,7 +71,7 @@ def read_mini_imagenet(data_dir) -> DatasetRecords:
       object, or one whose arrays and class_dict disagree.
   """
   src, layout = locate(data_dir)
-  if layout == 'csv':
+  if layout == "csv":
     return _read_csv(src)
   return _read_pickles(src)
 
@@ -81,36 +81,36 @@ def _read_csv(src: archives.Source) -> DatasetRecords:
   seen_file: dict[str, str] = {}
   seen_class: dict[str, str] = {}
   for subset, member in CSV.items():
-    _util.require(src, member, NAME, f'header {_HEADER!r} and <filename>,<wnid> lines', _FIX_CSV)
+    _util.require(src, member, NAME, f"header {_HEADER!r} and <filename>,<wnid> lines", _FIX_CSV)
     where = src.where(member)
     lines = _util.text_lines(src, member, NAME, _FIX_CSV)
-    if not lines or lines[0][1].replace(' ', '') != _HEADER:
-      got = lines[0][1] if lines else ''
-      raise _util.bad_line(where, lines[0][0] if lines else 1, f'the header {_HEADER!r}', got, _FIX_CSV)
+    if not lines or lines[0][1].replace(" ", "") != _HEADER:
+      got = lines[0][1] if lines else ""
+      raise _util.bad_line(where, lines[0][0] if lines else 1, f"the header {_HEADER!r}", got, _FIX_CSV)
     rows = []
     for lineno, line in lines[1:]:
-      parts = [p.strip() for p in line.split(',')]
-      if len(parts) != 2 or not _util.safe_relative(parts[0]) or '/' in parts[0] or not _WNID.fullmatch(parts[1]):
+      parts = [p.strip() for p in line.split(",")]
+      if len(parts) != 2 or not _util.safe_relative(parts[0]) or "/" in parts[0] or not _WNID.fullmatch(parts[1]):
         raise _util.bad_line(where, lineno, "'<image file name>,<wnid like n01532829>'", line, _FIX_CSV)
       filename, wnid = parts
       if filename in seen_file:
-        raise DataError(f'{where} line {lineno}: image {filename} is already listed in {seen_file[filename]}; '
-                        f'expected each image once; {_FIX_CSV}.')
+        raise DataError(f"{where} line {lineno}: image {filename} is already listed in {seen_file[filename]}; "
+                        f"expected each image once; {_FIX_CSV}.")
       if seen_class.setdefault(wnid, member) != member:
-        raise DataError(f'{where} line {lineno}: class {wnid} is also in {seen_class[wnid]}; '
-                        f'expected disjoint classes per split; {_FIX_CSV}.')
+        raise DataError(f"{where} line {lineno}: class {wnid} is also in {seen_class[wnid]}; "
+                        f"expected disjoint classes per split; {_FIX_CSV}.")
       seen_file[filename] = member
       rows.append((filename, wnid))
     if not rows:
-      raise DataError(f'{NAME} file {where} lists no images; expected <filename>,<wnid> lines; {_FIX_CSV}.')
+      raise DataError(f"{NAME} file {where} lists no images; expected <filename>,<wnid> lines; {_FIX_CSV}.")
     split_rows[subset] = rows
 
   class_names = _class_order({s: {w for _, w in rows} for s, rows in split_rows.items()})
   label = {w: i for i, w in enumerate(class_names)}
-  records = tuple(ImageRecord(member=f'images/{f}', label=label[w], subset=s)
+  records = tuple(ImageRecord(member=f"images/{f}", label=label[w], subset=s)
                   for s, rows in split_rows.items() for f, w in rows)
-  _util.check_present(src, [r.member for r in records], NAME, 'the split csv files', _FIX_CSV)
-  return DatasetRecords('mini_imagenet', 'csv', class_names, records, src, src.fingerprint)
+  _util.check_present(src, [r.member for r in records], NAME, "the split csv files", _FIX_CSV)
+  return DatasetRecords("mini_imagenet", "csv", class_names, records, src, src.fingerprint)
 
 
 def _class_order(classes: dict[str, set[str]]) -> tuple[str, ...]:
@@ -127,8 +127,8 @@ def _read_pickles(src: archives.Source) -> DatasetRecords:
     images, class_dict = _load_cache(src, member)
     for wnid in class_dict:
       if seen_class.setdefault(wnid, member) != member:
-        raise DataError(f'{NAME} pickle {where} has class {wnid}, which is also in {seen_class[wnid]}; '
-                        f'expected disjoint classes per split; {_FIX_PKL}.')
+        raise DataError(f"{NAME} pickle {where} has class {wnid}, which is also in {seen_class[wnid]}; "
+                        f"expected disjoint classes per split; {_FIX_PKL}.")
     pixels[member] = images
     class_rows[subset] = class_dict
 
@@ -136,7 +136,7 @@ def _read_pickles(src: archives.Source) -> DatasetRecords:
   label = {w: i for i, w in enumerate(class_names)}
   records = tuple(ImageRecord(member=PICKLE[s], label=label[w], subset=s, index=i)
                   for s in SUBSETS for w in sorted(class_rows[s]) for i in class_rows[s][w])
-  return DatasetRecords('mini_imagenet', 'pickle', class_names, records, src, src.fingerprint, pixels)
+  return DatasetRecords("mini_imagenet", "pickle", class_names, records, src, src.fingerprint, pixels)
 
 
 def _load_cache(src: archives.Source, member: str) -> tuple[np.ndarray, dict[str, list[int]]]:
@@ -148,17 +148,17 @@ def _load_cache(src: archives.Source, member: str) -> tuple[np.ndarray, dict[str
     except DataError:
       raise
     except Exception as e:  # truncation and corruption surface as many types
-      raise DataError(f'{NAME} pickle {where} is truncated or corrupt ({one_line(e)}); {_FIX_PKL}.') from None
+      raise DataError(f"{NAME} pickle {where} is truncated or corrupt ({one_line(e)}); {_FIX_PKL}.") from None
 
   def bad(expected: str) -> DataError:
-    return DataError(f'{NAME} pickle {where}: expected {expected}; {_FIX_PKL}.')
+    return DataError(f"{NAME} pickle {where}: expected {expected}; {_FIX_PKL}.")
 
-  if not isinstance(obj, dict) or not {'image_data', 'class_dict'} <= obj.keys():
+  if not isinstance(obj, dict) or not {"image_data", "class_dict"} <= obj.keys():
     raise bad(f"a dict with keys 'image_data' and 'class_dict', got {type(obj).__name__}"
-              + (f' with keys {sorted(map(str, obj))}' if isinstance(obj, dict) else ''))
-  images, class_dict = obj['image_data'], obj['class_dict']
+              + (f" with keys {sorted(map(str, obj))}" if isinstance(obj, dict) else ""))
+  images, class_dict = obj["image_data"], obj["class_dict"]
   if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
-    got = f'{images.dtype} {images.shape}' if isinstance(images, np.ndarray) else type(images).__name__
+    got = f"{images.dtype} {images.shape}" if isinstance(images, np.ndarray) else type(images).__name__
     raise bad(f"'image_data' to be a uint8 [N, H, W, 3] array, got {got}")
   if not isinstance(class_dict, dict) or not class_dict:
     raise bad(f"'class_dict' to be a non-empty dict of wnid -> image rows, got {type(class_dict).__name__}")
@@ -170,7 +170,7 @@ def _load_cache(src: archives.Source, member: str) -> tuple[np.ndarray, dict[str
       raise bad(f"'class_dict' keys to be wnids like n01532829, got {_util.clip(repr(wnid))}")
     try:
       arr = np.asarray(rows)
-      ok = arr.ndim == 1 and len(arr) > 0 and (arr.dtype.kind in 'iu' or arr.dtype == object)
+      ok = arr.ndim == 1 and len(arr) > 0 and (arr.dtype.kind in "iu" or arr.dtype == object)
       arr = arr.astype(np.int64) if ok else arr
     except (TypeError, ValueError, OverflowError):
       ok = False
@@ -186,7 +186,7 @@ def _load_cache(src: archives.Source, member: str) -> tuple[np.ndarray, dict[str
     rows_of[wnid] = arr.tolist()
   if np.any(owner == -1):
     raise bad(f"'class_dict' to cover every image row, but {int(np.sum(owner == -1))} of {n} are in no class, "
-              f'first row {int(np.argmax(owner == -1))}')
+              f"first row {int(np.argmax(owner == -1))}")
   return images, rows_of
 
 
@@ -197,22 +197,22 @@ def _allowed_globals() -> dict[tuple[str, str], object]:
   except ImportError:  # pragma: no cover - numpy 1.x
     from numpy.core import multiarray, numeric
 
-  def latin1_encode(obj, encoding='utf-8'):
+  def latin1_encode(obj, encoding="utf-8"):
     # Protocol <= 2 pickles from Python 3 store bytes as _codecs.encode(str, 'latin1');
     # no other codec is needed, so none other is allowed.
-    if encoding != 'latin1' or not isinstance(obj, str):
-      raise pickle.UnpicklingError(f'_codecs.encode with {encoding!r} is not allowed')
-    return _codecs.encode(obj, 'latin1')
+    if encoding != "latin1" or not isinstance(obj, str):
+      raise pickle.UnpicklingError(f"_codecs.encode with {encoding!r} is not allowed")
+    return _codecs.encode(obj, "latin1")
 
   allowed: dict[tuple[str, str], object] = {
-      ('numpy', 'ndarray'): np.ndarray,
-      ('numpy', 'dtype'): np.dtype,
-      ('_codecs', 'encode'): latin1_encode,
+      ("numpy", "ndarray"): np.ndarray,
+      ("numpy", "dtype"): np.dtype,
+      ("_codecs", "encode"): latin1_encode,
   }
-  for pkg in ('numpy.core', 'numpy._core'):
-    allowed[(f'{pkg}.multiarray', '_reconstruct')] = multiarray._reconstruct
-    allowed[(f'{pkg}.multiarray', 'scalar')] = multiarray.scalar
-    allowed[(f'{pkg}.numeric', '_frombuffer')] = numeric._frombuffer  # protocol 5 arrays
+  for pkg in ("numpy.core", "numpy._core"):
+    allowed[(f"{pkg}.multiarray", "_reconstruct")] = multiarray._reconstruct
+    allowed[(f"{pkg}.multiarray", "scalar")] = multiarray.scalar
+    allowed[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer  # protocol 5 arrays
   return allowed
 
 
@@ -223,7 +223,7 @@ class _SafeUnpickler(pickle.Unpickler):
 
   def __init__(self, file, where: str):
     # latin1: the original caches were written by Python 2, whose str holds raw bytes.
-    super().__init__(file, encoding='latin1')
+    super().__init__(file, encoding="latin1")
     self._where = where
     if _SafeUnpickler._ALLOWED is None:
       _SafeUnpickler._ALLOWED = _allowed_globals()
@@ -231,7 +231,7 @@ class _SafeUnpickler(pickle.Unpickler):
   def find_class(self, module: str, name: str):
     obj = self._ALLOWED.get((module, name))
     if obj is None:
-      raise DataError(f'{NAME} pickle {self._where} refers to {module}.{name}, which could run code; refused '
-                      f'(only numpy arrays are allowed): {_FIX_PKL} from a trusted place.')
+      raise DataError(f"{NAME} pickle {self._where} refers to {module}.{name}, which could run code; refused "
+                      f"(only numpy arrays are allowed): {_FIX_PKL} from a trusted place.")
     return obj
 

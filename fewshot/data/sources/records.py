@@ -12,7 +12,7 @@ from PIL import Image, UnidentifiedImageError
 from fewshot.data import archives
 from fewshot.errors import DataError, one_line
 
-SUBSETS = ('train', 'val', 'test')
+SUBSETS = ("train", "val", "test")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,9 +63,9 @@ class DatasetRecords:
     # Readers guarantee these; a record that breaks them is a bug here, not bad data.
     for r in self.records:
       if not 0 <= r.label < len(self.class_names):
-        raise ValueError(f'{self.dataset} record {r} has a label outside 0..{len(self.class_names) - 1}.')
+        raise ValueError(f"{self.dataset} record {r} has a label outside 0..{len(self.class_names) - 1}.")
       if (r.index is not None) != (r.member in self.pixels):
-        raise ValueError(f'{self.dataset} record {r} must have an index exactly when its member is a pixels key.')
+        raise ValueError(f"{self.dataset} record {r} must have an index exactly when its member is a pixels key.")
 
   @property
   def num_classes(self) -> int:
@@ -108,7 +108,7 @@ class DatasetRecords:
         yield r, data
 
 
-def check_image(data: bytes, where: str = 'image') -> None:
+def check_image(data: bytes, where: str = "image") -> None:
   """Raises DataError unless `data` decodes as an image.
 
   Decodes it fully: PIL's `verify()` checks PNG checksums but not JPEG data, so a
@@ -121,8 +121,8 @@ def check_image(data: bytes, where: str = 'image') -> None:
     with Image.open(io.BytesIO(data)) as im:
       im.load()
   except UnidentifiedImageError:
-    raise DataError(f'{where} is not an image PIL can read ({len(data)} bytes, starting {data[:8]!r}); '
-                    'replace the file (re-extract or re-download the dataset).') from None
+    raise DataError(f"{where} is not an image PIL can read ({len(data)} bytes, starting {data[:8]!r}); "
+                    "replace the file (re-extract or re-download the dataset).") from None
   except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError) on corrupt files
-    raise DataError(f'Cannot decode image {where} ({one_line(e)}): it is truncated or corrupt; '
-                    'replace the file (re-extract or re-download the dataset).') from None
+    raise DataError(f"Cannot decode image {where} ({one_line(e)}): it is truncated or corrupt; "
+                    "replace the file (re-extract or re-download the dataset).") from None

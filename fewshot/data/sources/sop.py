@@ -19,21 +19,21 @@ from fewshot.data.sources import _util
 from fewshot.data.sources.records import DatasetRecords, ImageRecord
 from fewshot.errors import DataError
 
-NAME = 'Stanford Online Products'
-FOLDER = 'Stanford_Online_Products'
-FILES = {'train': 'Ebay_train.txt', 'test': 'Ebay_test.txt'}
-_HEADER = 'image_id class_id super_class_id path'
-_LAYOUT = f'{FOLDER}.zip or its extracted {FOLDER}/ folder (Ebay_train.txt, Ebay_test.txt, <super class>_final/)'
-_FIX = f're-extract {FOLDER}.zip (or download it again)'
+NAME = "Stanford Online Products"
+FOLDER = "Stanford_Online_Products"
+FILES = {"train": "Ebay_train.txt", "test": "Ebay_test.txt"}
+_HEADER = "image_id class_id super_class_id path"
+_LAYOUT = f"{FOLDER}.zip or its extracted {FOLDER}/ folder (Ebay_train.txt, Ebay_test.txt, <super class>_final/)"
+_FIX = f"re-extract {FOLDER}.zip (or download it again)"
 
 
 def _keep(name: str) -> bool:
-  return name.rsplit('/', 1)[-1] in FILES.values()
+  return name.rsplit("/", 1)[-1] in FILES.values()
 
 
 def locate(data_dir) -> tuple[archives.Source, str]:
   """The SOP folder or archive and its layout ('folder' or 'archive'), without reading it."""
-  return _util.locate_folder_or_archive(data_dir, NAME, FOLDER, FILES['train'], _LAYOUT, _keep)
+  return _util.locate_folder_or_archive(data_dir, NAME, FOLDER, FILES["train"], _LAYOUT, _keep)
 
 
 def read_sop(data_dir) -> DatasetRecords:
@@ -45,35 +45,35 @@ def read_sop(data_dir) -> DatasetRecords:
       1..number of classes, or listed images missing.
   """
   src, layout = locate(data_dir)
-  if layout == 'archive':
-    src = _util.archive_root(src, FILES['train'], NAME, _FIX)
+  if layout == "archive":
+    src = _util.archive_root(src, FILES["train"], NAME, _FIX)
   rows = []
   class_info: dict[int, tuple[int, str, str]] = {}  # class_id -> (super_class_id, folder, where it was first seen)
   subset_of: dict[int, str] = {}
   seen_path: dict[str, str] = {}
   for subset, member in FILES.items():
-    _util.require(src, member, NAME, f'header {_HEADER!r} and one line per image', _FIX)
+    _util.require(src, member, NAME, f"header {_HEADER!r} and one line per image", _FIX)
     where = src.where(member)
     lines = _util.text_lines(src, member, NAME, _FIX)
-    if not lines or ' '.join(lines[0][1].split()) != _HEADER:
-      raise _util.bad_line(where, lines[0][0] if lines else 1, f'the header {_HEADER!r}',
-                           lines[0][1] if lines else '', _FIX)
+    if not lines or " ".join(lines[0][1].split()) != _HEADER:
+      raise _util.bad_line(where, lines[0][0] if lines else 1, f"the header {_HEADER!r}",
+                           lines[0][1] if lines else "", _FIX)
     parsed = _util.parse_rows(src, member, NAME, expected="'<image_id> <class_id> <super_class_id> <path>'",
                               parse=_row, fix=_FIX, maxsplit=3, lines=lines[1:])
-    _util.unique_ids(parsed, where, 'image_id', _FIX)
+    _util.unique_ids(parsed, where, "image_id", _FIX)
     for lineno, (_, class_id, super_id, path) in parsed:
-      here = f'{where} line {lineno}'
+      here = f"{where} line {lineno}"
       if path in seen_path:
-        raise DataError(f'{here}: {path} is already listed at {seen_path[path]}; expected each image once; {_FIX}.')
+        raise DataError(f"{here}: {path} is already listed at {seen_path[path]}; expected each image once; {_FIX}.")
       seen_path[path] = here
-      folder = path.split('/')[0] if '/' in path else ''
+      folder = path.split("/")[0] if "/" in path else ""
       first = class_info.setdefault(class_id, (super_id, folder, here))
       if subset_of.setdefault(class_id, subset) != subset:
-        raise DataError(f'{here}: class_id {class_id} is also in {FILES[subset_of[class_id]]} ({first[2]}); '
-                        f'expected train and test classes to be disjoint; {_FIX}.')
+        raise DataError(f"{here}: class_id {class_id} is also in {FILES[subset_of[class_id]]} ({first[2]}); "
+                        f"expected train and test classes to be disjoint; {_FIX}.")
       if first[:2] != (super_id, folder):
-        raise DataError(f'{here}: class_id {class_id} has super_class_id {super_id} and folder {folder!r}, '
-                        f'but {first[2]} gave {first[0]} and {first[1]!r}; expected one per class; {_FIX}.')
+        raise DataError(f"{here}: class_id {class_id} has super_class_id {super_id} and folder {folder!r}, "
+                        f"but {first[2]} gave {first[0]} and {first[1]!r}; expected one per class; {_FIX}.")
       rows.append((class_id, subset, path))
 
   class_ids = sorted(class_info)
@@ -81,10 +81,10 @@ def read_sop(data_dir) -> DatasetRecords:
     gap = next(i for i, c in enumerate(class_ids, 1) if c != i)
     raise DataError(f'{NAME} class ids in {" and ".join(FILES.values())} must run 1..{len(class_ids)} without gaps, '
                     f'but {gap} is missing; {_FIX}.')
-  class_names = tuple(f'{_super_name(class_info[c][1])}/{c}' for c in class_ids)
+  class_names = tuple(f"{_super_name(class_info[c][1])}/{c}" for c in class_ids)
   records = tuple(ImageRecord(member=path, label=class_id - 1, subset=subset) for class_id, subset, path in rows)
-  _util.check_present(src, [r.member for r in records], NAME, ' and '.join(FILES.values()), _FIX)
-  return DatasetRecords('sop', layout, class_names, records, src, src.fingerprint)
+  _util.check_present(src, [r.member for r in records], NAME, " and ".join(FILES.values()), _FIX)
+  return DatasetRecords("sop", layout, class_names, records, src, src.fingerprint)
 
 
 def _row(f: list[str]) -> tuple[int, int, int, str]:
@@ -95,4 +95,4 @@ def _row(f: list[str]) -> tuple[int, int, int, str]:
 
 
 def _super_name(folder: str) -> str:
-  return folder[:-len('_final')] if folder.endswith('_final') else (folder or 'products')
+  return folder[:-len("_final")] if folder.endswith("_final") else (folder or "products")

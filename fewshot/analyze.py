@@ -2,8 +2,9 @@
 
     python -m fewshot.analyze runs/A runs/B [runs/C ...] [--pairs first|all]
         [--format table|markdown|csv|latex] [--out FILE]
+    python -m fewshot.analyze runs/A_seed* -- runs/B_seed*      # two arms of seed groups (fewshot.arms)
 
-For every measure of :data:`fewshot.MEASURES` one table with a row per pair of runs:
+For every measure of :data:`fewshot.measures.MEASURES` one table with a row per pair of runs:
 checkpoints used (n) and left out as undefined, the geometric mean of each run, the two-sided
 Mann–Whitney U p-value, and (except for the norm ratio) the proportion of properly learned
 checkpoints of each run and Fisher's exact p-value; p < 0.05 is marked (``*`` in the terminal
@@ -15,26 +16,23 @@ reads run directories and lays out tables.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import itertools
-import json
 import pathlib
 import sys
 
-import numpy as np
 from absl import flags
 
-from fewshot import cli, stats
+from fewshot import arms, cli, stats
+from fewshot import tables as tables_mod
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.measures import LABELS, MEASURES, PROPERLY_LEARNED
 from fewshot.rundir import Run, protocol_warning, read_run, run_labels
+from fewshot.tables import MISSING, Cell, Table, format_p, format_proportion, format_value, render_csv
 
 PAIRINGS = ("first", "all")
 FORMATS = ("table", "markdown", "csv", "latex")
-MISSING = "—"
 
 
 def define_flags() -> None:
@@ -65,46 +63,28 @@ def pair_indices(n: int, pairing: str = "first") -> list[tuple[int, int]]:
   return [(0, j) for j in range(1, n)] if pairing == "first" else list(itertools.combinations(range(n), 2))
 
 
+def pair(a: Run, b: Run, label_a: str, label_b: str) -> Pair:
+  comparisons = {m: stats.compare_runs(a.values(m), b.values(m), m) for m in MEASURES}
+  return Pair(label_a, label_b, a.path, b.path, comparisons)
+
+
 def compare(runs: list[Run], pairing: str = "first") -> list[Pair]:
   labels = run_labels(runs)
-  pairs = []
-  for i, j in pair_indices(len(runs), pairing):
-    comparisons = {m: stats.compare_runs(runs[i].values(m), runs[j].values(m), m) for m in MEASURES}
-    pairs.append(Pair(labels[i], labels[j], runs[i].path, runs[j].path, comparisons))
+  return [pair(runs[i], runs[j], labels[i], labels[j]) for i, j in pair_indices(len(runs), pairing)]
+
+
+def compare_arms(a: list[Run], b: list[Run]) -> list[Pair]:
+  """The arms pooled over their seeds, then seed by seed (A's seed k against B's seed k)."""
+  label_a, label_b = arms.arm_label(a), arms.arm_label(b)
+  if label_a == label_b:
+    label_a, label_b = f"A {label_a}", f"B {label_b}"
+  pairs = [pair(arms.pooled(a, label_a), arms.pooled(b, label_b), f"{label_a} (pooled)", f"{label_b} (pooled)")]
+  pairs += [pair(ra, rb, f"{label_a} seed {ra.config.seed}", f"{label_b} seed {rb.config.seed}")
+            for ra, rb in arms.seed_pairs(a, b)]
   return pairs
 
 
 # ----------------------------------------------------------------------------- tables (pure)
-@dataclasses.dataclass(frozen=True)
-class Cell:
-  """A formatted value; ``significant`` p-values are marked by each renderer in its own way."""
-
-  text: str
-  significant: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-  title: str
-  headers: tuple[str, ...]
-  rows: tuple[tuple[Cell, ...], ...]
-
-
-def format_value(x: float | None) -> str:
-  """A geometric mean: five decimals near 1 (updates move the ratios by ~1e-3), else scientific."""
-  if x is None:
-    return MISSING
-  return "0" if x == 0 else f"{x:.5f}" if 1e-2 <= abs(x) < 1e3 else f"{x:.3e}"
-
-
-def format_proportion(x: float | None) -> str:
-  return MISSING if x is None else f"{x:.3f}"
-
-
-def format_p(p: float | None) -> str:
-  return MISSING if p is None else f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
-
-
 def runs_table(runs: list[Run]) -> Table:
   headers = ("run", "model", "dataset", "way", "shot", "backbone", "seed", "checkpoints", "last episode",
              "test accuracy (%)", "directory")
@@ -157,79 +137,33 @@ def csv_records(pairs: list[Pair]) -> list[dict]:
   return records
 
 
-# ----------------------------------------------------------------------------- rendering (pure)
-def render_text(tables: list[Table]) -> str:
-  """Aligned plain-text tables; a significant p-value ends in ``*``."""
-  blocks = []
-  for table in tables:
-    lines = [list(table.headers)] + [[c.text + ("*" if c.significant else "") for c in row] for row in table.rows]
-    widths = [max(len(line[k]) for line in lines) for k in range(len(table.headers))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
-    text.insert(1, "  ".join("-" * w for w in widths))
-    blocks.append("\n".join([table.title] + text))
-  return "\n\n".join(blocks) + "\n\n* p < 0.05 (two-sided)\n"
-
-
-def _markdown_cell(cell: Cell) -> str:
-  text = cell.text.replace("|", "\\|")
-  return f"**{text}**" if cell.significant and text else text
-
-
-def render_markdown(tables: list[Table]) -> str:
-  """GitHub markdown tables under ``###`` titles; significant p-values in bold."""
-  blocks = []
-  for table in tables:
-    lines = [f"### {table.title}", "", "| " + " | ".join(table.headers) + " |",
-             "|" + "|".join("---" for _ in table.headers) + "|"]
-    lines += ["| " + " | ".join(_markdown_cell(c) for c in row) + " |" for row in table.rows]
-    blocks.append("\n".join(lines))
-  return "\n\n".join(blocks) + "\n\nBold: p < 0.05 (two-sided).\n"
-
-
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                  "±": r"$\pm$", "—": "--", "<": r"$<$", ">": r"$>$"}
-
-
-def latex_escape(text: str) -> str:
-  return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-
-
-def render_latex(tables: list[Table]) -> str:
-  """One ``table`` environment per table; significant p-values in bold."""
-  blocks = []
-  for table in tables:
-    def line(cells):
-      return " & ".join(cells) + r" \\"
-    body = [line(latex_escape(h) for h in table.headers), r"\hline"]
-    body += [line(rf"\textbf{{{latex_escape(c.text)}}}" if c.significant else latex_escape(c.text) for c in row)
-             for row in table.rows]
-    blocks.append("\n".join([r"\begin{table}[ht]", r"\centering", r"\caption{" + latex_escape(table.title) + "}",
-                             r"\begin{tabular}{" + "l" * len(table.headers) + "}", r"\hline", *body,
-                             r"\hline", r"\end{tabular}", r"\end{table}"]))
-  return "% significant (p < 0.05, two-sided) in bold\n" + "\n\n".join(blocks) + "\n"
-
-
-def render_csv(records: list[dict]) -> str:
-  out = io.StringIO()
-  writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
-  writer.writeheader()
-  writer.writerows(records)
-  return out.getvalue()
-
-
-RENDERERS = {"table": render_text, "markdown": render_markdown, "latex": render_latex}
-
-
 def report(runs: list[Run], pairing: str = "first", fmt: str = "table") -> str:
   """The whole output of ``python -m fewshot.analyze`` for runs already read."""
   if fmt not in FORMATS:
     raise ConfigError(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}.")
   pairs = compare(runs, pairing)
   if fmt == "csv":
-    return render_csv(csv_records(pairs))
+    return render_csv(csv_records(pairs), CSV_FIELDS)
   tables = [runs_table(runs)] + [measure_table(m, pairs) for m in MEASURES]
-  return RENDERERS[fmt](tables)
+  return tables_mod.RENDERERS[fmt](tables)
+
+
+def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
+  """The output of ``python -m fewshot.analyze A... -- B...``: two arms of seed groups."""
+  if fmt not in FORMATS:
+    raise ConfigError(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+  arms.check_arms(a, b)
+  pairs = compare_arms(a, b)
+  if fmt == "csv":
+    return render_csv(csv_records(pairs), CSV_FIELDS)
+  tables = [arms.accuracy_table(a, b), arms.seed_means_table(a, b)] + [measure_table(m, pairs) for m in MEASURES]
+  return tables_mod.RENDERERS[fmt](tables)
+
+
+def analyze_arms(paths_a: list[str], paths_b: list[str], fmt: str = "table") -> str:
+  """Read two arms of run directories and return the output."""
+  read = lambda paths: [read_run(p, Config.from_dict) for p in paths]  # noqa: E731
+  return report_arms(read(paths_a), read(paths_b), fmt)
 
 
 def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tuple[str, str | None]:
@@ -241,7 +175,13 @@ def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tup
 
 
 def main(argv):
-  text, warning = analyze(argv[1:], FLAGS.pairs, FLAGS.format)
+  # absl drops the "--" that separates two arms; the raw command line still has it.
+  if "--" in sys.argv[1:]:
+    arm_b = sys.argv[sys.argv.index("--") + 1:]
+    paths = argv[1:]
+    text, warning = analyze_arms(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format), None
+  else:
+    text, warning = analyze(argv[1:], FLAGS.pairs, FLAGS.format)
   if warning:
     print(warning, file=sys.stderr)
   if FLAGS.out:

@@ -150,6 +150,20 @@ def diagnose(learner: EpisodicLearner, before, new_state: TrainState, old_batch_
   )
 
 
+def step_memory_bytes(learner: EpisodicLearner, image_shape: tuple[int, ...], stored_shape: tuple[int, ...]) -> int:
+  """Device memory of one training step of one run (state, episode, temporaries), from its compiled program."""
+  state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), image_shape))
+  shape = learner.shape
+  episode = Episode(support_images=jax.ShapeDtypeStruct((shape.way * shape.shot, *stored_shape), jnp.uint8),
+                    support_labels=jax.ShapeDtypeStruct((shape.way * shape.shot,), jnp.int32),
+                    query_images=jax.ShapeDtypeStruct((shape.way * shape.query, *stored_shape), jnp.uint8),
+                    query_labels=jax.ShapeDtypeStruct((shape.way * shape.query,), jnp.int32),
+                    classes=jax.ShapeDtypeStruct((shape.way,), jnp.int32))
+  step = jax.jit(lambda s, e: train_step(learner, s, e)[:2])
+  memory = step.lower(state, episode).compile().memory_analysis()
+  return int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes)
+
+
 def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode) -> jax.Array:
   """Query accuracy of a drawn episode, through the evaluation transform, BatchNorm in evaluation mode."""
   episode = _transform(learner, episode, learner.augmentation.eval)
@@ -159,8 +173,9 @@ def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode
 
 
 # ---- compiled chunks -------------------------------------------------------------------------------
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _train_block(learner: EpisodicLearner, state: TrainState, draws, train_key: jax.Array, last: jax.Array):
+# A run's state and key are unbatched; a group of runs (seeds) carries a leading run axis on both
+# and trains as one vmapped program, every run drawing its own episodes with its own key.
+def _scan_train(learner: EpisodicLearner, state: TrainState, draws, train_key: jax.Array, last: jax.Array):
   no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
 
   def step(state, key, index, classes, images):
@@ -176,24 +191,35 @@ def _train_block(learner: EpisodicLearner, state: TrainState, draws, train_key: 
   return sources.scan_draws(step, state, draws, train_key)
 
 
+_train_block = jax.jit(_scan_train, static_argnums=0, donate_argnums=1)
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
+def _train_group_block(learner: EpisodicLearner, states: TrainState, draws, train_keys: jax.Array, last: jax.Array):
+  return jax.vmap(functools.partial(_scan_train, learner), in_axes=(0, draws.run_axes(), 0, None))(
+      states, draws, train_keys, last)
+
+
 def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
   """Train on the next ``num_episodes`` episodes of ``source`` (a :mod:`fewshot.sources` source).
 
   Returns the state, per-episode ``{"loss", "accuracy"}`` (before each update) and the
   diagnostics of the last update (:func:`fewshot.diagnostics.episode_diagnostics`).
-  The state passed in is donated (invalid afterwards).
+  The state passed in is donated (invalid afterwards). With ``[R]`` keys and a state
+  stacked over R runs, trains the group at once: outputs gain a leading run axis.
   """
-  first = int(state.step)
+  group = train_key.ndim > 0
+  first = int(state.step[0] if group else state.step)
   last = jnp.int32(first + num_episodes - 1)
-  compiled = lambda state, draws, key: _train_block(learner, state, draws, key, last)
+  block = _train_group_block if group else _train_block
+  compiled = lambda state, draws, key: block(learner, state, draws, key, last)
   state, out = sources.run_blocks(compiled, state, source, train_key, first, num_episodes, learner.shape.way,
                                   learner.shape.per_class)
-  diagnosed = jax.tree.map(lambda d: d[-1], out.pop("diagnostics"))
+  diagnosed = jax.tree.map(lambda d: d[..., -1], out.pop("diagnostics"))
   return state, out, diagnosed
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4))
-def _evaluate_block(learner: EpisodicLearner, variables: dict, draws, key: jax.Array, shape: EpisodeShape):
+def _scan_evaluate(learner: EpisodicLearner, variables: dict, draws, key: jax.Array, shape: EpisodeShape):
   def step(variables, step_key, index, classes, images):
     del step_key, index
     return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
@@ -201,9 +227,21 @@ def _evaluate_block(learner: EpisodicLearner, variables: dict, draws, key: jax.A
   return sources.scan_draws(step, variables, draws, key)
 
 
+_evaluate_block = jax.jit(_scan_evaluate, static_argnums=(0, 4))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _evaluate_group_block(learner: EpisodicLearner, variables: dict, draws, keys: jax.Array, shape: EpisodeShape):
+  return jax.vmap(lambda v, d, k: _scan_evaluate(learner, v, d, k, shape), in_axes=(0, draws.run_axes(), 0))(
+      variables, draws, keys)
+
+
 def evaluate(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
              shape: EpisodeShape) -> jax.Array:
-  """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in evaluation mode)."""
-  compiled = lambda variables, draws, key: _evaluate_block(learner, variables, draws, key, shape)
+  """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in
+  evaluation mode); ``[R, num_episodes]`` for a group's stacked variables and ``[R]`` keys.
+  """
+  block = _evaluate_group_block if key.ndim > 0 else _evaluate_block
+  compiled = lambda variables, draws, key: block(learner, variables, draws, key, shape)
   _, accuracies = sources.run_blocks(compiled, variables, source, key, 0, num_episodes, shape.way, shape.per_class)
-  return jnp.zeros((0,), jnp.float32) if accuracies is None else accuracies
+  return jnp.zeros((*key.shape, 0), jnp.float32) if accuracies is None else accuracies

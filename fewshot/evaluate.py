@@ -2,19 +2,34 @@
 
 Uses the run's own configuration and test key, so it reproduces the accuracy the run
 reported; ``--test_episodes`` or ``--seed`` draw a different set of test episodes.
+
+``--test_by cached`` draws the same episodes over the test split embedded once
+(:mod:`fewshot.cached_eval`), so ``--test_episodes 10000`` costs seconds; ``--test_by both``
+reports the per-episode protocol (the paper's, the default) beside it, the cached path
+testing ``--cached_episodes`` episodes (default as many). ``--lake_runs`` scores Lake et
+al.'s one-shot runs instead of the test split (:mod:`fewshot.lake`) and writes
+``lake_runs.json`` into the run directory.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
+import numpy as np
 from absl import flags, logging
 
-from fewshot import cli
+from fewshot import cli, stats
 from fewshot.config import Config
-from fewshot.errors import RunDirError
-from fewshot.experiment import Experiment
-from fewshot.rundir import existing_run
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.experiment import Experiment, test_shape
+from fewshot.rundir import RunDir, existing_run, write_json_atomic
+from fewshot.train_state import TrainState
+
+TEST_BY = ("episode", "cached", "both")
+LAKE_FILE = "lake_runs.json"
+# What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there.
+EPISODE_FLAGS = ("test_episodes", "test_query", "seed", "data_dir", "tfds_dir", "test_by", "cached_episodes")
 
 
 def define_flags() -> None:
@@ -27,32 +42,120 @@ def define_flags() -> None:
   flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
                       "(a dataset not prepared there yet is prepared there)")
   flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
+  flags.DEFINE_enum("test_by", "episode", TEST_BY, "episode: embed each test episode (the paper's protocol); cached: "
+                    "the same episodes over the test split embedded once (seconds for 10,000); both: report both")
+  flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
+  flags.DEFINE_string("lake_runs", None, "Lake et al.'s one-shot runs (all_runs folder or all_runs.zip): score them "
+                      f"instead of the test split and write {LAKE_FILE} into the run directory")
 
 
 FLAGS = flags.FLAGS
 
 
-def evaluate(workdir: str, checkpoint: str = "best", **overrides) -> dict:
-  """Test accuracy of a run's checkpoint; ``overrides`` replace config fields (None keeps the run's)."""
+def _checkpoint(workdir: str, checkpoint: str) -> RunDir:
   rundir = existing_run(workdir)
   if checkpoint not in ("best", "last") or rundir.checkpoint_step(checkpoint) is None:
     raise RunDirError(f"{rundir.path} has no {checkpoint!r} checkpoint; use --checkpoint best or last after training.")
+  return rundir
+
+
+def cached_accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> np.ndarray:
+  """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once."""
+  from fewshot import cached_eval, episodic  # the model machinery, only where a model is tested
+
+  variables, source = episodic.model_variables(state), experiment.sources["test"]
+  embeddings = cached_eval.embed_split(experiment.learner, variables, source.images)
+  return np.asarray(cached_eval.evaluate_cached(experiment.learner, variables, embeddings, source.layout,
+                                                experiment.keys["test"], num_episodes, test_shape(experiment.config)))
+
+
+def _summary(accuracies: np.ndarray, prefix: str = "") -> dict:
+  mean, half_width = stats.mean_confidence_interval(100.0 * accuracies)
+  return {f"{prefix}test_accuracy": mean, f"{prefix}test_ci95": half_width, f"{prefix}test_episodes": len(accuracies)}
+
+
+def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
+             **overrides) -> dict:
+  """Test accuracy of a run's checkpoint; ``overrides`` replace config fields (None keeps the run's).
+
+  ``test_by``: ``episode`` (each episode embedded, the paper's protocol), ``cached`` (the
+  same episodes over the test split embedded once: ``test_*`` are the cached path's) or
+  ``both`` (``test_*`` per episode, ``cached_test_*`` over ``cached_episodes`` cached episodes).
+  """
+  if test_by not in TEST_BY:
+    raise ConfigError(f"unknown --test_by {test_by!r}; choose one of {', '.join(TEST_BY)}.")
+  if cached_episodes is not None and (cached_episodes < 1 or test_by == "episode"):
+    raise ConfigError(f"--cached_episodes must be a positive integer with --test_by cached or both, got "
+                      f"{cached_episodes} with --test_by {test_by}.")
+  rundir = _checkpoint(workdir, checkpoint)
   config = Config.from_dict(rundir.read_config())
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
   experiment = Experiment.build(config, splits=("test",))
-  results = experiment.test(rundir.restore_checkpoint(checkpoint, experiment.init_state()))
-  results.update(checkpoint=checkpoint, checkpoint_episode=rundir.checkpoint_step(checkpoint))
+  state = rundir.restore_checkpoint(checkpoint, experiment.init_state())
+  cached_count = cached_episodes or config.test_episodes
+  if test_by == "cached":
+    results = {"model": config.model_name, "test_query": config.test_query,
+               **_summary(cached_accuracies(experiment, state, cached_count))}
+  else:
+    results = experiment.test(state)
+    if test_by == "both":
+      results.update(_summary(cached_accuracies(experiment, state, cached_count), prefix="cached_"))
+  results.update(test_by=test_by, checkpoint=checkpoint, checkpoint_episode=rundir.checkpoint_step(checkpoint))
   return results
+
+
+def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best") -> dict:
+  """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json``.
+
+  The runs are read (and refused) before the model is loaded, so bad input writes nothing.
+  """
+  from fewshot import api, lake  # the model machinery, only where a model is tested
+
+  rundir = _checkpoint(workdir, checkpoint)
+  lake.check_model(Config.from_dict(rundir.read_config()))
+  runs = lake.read_runs(lake_runs)
+  results = lake.evaluate(api.load(workdir, checkpoint), runs)
+  results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
+                 checkpoint_episode=rundir.checkpoint_step(checkpoint))
+  write_json_atomic(rundir.path / LAKE_FILE, results)
+  return results
+
+
+def lake_table(results: dict) -> str:
+  """The per-run table and the summary lines of :func:`evaluate_lake`'s results."""
+  head, nn = results["rules"]["head"], results["rules"]["nn"]
+  lines = [f"{'run':<8}{'way':>4}{'items':>6}  {head['name']:>12}  {'1-NN':>8}"]
+  for row in results["per_run"]:
+    lines.append(f"{row['run']:<8}{row['way']:>4}{row['items']:>6}  {row['head_accuracy']:>11.1f}%  "
+                 f"{row['nn_accuracy']:>7.1f}%")
+  for rule in (head, nn):
+    lines.append(f"{rule['name']}: {rule['accuracy']:.2f}% of {rule['items']} items ({rule['correct']} right); "
+                 f"{rule['run_mean']:.2f}% ± {rule['run_ci95']:.2f}% over {results['runs']} runs")
+  return "\n".join(lines)
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  results = evaluate(FLAGS.workdir, FLAGS.checkpoint, test_episodes=FLAGS.test_episodes,
-                     test_query=FLAGS.test_query, seed=FLAGS.seed, data_dir=FLAGS.data_dir,
-                     tfds_dir=FLAGS.tfds_dir)
-  print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}): test accuracy "
-        f"{results['test_accuracy']:.2f}% ± {results['test_ci95']:.2f}% ({results['test_episodes']} episodes)")
+  if FLAGS.lake_runs is not None:
+    given = [f"--{name}" for name in EPISODE_FLAGS if FLAGS[name].present]
+    if given:
+      raise ConfigError(f"{', '.join(given)} choose test-split episodes; --lake_runs scores Lake's runs instead "
+                        "(leave them out, or run without --lake_runs).")
+    results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint)
+    print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
+          f"one-shot runs ({results['runs']} runs, {results['items']} items):")
+    print(lake_table(results))
+    print(f"wrote {existing_run(FLAGS.workdir).path / LAKE_FILE}")
+    return
+  results = evaluate(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes,
+                     test_episodes=FLAGS.test_episodes, test_query=FLAGS.test_query, seed=FLAGS.seed,
+                     data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir)
+  where = f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']})"
+  lines = [("", results["test_by"] == "cached")] + [("cached_", True)] * (results["test_by"] == "both")
+  for prefix, cached in lines:
+    print(f"{where}: test accuracy {results[prefix + 'test_accuracy']:.2f}% ± {results[prefix + 'test_ci95']:.2f}% "
+          f"({results[prefix + 'test_episodes']} episodes{', split embedded once' if cached else ''})")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The checkpoint loop both trainers stand on: train a chunk, validate, write a row, checkpoint.
 
-A trainer supplies its compiled chunk of steps, its validation and its metrics row;
+A trainer supplies its compiled chunk of steps, its validation and its metrics rows;
 :func:`train_until` does the rest, the same way for episodes and for metric-learning
-batches: resume from ``last``, write the row before the checkpoints (so a run killed in
+batches, for one run and for a seed group (:mod:`fewshot.groups`): resume from ``last``, write the row before the checkpoints (so a run killed in
 between resumes from the previous ``last`` and rewrites the same row), keep ``best`` by a
 named validation score (the earliest of ties; an undefined score ranks lowest), keep
 ``last``, and show a progress bar.
@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import tqdm
 
+from fewshot import groups
+from fewshot.groups import RunPlacement
 from fewshot.rundir import RunDir
 from fewshot.train_state import TrainState
 
@@ -37,32 +39,67 @@ def score(row: dict, best_by: str) -> float:
   return -math.inf if value is None else value
 
 
-def train_until(rundir: RunDir, state: TrainState, schedule: Schedule,
-                train_chunk: Callable[[TrainState, int], tuple[TrainState, object]],
-                make_row: Callable[[TrainState, object], dict],
-                postfix: Callable[[dict, dict], dict] = lambda row, best: {},
-                progress: bool = True, desc: str | None = None, unit: str = "step") -> tuple[TrainState, dict]:
-  """Train ``state`` in ``rundir`` to ``schedule.total_steps``; returns the last state and the best row.
+@dataclasses.dataclass(frozen=True)
+class Runs:
+  """The run directories a loop writes, and how its state holds them.
 
-  ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_row(state,
-  chunk_outputs)`` validates and returns the checkpoint's metrics row; the loop adds the
-  chunk's wall time as ``seconds``. ``postfix(row, best)`` is what the progress bar shows.
+  One run (``placement=None``): the state is that run's. A seed group: the state is stacked on
+  a leading run axis laid out by ``placement``, and ``dirs`` are the runs this process writes
+  (:meth:`fewshot.groups.RunPlacement.local_runs`; padding runs have none).
   """
-  state, rows = rundir.resume(state, schedule.step_key)
-  best = max(rows, key=lambda r: score(r, schedule.best_by), default=None)  # max keeps the earliest of ties
-  bar = tqdm.tqdm(total=schedule.total_steps, initial=int(state.step), unit=unit, disable=not progress, desc=desc)
-  while int(state.step) < schedule.total_steps:
+
+  dirs: tuple[RunDir, ...]
+  placement: RunPlacement | None = None
+  indices: tuple[int, ...] = (0,)  # each dir's position on the run axis
+
+  def states(self, state) -> list:
+    return [state] if self.placement is None else [groups.unstack(state, i) for i in self.indices]
+
+  def join(self, states: list, like):
+    """The state of every run from those of the written runs (a padding run repeats the last)."""
+    if self.placement is None:
+      return states[0]
+    by_index = dict(zip(self.indices, states))
+    full = [by_index.get(i) for i in range(self.placement.size)]
+    full = [s if s is not None else by_index[self.indices[-1]] for s in full]
+    return self.placement.stack(full)
+
+
+def train_until(runs: Runs, state: TrainState, schedule: Schedule,
+                train_chunk: Callable[[TrainState, int], tuple[TrainState, object]],
+                make_rows: Callable[[TrainState, object], list[dict]],
+                postfix: Callable[[dict, dict], dict] = lambda row, best: {},
+                progress: bool = True, desc: str | None = None, unit: str = "step") -> tuple[TrainState, list[dict]]:
+  """Train ``state`` to ``schedule.total_steps``, writing each run's directory; returns the state and each run's best row.
+
+  ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
+  chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.dirs``);
+  the loop adds the chunk's wall time as ``seconds``. ``postfix(row, best)`` of the first run is
+  what the progress bar shows.
+  """
+  resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.dirs, runs.states(state))]
+  state = runs.join([s for s, _ in resumed], state)
+  rows = [r for _, r in resumed]
+  # max keeps the earliest of ties
+  bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]
+  done = int(runs.states(state)[0].step)
+  bar = tqdm.tqdm(total=schedule.total_steps, initial=done, unit=unit, disable=not progress, desc=desc)
+  while done < schedule.total_steps:
     start = time.perf_counter()
-    steps = min(schedule.steps_per_checkpoint, schedule.total_steps - int(state.step))
+    steps = min(schedule.steps_per_checkpoint, schedule.total_steps - done)
     state, outputs = train_chunk(state, steps)
-    row = {**make_row(state, outputs), "seconds": time.perf_counter() - start}
-    rows.append(row)
-    rundir.write_metrics(rows)
-    if best is None or score(row, schedule.best_by) > score(best, schedule.best_by):
-      best = row
-      rundir.save_checkpoint("best", int(state.step), state)
-    rundir.save_checkpoint("last", int(state.step), state)
+    done += steps
+    new_rows = make_rows(state, outputs)
+    seconds = time.perf_counter() - start
+    for k, (rundir, run_state) in enumerate(zip(runs.dirs, runs.states(state))):
+      row = {**new_rows[k], "seconds": seconds}
+      rows[k].append(row)
+      rundir.write_metrics(rows[k])
+      if bests[k] is None or score(row, schedule.best_by) > score(bests[k], schedule.best_by):
+        bests[k] = row
+        rundir.save_checkpoint("best", done, run_state)
+      rundir.save_checkpoint("last", done, run_state)
     bar.update(steps)
-    bar.set_postfix(postfix(row, best))
+    bar.set_postfix(postfix(rows[0][-1], bests[0]))
   bar.close()
-  return state, best
+  return state, bests

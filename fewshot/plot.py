@@ -12,13 +12,16 @@ Writes into ``--out``:
   under softmax and under the distance ratio (Fig 1); needs no runs.
 
 The ratio panels draw a line at 1, where a checkpoint changes from properly learned to not.
-Undefined (null) diagnostics are left out of the curves.
+Undefined (null) diagnostics are left out of the curves. Runs of one configuration under several
+seeds (a seed group) are drawn as their median line with a band from the 25th to the 75th
+percentile of the seeds at each checkpoint.
 """
 
 from __future__ import annotations
 
 import pathlib
 import sys
+import warnings
 
 import matplotlib
 
@@ -33,7 +36,7 @@ from fewshot import cli, distances, heads
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.measures import LABELS
-from fewshot.rundir import protocol_warning, read_run, run_labels
+from fewshot.rundir import LOCATION_FIELDS, protocol_warning, read_run, run_labels
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
@@ -87,11 +90,37 @@ def _save(fig, path: pathlib.Path) -> str:
   return str(path)
 
 
-def _plot_series(ax, runs, labels, key: str) -> None:
+def seed_groups(runs, labels) -> list[tuple[str, list]]:
+  """Runs of one configuration but for the seed, together (in first-seen order), labelled once."""
+  grouped: dict = {}
   for run, label in zip(runs, labels):
-    episodes, values = run.series(key)
-    defined = np.isfinite(values)  # null diagnostics are gaps in the record, not zeros
-    ax.plot(episodes[defined], values[defined], marker=".", markersize=3, linewidth=1, label=label)
+    key = tuple(sorted((k, str(v)) for k, v in run.config.to_dict().items() if k not in ("seed", *LOCATION_FIELDS)))
+    grouped.setdefault(key, (label, []))[1].append(run)
+  return [(label if len(members) == 1 else f"{members[0].config.model_name} ({len(members)} seeds)", members)
+          for label, members in grouped.values()]
+
+
+def median_band(runs, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """Checkpoints, and the median and 25th/75th percentiles across the runs at each (undefined values ignored)."""
+  series = [run.series(key) for run in runs]
+  episodes = np.array(sorted(set().union(*(set(e.tolist()) for e, _ in series))))
+  table = np.full((len(series), len(episodes)), np.nan)
+  for i, (e, v) in enumerate(series):
+    table[i, np.searchsorted(episodes, e)] = v
+  with np.errstate(all="ignore"), warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # a checkpoint no run defined is a gap, not an error
+    low, median, high = np.nanpercentile(table, [25, 50, 75], axis=0)
+  return episodes, median, low, high
+
+
+def _plot_series(ax, runs, labels, key: str) -> None:
+  """One line per run; a seed group as its median line with the band of its middle half of seeds."""
+  for label, members in seed_groups(runs, labels):
+    episodes, median, low, high = median_band(members, key)
+    defined = np.isfinite(median)  # null diagnostics are gaps in the record, not zeros
+    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=3, linewidth=1, label=label)
+    if len(members) > 1:
+      ax.fill_between(episodes[defined], low[defined], high[defined], color=line.get_color(), alpha=0.25, linewidth=0)
 
 
 def plot_val_accuracy(runs, out: pathlib.Path) -> str:

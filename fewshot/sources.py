@@ -47,7 +47,7 @@ class ClassLayout:
   max_count: int = flax.struct.field(pytree_node=False)
 
   @classmethod
-  def from_split(cls, split: Split, device: jax.Device | None = None) -> ClassLayout:
+  def from_split(cls, split: Split, device=None) -> ClassLayout:
     put = lambda a: jax.device_put(a, device)
     return cls(class_offsets=put(split.class_offsets), class_counts=put(split.class_counts),
                max_count=int(split.class_counts.max()))
@@ -114,14 +114,18 @@ class ResidentDraws:
     classes, indices = sample_class_images(key, self.layout, self.num_classes, self.per_class)
     return classes, self.images[indices]
 
+  def run_axes(self):
+    """``vmap`` axes for a group of runs: every run draws from the same split, with its own key."""
+    return None
+
 
 @flax.struct.dataclass
 class GatheredDraws:
-  """Steps whose draws were gathered on the host: one entry per step."""
+  """Steps whose draws were gathered on the host: one entry per step (per run and step for a group)."""
 
   steps: jax.Array  # int32 [n]
-  classes: jax.Array  # int32 [n, C]: the split labels of each draw's classes
-  images: jax.Array  # uint8 [n, C, M, H, W, Ch], class-major as the resident gather
+  classes: jax.Array  # int32 [n, C] ([R, n, C] for a group): the split labels of each draw's classes
+  images: jax.Array  # uint8 [n, C, M, H, W, Ch] ([R, n, ...]), class-major as the resident gather
 
   def scanned(self) -> dict:
     return {"step": self.steps, "classes": self.classes, "images": self.images}
@@ -129,6 +133,10 @@ class GatheredDraws:
   def draw(self, key: jax.Array, x: dict) -> tuple[jax.Array, jax.Array]:
     del key
     return x["classes"], x["images"]
+
+  def run_axes(self):
+    """``vmap`` axes for a group of runs: each run has its own draws, the steps are shared."""
+    return GatheredDraws(steps=None, classes=0, images=0)
 
 
 def scan_draws(step: Callable, carry, draws: ResidentDraws | GatheredDraws, key: jax.Array):
@@ -170,7 +178,7 @@ class DeviceSource:
   layout: ClassLayout
 
   @classmethod
-  def from_split(cls, split: Split, device: jax.Device | None = None) -> DeviceSource:
+  def from_split(cls, split: Split, device=None) -> DeviceSource:
     return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device))
 
   @property
@@ -184,9 +192,12 @@ class DeviceSource:
 
 
 def _draw_indices(base_key: jax.Array, steps: jax.Array, layout: ClassLayout, num_classes: int, per_class: int):
-  """Classes ``[n, C]`` and image indices ``[n, C, M]`` of the draws keyed ``fold_in(base_key, step)``."""
-  return jax.vmap(lambda step: sample_class_images(jax.random.fold_in(base_key, step), layout, num_classes,
-                                                   per_class))(steps)
+  """Classes ``[n, C]`` and image indices ``[n, C, M]`` of the draws keyed ``fold_in(base_key, step)``
+  (``[R, n, ...]`` for ``[R]`` keys).
+  """
+  draw = lambda key: jax.vmap(lambda step: sample_class_images(jax.random.fold_in(key, step), layout, num_classes,
+                                                               per_class))(steps)
+  return draw(base_key) if base_key.ndim == 0 else jax.vmap(draw)(base_key)
 
 
 _draw_indices_jit = jax.jit(_draw_indices, static_argnums=(3, 4))
@@ -195,9 +206,12 @@ _draw_indices_jit = jax.jit(_draw_indices, static_argnums=(3, 4))
 class HostSource:
   """A split in host memory: images as numpy, the class layout on the device for the index draws."""
 
-  def __init__(self, split: Split, device: jax.Device | None = None, block_bytes: int = BLOCK_BYTES,
-               prefetch: int = PREFETCH):
-    self.images, self.device = split.images, device
+  def __init__(self, split: Split, device=None, block_bytes: int = BLOCK_BYTES, prefetch: int = PREFETCH,
+               run_sharding=None):
+    """``device``: a device or a (replicated) sharding; ``run_sharding``: where a group's blocks go (their
+    leading run axis sharded over the devices), None to put them like the rest.
+    """
+    self.images, self.device, self.run_sharding = split.images, device, run_sharding
     self.layout = ClassLayout.from_split(split, device)
     self.block_bytes, self.prefetch = block_bytes, prefetch
 
@@ -222,14 +236,20 @@ class HostSource:
       return
     steps = jnp.arange(first, first + count, dtype=jnp.int32)
     classes, indices = jax.device_get(_draw_indices_jit(key, steps, self.layout, num_classes, per_class))
-    steps = np.asarray(steps)
-    bounds = np.cumsum([0, *self.block_sizes(count, num_classes * per_class)])
+    steps, runs = np.asarray(steps), 1 if key.ndim == 0 else key.shape[0]
+    bounds = np.cumsum([0, *self.block_sizes(count, runs * num_classes * per_class)])
     slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    # A group's draws are [R, n, ...]: its blocks cut the step axis.
+    at = (lambda block: block) if key.ndim == 0 else (lambda block: (slice(None), block))
 
     def gather(block: slice) -> GatheredDraws:
       # Fancy indexing copies (so a zero-copy device_put never aliases the split) and releases the GIL.
-      drawn = GatheredDraws(steps=steps[block], classes=classes[block], images=self.images[indices[block]])
-      return jax.device_put(drawn, self.device)
+      drawn = GatheredDraws(steps=steps[block], classes=classes[at(block)], images=self.images[indices[at(block)]])
+      if self.run_sharding is None or key.ndim == 0:
+        return jax.device_put(drawn, self.device)
+      return drawn.replace(steps=jax.device_put(drawn.steps, self.device),
+                           classes=jax.device_put(drawn.classes, self.run_sharding),
+                           images=jax.device_put(drawn.images, self.run_sharding))
 
     # One worker per block in flight: gathers overlap one another as well as the training.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.prefetch)) as pool:
@@ -242,14 +262,16 @@ class HostSource:
         yield pending.popleft().result()
 
 
-def place(split: Split, placement: str = "auto", budget_bytes: int = DEVICE_BUDGET_BYTES,
-          device: jax.Device | None = None) -> DeviceSource | HostSource:
+def place(split: Split, placement: str = "auto", budget_bytes: int = DEVICE_BUDGET_BYTES, device=None,
+          run_sharding=None) -> DeviceSource | HostSource:
   """The split as a source: resident on the device, or streamed from host memory.
 
   ``auto`` keeps a split on the device when :func:`fits_on_device`; ``device`` and ``host``
-  force one path. Either way a run sees the same draws.
+  force one path. Either way a run sees the same draws. ``device`` may be a sharding: a
+  group of runs sharded over several devices keeps a copy of the split on each
+  (``NamedSharding(mesh, P())``) and streams its draws sharded by run (``run_sharding``).
   """
   if placement not in PLACEMENTS:
     raise DataError(f"Unknown placement {placement!r}; choose one of {', '.join(PLACEMENTS)}.")
   on_host = placement == "host" or (placement == "auto" and not fits_on_device(split.images.nbytes, budget_bytes))
-  return HostSource(split, device) if on_host else DeviceSource.from_split(split, device)
+  return HostSource(split, device, run_sharding=run_sharding) if on_host else DeviceSource.from_split(split, device)

@@ -3,70 +3,119 @@
 Trains a backbone with a few-shot head, validates every ``--eval_every`` episodes,
 keeps the best checkpoint by validation accuracy, and ends with the test accuracy of
 that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
+
+``--seeds 0-7`` trains the configuration under several seeds as one seed group
+(:mod:`fewshot.groups`): one compiled program, the runs sharded over the devices, each
+run written to its own directory exactly as a single run is.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 from absl import flags, logging
 
-from fewshot import cli, episodic, loop, options, stats
+from fewshot import cli, episodic, groups, loop, options, stats
 from fewshot import rundir as rundirs
 from fewshot.config import Config
+from fewshot.errors import ConfigError, RunDirError
 from fewshot.experiment import Experiment
-from fewshot.train_state import TrainState
 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(Config)
-  options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
+  options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>; with --seeds, the "
+                           "folder that holds the group's run directories, default runs")
+  flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
 
 
 FLAGS = flags.FLAGS
 
 
-def _theta(state: TrainState) -> float:
-  return float(np.exp(np.asarray(state.params["rho"])))
-
-
 def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto") -> dict:
   """Train, validate and test one configuration; returns the results written to results.json."""
-  rundir = rundirs.open_for_training(workdir, config, resume)
-  experiment = Experiment.build(config, placement=placement)  # fails on bad data before anything is written
-  if rundir.checkpoint_step("last") is None:
-    rundir.write_config({**config.to_dict(), "image_shape": list(experiment.image_shape)})
+  return _train(config, None, [workdir], resume, progress, placement)[0]
+
+
+def train_group(config: Config, seeds: tuple[int, ...], workdirs: list[str], resume: bool = False,
+                progress: bool = True, placement: str = "auto") -> list[dict | None]:
+  """Train ``config`` under each of ``seeds`` as one seed group, run ``k`` in ``workdirs[k]``; returns each
+  run's results, in the order of ``seeds`` (None for a run another host holds).
+  """
+  if len(seeds) != len(workdirs):
+    raise ConfigError(f"a group of {len(seeds)} seeds needs as many run directories, got {len(workdirs)}.")
+  return _train(config, tuple(seeds), workdirs, resume, progress, placement)
+
+
+def _open_runs(configs: list[Config], workdirs: list[str], resume: bool) -> list[rundirs.RunDir]:
+  """Every run's directory, refused as a whole (nothing written) if any is another run's or they disagree."""
+  dirs = [rundirs.open_for_training(w, c, resume) for c, w in zip(configs, workdirs)]
+  steps = {str(d.path): d.checkpoint_step("last") for d in dirs}
+  if len(set(steps.values())) > 1:
+    listed = ", ".join(f"{path} at {step or 0}" for path, step in steps.items())
+    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
+                      "with --seed, or start the group in new directories.")
+  return dirs
+
+
+def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool, progress: bool,
+           placement: str) -> list[dict]:
+  configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
+  dirs = _open_runs(configs, workdirs, resume)
+  experiment = Experiment.build(config, placement=placement, seeds=seeds)  # fails on bad data, writes nothing
+  indices = (0,) if seeds is None else tuple(experiment.group.local_runs())
+  runs = loop.Runs(tuple(dirs[i] for i in indices), experiment.group, indices)
+  for i, rundir in zip(indices, runs.dirs):
+    if rundir.checkpoint_step("last") is None:
+      rundir.write_config({**configs[i].to_dict(), "image_shape": list(experiment.image_shape)})
 
   def train_chunk(state, episodes):
     state, metrics, diagnosed = episodic.train_chunk(experiment.learner, state, experiment.sources["train"],
                                                      experiment.keys["train"], episodes)
     return state, (metrics, diagnosed)
 
-  def make_row(state, outputs):
-    train_metrics, diagnosed = outputs
+  def make_rows(state, outputs):
     val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
-    return {
-        "episode": int(state.step),
-        "train_loss": float(np.mean(train_metrics["loss"])),
-        "train_accuracy": float(100.0 * np.mean(train_metrics["accuracy"])),
-        "theta": _theta(state),
-        "val_accuracy": float(val.mean()),
-        "val_ci95": stats.mean_confidence_interval(val)[1],
-        # Undefined diagnostics (e.g. an update that did not move the embedding) are
-        # recorded as null: JSON has no NaN.
-        **{name: stats.finite_or_none(float(value)) for name, value in diagnosed.items()},
-    }
+    # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
+    values = {"metrics": outputs[0], **jax.device_get({"diagnosed": outputs[1], "rho": state.params["rho"], "val": val})}
+    per_run = [values] if seeds is None else [groups.unstack(values, i) for i in indices]
+    return [_row(int(np.asarray(state.step).ravel()[0]), v) for v in per_run]
 
   def postfix(row, best):
     return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
 
   schedule = loop.Schedule(config.episodes, config.eval_every, best_by="val_accuracy", step_key="episode")
-  _, best = loop.train_until(rundir, experiment.init_state(), schedule, train_chunk, make_row, postfix,
-                             progress=progress, desc=config.model_name, unit="ep")
-  results = experiment.test(rundir.restore_checkpoint("best", experiment.init_state()))
-  results.update(best_episode=best["episode"], best_val_accuracy=best["val_accuracy"], workdir=str(rundir.path))
-  rundir.write_results(results)
+  desc = config.model_name if seeds is None else f"{config.model_name} x{len(seeds)} seeds"
+  _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
+                              progress=progress, desc=desc, unit="ep")
+  like = runs.states(experiment.init_state())
+  best_states = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, like)], None)
+  tested = experiment.test(best_states)
+  tested = [tested] if seeds is None else [tested[i] for i in indices]
+  results = [None] * len(workdirs)
+  for i, rundir, best, result in zip(indices, runs.dirs, bests, tested):
+    result.update(best_episode=best["episode"], best_val_accuracy=best["val_accuracy"], workdir=str(rundir.path))
+    rundir.write_results(result)
+    results[i] = result
   return results
+
+
+def _row(episode: int, v: dict) -> dict:
+  """A checkpoint's metrics row of one run from its chunk outputs and validation accuracies."""
+  return {
+      "episode": episode,
+      "train_loss": float(jnp.mean(v["metrics"]["loss"])),
+      "train_accuracy": float(100.0 * jnp.mean(v["metrics"]["accuracy"])),
+      "theta": float(np.exp(v["rho"])),
+      "val_accuracy": float(v["val"].mean()),
+      "val_ci95": stats.mean_confidence_interval(v["val"])[1],
+      # Undefined diagnostics (e.g. an update that did not move the embedding) are recorded as null: JSON has no NaN.
+      **{name: stats.finite_or_none(float(value)) for name, value in v["diagnosed"].items()},
+  }
 
 
 def format_results(config: Config, results: dict) -> str:
@@ -81,10 +130,20 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = options.from_flags(Config)
-  workdir = FLAGS.workdir or f"runs/{config.run_name}"
-  results = train(config, workdir, resume=FLAGS.resume, placement=FLAGS.placement)
-  print(format_results(config, results))
-  print(f"run directory: {results['workdir']}")
+  if FLAGS.seeds is None:
+    results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
+    print(format_results(config, results))
+    print(f"run directory: {results['workdir']}")
+    return
+  if FLAGS["seed"].present:
+    raise ConfigError("--seeds trains a group and --seed a single run; pass one of them.")
+  seeds = groups.parse_seeds(FLAGS.seeds)
+  parent = FLAGS.workdir or "runs"
+  workdirs = [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
+  for seed, results in zip(seeds, train_group(config, seeds, workdirs, resume=FLAGS.resume, placement=FLAGS.placement)):
+    if results is not None:
+      print(f"seed {seed}: {format_results(config, results)}")
+  print(f"run directories: {parent}/")
 
 
 if __name__ == "__main__":

@@ -18,14 +18,14 @@ from fewshot.rundir import RunDir, protocol_warning, read_run, run_labels
 N = 20  # checkpoints per synthetic run: the issue's ">= 20 checkpoints"
 
 
-def write_run(path, head="softmax", values=None, n=N, seed=0, results=None, **config):
+def write_run(path, head="softmax", values=None, n=N, seed=0, results=None, run_seed=0, **config):
   """A run directory whose diagnostics are ``values[measure]`` (random near 1 where not given)."""
   rng = np.random.default_rng(seed)
   values = values or {}
   columns = {m: values.get(m, rng.lognormal(0.0, 0.01, n)) for m in ("alpha", "psi_con", "psi_div") + stats.MEASURES}
   rundir = RunDir(path)
   rundir.write_config(dict(dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1,
-                                query=16, episodes=100 * n, seed=0), **config))
+                                query=16, episodes=100 * n, seed=run_seed), **config))
   rows = []
   for i in range(n):
     row = dict(episode=100 * (i + 1), train_loss=1.0 / (i + 1), train_accuracy=50.0 + i, theta=7.39,

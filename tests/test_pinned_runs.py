@@ -12,7 +12,10 @@ import pytest
 import pinned_runs
 
 
-@pytest.mark.parametrize("name", list(pinned_runs.RUNS))
+# The few-shot DR pin runs by default; the streamed and the 4-fold DML pins (a minute and a half
+# of the suite) with -m slow.
+@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name == "fewshot_dr" else pytest.mark.slow)
+                                  for name in pinned_runs.RUNS])
 def test_run_reproduces_its_pinned_records_bit_for_bit(name, tmp_path):
   pin = json.loads((pinned_runs.PINS / f"{name}.json").read_text())
   assert pin["command"] == pinned_runs.RUNS[name], "the pinned command changed: record the pin again, on purpose"

@@ -1,5 +1,6 @@
 """python -m fewshot.plot: PNG figures of runs, and the confidence landscape of softmax vs DR."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -9,7 +10,8 @@ from PIL import Image
 
 from fewshot import plot
 from fewshot.errors import ConfigError, OutputError, RunDirError
-from fewshot.rundir import RunDir
+from fewshot.config import Config
+from fewshot.rundir import Run, RunDir
 
 PROTOTYPES = np.array(plot.PROTOTYPES)
 
@@ -94,3 +96,18 @@ def test_dr_landscape_is_scale_invariant_and_softmax_is_not(c):
 
   np.testing.assert_allclose(landscape("dr", c), landscape("dr", 1.0), atol=1e-4)
   assert np.abs(landscape("softmax", c) - landscape("softmax", 1.0)).max() > 0.1
+
+
+def test_a_seed_group_is_its_median_with_the_middle_half_band(tmp_path):
+  config = Config(dataset="omniglot")
+  rows = lambda values: tuple({"episode": 100 * (i + 1), "val_accuracy": v} for i, v in enumerate(values))  # noqa: E731
+  runs = [Run(f"s{k}", dataclasses.replace(config, seed=k), rows(v), None)
+          for k, v in enumerate([[1.0, 4.0], [2.0, None], [3.0, 8.0], [5.0, 6.0]])]
+  other = Run("dr", dataclasses.replace(config, head="dr"), rows([9.0, 9.0]), None)
+  grouped = plot.seed_groups(runs + [other], ["a", "b", "c", "d", "e"])
+  assert [(label, len(members)) for label, members in grouped] == [("ProtoNet_S (4 seeds)", 4), ("e", 1)]
+  episodes, median, low, high = plot.median_band(runs, "val_accuracy")
+  np.testing.assert_array_equal(episodes, [100, 200])
+  np.testing.assert_allclose(median, [np.median([1, 2, 3, 5]), np.median([4, 8, 6])])
+  np.testing.assert_allclose(low, [np.percentile([1, 2, 3, 5], 25), np.percentile([4, 8, 6], 25)])
+  np.testing.assert_allclose(high, [np.percentile([1, 2, 3, 5], 75), np.percentile([4, 8, 6], 75)])

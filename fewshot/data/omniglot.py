@@ -116,7 +116,8 @@ def scan(data_dir: str | None) -> Source:
   return Source(str(root), {k: tuple(v) for k, v in classes.items()}, digest)
 
 
-def _decode(data: bytes, where: str) -> np.ndarray:
+def decode(data: bytes, where: str) -> np.ndarray:
+  """One PNG's bytes as the stored 28x28x1 uint8 image (ink 255 on 0); ``where`` names it in the DataError."""
   try:
     with Image.open(io.BytesIO(data)) as im:
       im.load()
@@ -146,7 +147,7 @@ def decode_all(source: Source) -> dict[str, np.ndarray]:
           except (zipfile.BadZipFile, OSError) as e:
             raise DataError(f"Cannot read {ref.member} from {ref.archive} ({one_line(e)}); re-download the archive.") from None
           where = f"{ref.archive}:{ref.member}"
-        images.append(_decode(data, where))
+        images.append(decode(data, where))
       out[cls] = np.stack(images)
   finally:
     for zf in zips.values():

@@ -129,9 +129,10 @@ class Trainer:
               "loss": stats.finite_or_none(float(np.mean(losses))), **{f"val_{name}": val[name] for name in REPORTED}}
 
     schedule = loop.Schedule(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
-    _, best = loop.train_until(
-        self.fold_dir(rundir, fold), self.initial_state(fold), schedule,
-        lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps), make_row,
+    _, (best,) = loop.train_until(
+        loop.Runs((self.fold_dir(rundir, fold),)), self.initial_state(fold), schedule,
+        lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps),
+        lambda state, losses: [make_row(state, losses)],
         lambda row, best: dict(loss=row["loss"], val_map_at_r=row["val_map_at_r"]),
         progress=self.progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}")
     return best

@@ -1,0 +1,109 @@
+"""Two arms of seed groups compared: ``python -m fewshot.analyze runs/A_seed* -- runs/B_seed*``.
+
+Each arm is the runs of one configuration under several seeds. The tables:
+
+* test accuracy per arm, its mean across seeds with a 95% Student-t interval, the difference
+  of the arms' means (B − A) with its Welch interval, and the two-sided Mann–Whitney U on the
+  per-seed test accuracies;
+* per diagnostic, each seed's geometric mean over its checkpoints, and Mann–Whitney U between
+  the arms' per-seed geometric means (seeds are the independent replicates);
+* the DR paper's per-checkpoint tables, with every checkpoint of an arm pooled over its seeds,
+  and seed by seed (A's seed k against B's seed k, for the seeds both arms have).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fewshot import stats
+from fewshot.errors import ConfigError
+from fewshot.measures import LABELS, MEASURES
+from fewshot.rundir import Run
+from fewshot.tables import MISSING, Cell, Table, format_p, format_value
+
+# What must agree between the arms for a comparison to mean anything.
+SAME = ("dataset", "way", "shot", "query", "test_query", "backbone")
+
+
+def check_arms(a: list[Run], b: list[Run]) -> None:
+  """One-line ``ConfigError`` unless both arms have runs and they share dataset and episode shape."""
+  for name, arm in (("A", a), ("B", b)):
+    if not arm:
+      raise ConfigError(f"arm {name} has no runs; pass two arms of run directories: python -m fewshot.analyze "
+                        "runs/A_seed* -- runs/B_seed*.")
+  differ = [f"--{f} {sorted({str(getattr(r.config, f)) for r in a + b})}" for f in SAME
+            if len({getattr(r.config, f) for r in a + b}) > 1]
+  if differ:
+    raise ConfigError(f"the arms' runs differ in {', '.join(differ)}; compare arms of one dataset and episode shape.")
+
+
+def arm_label(arm: list[Run]) -> str:
+  names = sorted({r.config.model_name for r in arm})
+  return "+".join(names)
+
+
+def _accuracies(arm: list[Run]) -> np.ndarray:
+  values = [r.results.get("test_accuracy") if r.results else None for r in arm]
+  return np.array([np.nan if v is None else float(v) for v in values])
+
+
+def _mean_interval(values: np.ndarray) -> str:
+  finite = values[np.isfinite(values)]
+  if finite.size == 0:
+    return MISSING
+  mean, half = stats.t_interval(finite)
+  return f"{mean:.2f}" + ("" if half is None else f" ± {half:.2f}")
+
+
+def accuracy_table(a: list[Run], b: list[Run]) -> Table:
+  """Test accuracy of each arm across its seeds, and the comparison of the arms."""
+  headers = ("arm", "model", "seeds", "test accuracy per seed (%)", "mean ± 95% t-interval", "B − A ± 95% Welch",
+             "Mann-Whitney p")
+  acc_a, acc_b = _accuracies(a), _accuracies(b)
+  fa, fb = acc_a[np.isfinite(acc_a)], acc_b[np.isfinite(acc_b)]
+  p, note = stats.mann_whitney(fa, fb)
+  if fa.size and fb.size:
+    difference, half = stats.welch_difference(fa, fb)
+    diff = f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
+  else:
+    diff = MISSING
+  rows = []
+  for name, arm, acc in (("A", a, acc_a), ("B", b, acc_b)):
+    per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, acc))
+    rows.append((Cell(name), Cell(arm_label(arm)), Cell(str(len(arm))), Cell(per_seed), Cell(_mean_interval(acc)),
+                 Cell(diff if name == "B" else ""), Cell(format_p(p) if name == "B" else "", bool(p and p < 0.05))))
+  title = "Test accuracy across seeds" + (f" ({note})" if note else "")
+  return Table(title, headers, tuple(rows))
+
+
+def seed_means(arm: list[Run], measure: str) -> np.ndarray:
+  """Each run's geometric mean of a diagnostic over its checkpoints (NaN where undefined)."""
+  return np.array([stats.geometric_mean(r.values(measure)) for r in arm])
+
+
+def seed_means_table(a: list[Run], b: list[Run]) -> Table:
+  """Per diagnostic: the arms' per-seed geometric means and Mann–Whitney U between them."""
+  headers = ("measure", "per-seed geo. means A", "per-seed geo. means B", "median A", "median B", "Mann-Whitney p",
+             "note")
+  rows = []
+  for measure in MEASURES:
+    ma, mb = seed_means(a, measure), seed_means(b, measure)
+    fa, fb = ma[np.isfinite(ma)], mb[np.isfinite(mb)]
+    p, note = stats.mann_whitney(fa, fb)
+    listed = lambda m: ", ".join(format_value(stats.finite_or_none(v)) for v in m)  # noqa: E731
+    median = lambda f: format_value(float(np.median(f))) if f.size else MISSING  # noqa: E731
+    rows.append((Cell(LABELS[measure]), Cell(listed(ma)), Cell(listed(mb)), Cell(median(fa)), Cell(median(fb)),
+                 Cell(format_p(p), bool(p is not None and p < 0.05)), Cell(note)))
+  return Table("Diagnostics across seeds: each seed's geometric mean over its checkpoints", headers, tuple(rows))
+
+
+def pooled(arm: list[Run], label: str) -> Run:
+  """The arm as one run: its seeds' checkpoints one after another."""
+  rows = tuple(row for r in arm for row in r.rows)
+  return Run(path=f"{label} ({len(arm)} seeds)", config=arm[0].config, rows=rows, results=None)
+
+
+def seed_pairs(a: list[Run], b: list[Run]) -> list[tuple[Run, Run]]:
+  """A's and B's runs of the same seed, in seed order."""
+  by_seed = {r.config.seed: r for r in b}
+  return [(r, by_seed[r.config.seed]) for r in sorted(a, key=lambda r: r.config.seed) if r.config.seed in by_seed]

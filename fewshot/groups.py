@@ -1,0 +1,123 @@
+"""Seed groups: runs of one configuration that differ only in their seed, trained as one compiled program.
+
+A group's train state, keys and outputs carry a leading run axis; the compiled chunk is the
+single run's, ``vmap``-ed over that axis (:func:`fewshot.episodic.train_chunk`). The run axis
+is sharded over the available devices (a ``jax.sharding.Mesh`` with one axis, ``runs``), each
+device holding its runs' state and its own copy of a resident split; across hosts, after
+``jax.distributed.initialize()``, each process holds the runs of its devices. A group whose
+size does not divide over the devices is padded with copies of its last run, which train
+along and are never written (:attr:`RunPlacement.size`).
+
+    >>> parse_seeds("0-3,7")
+    (0, 1, 2, 3, 7)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from fewshot.errors import ConfigError
+
+_SEEDS = re.compile(r"^\d+(-\d+)?$")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+  """``"0-7"``, ``"0,3,5"`` or a mix (``"0-3,9"``) as the seeds, in order; a one-line ``ConfigError`` otherwise."""
+  fix = "pass --seeds as a range 0-7 or a list 0,3,5 of distinct non-negative integers"
+  parts = [p.strip() for p in str(text).split(",")]
+  if not text or not all(_SEEDS.match(p) for p in parts):
+    raise ConfigError(f"--seeds {text!r} is not a list of seeds; {fix}.")
+  seeds = []
+  for part in parts:
+    first, _, last = part.partition("-")
+    lo, hi = int(first), int(last or first)
+    if hi < lo:
+      raise ConfigError(f"--seeds range {part} runs backwards; write it {hi}-{lo}.")
+    seeds.extend(range(lo, hi + 1))
+  repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+  if repeated:
+    raise ConfigError(f"--seeds names seed {repeated[0]} twice; {fix}.")
+  return tuple(seeds)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlacement:
+  """Where a group's runs live: the run axis sharded over ``mesh``, everything else replicated."""
+
+  mesh: Mesh
+  num_runs: int  # the group's own runs; the rest of `size` is padding
+
+  @classmethod
+  def over(cls, num_runs: int, devices=None) -> RunPlacement:
+    devices = jax.devices() if devices is None else list(devices)
+    return cls(Mesh(np.array(devices), ("runs",)), num_runs)
+
+  @property
+  def num_devices(self) -> int:
+    return self.mesh.devices.size
+
+  @property
+  def size(self) -> int:
+    """The run axis: the group padded to a multiple of the devices."""
+    return -(-self.num_runs // self.num_devices) * self.num_devices
+
+  @property
+  def replicated(self) -> NamedSharding:
+    return NamedSharding(self.mesh, PartitionSpec())
+
+  @property
+  def runs(self) -> NamedSharding:
+    return NamedSharding(self.mesh, PartitionSpec("runs"))
+
+  def pad(self, items: list) -> list:
+    """``items`` (one per run) padded to :attr:`size` with copies of the last."""
+    return list(items) + [items[-1]] * (self.size - len(items))
+
+  def stack(self, trees: list):
+    """Per-run pytrees (padded to :attr:`size`) stacked on a leading run axis, sharded over the devices."""
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *self.pad(trees))
+    return jax.device_put(stacked, self.runs)
+
+  def local_runs(self) -> list[int]:
+    """The group's runs whose state this process holds (all of them on one host); padding excluded."""
+    local = {d.id for d in self.mesh.local_devices}
+    per_device = self.size // self.num_devices
+    return [i for i in range(self.num_runs) if self.mesh.devices.flat[i // per_device].id in local]
+
+
+def device_memory_limit(device) -> int | None:
+  """The bytes a device can hold, where it reports them (GPUs and TPUs do; the CPU does not)."""
+  stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+  return None if not stats else stats.get("bytes_limit")
+
+
+def check_memory(placement: RunPlacement, per_run_bytes, shared_bytes: int) -> None:
+  """Refuse, in one line with the estimate, a group whose runs would not fit a device's memory.
+
+  ``per_run_bytes()`` (called only where the device reports its memory, since it compiles one
+  run's step) estimates one run's training memory; each device holds its runs and ``shared_bytes``
+  (its copy of the resident splits).
+  """
+  device = placement.mesh.devices.flat[0]
+  limit = device_memory_limit(device)
+  if limit is None:
+    return
+  per_run, runs_per_device = per_run_bytes(), placement.size // placement.num_devices
+  need = runs_per_device * per_run + shared_bytes
+  if need > limit:
+    fits = max(0, (limit - shared_bytes) // max(per_run, 1)) * placement.num_devices
+    raise ConfigError(f"a group of {placement.num_runs} runs needs about {need / 2**30:.1f} GiB on each of "
+                      f"{placement.num_devices} {device.platform} device(s) ({runs_per_device} runs x "
+                      f"{per_run / 2**30:.2f} GiB + {shared_bytes / 2**30:.2f} GiB of data) but one holds "
+                      f"{limit / 2**30:.1f} GiB; use at most {fits} seeds, or more devices.")
+
+
+def unstack(tree, index: int):
+  """Run ``index`` of a stacked pytree (a slice of the run axis)."""
+  return jax.tree.map(lambda leaf: leaf[index], tree)

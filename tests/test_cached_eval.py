@@ -1,0 +1,95 @@
+"""Test episodes over a split embedded once score exactly the episodes embedded one by one.
+
+The paths differ only in the batch each image is embedded in, which moves embeddings by
+float rounding (checked below to 1e-5 relative); the head's argmax decisions, and so the
+per-episode accuracies, are then identical, and are compared exactly.
+"""
+
+import jax
+import numpy as np
+import pytest
+from flax.traverse_util import flatten_dict, unflatten_dict
+
+from fewshot import cached_eval, episodic
+from fewshot.augment import Augmentation
+from fewshot.backbones import Conv4
+from fewshot.config import Config
+from fewshot.data.split import Split
+from fewshot.episodes import EpisodeShape
+from fewshot.episodic import EpisodicLearner
+from fewshot.errors import ConfigError
+from fewshot.evaluate import evaluate
+from fewshot.sources import DeviceSource, HostSource, sample_class_images
+from fewshot.train import train
+
+EPISODES = 40
+
+
+def _split(image_shape, classes=10, per_class=9):
+  rng = np.random.default_rng(0)
+  labels = np.repeat(np.arange(classes), per_class).astype(np.int32)
+  images = rng.integers(0, 256, (len(labels), *image_shape), dtype=np.uint8)
+  return Split(images, labels, tuple(f"c{i}" for i in range(classes)))
+
+
+def _variables(learner, input_shape):
+  """Initial variables with running statistics away from (0, 1), as after training (without compiling a step)."""
+  variables = episodic.model_variables(episodic.init_state(learner, jax.random.key(0), input_shape))
+  rng = np.random.default_rng(1)
+  moved = lambda name, x: (rng.normal(0.0, 0.1, x.shape) if name[-1] == "mean" else rng.uniform(0.5, 2.0, x.shape))
+  stats = {name: moved(name, x).astype(np.float32) for name, x in flatten_dict(variables["batch_stats"]).items()}
+  return {**variables, "batch_stats": unflatten_dict(stats)}
+
+
+@pytest.mark.parametrize(
+    "head, classifier, stored, augmentation",
+    [("softmax", "proto", (28, 28, 1), Augmentation()),
+     ("dr", "nn", (28, 28, 1), Augmentation()),
+     # An image dataset: stored at 18 px, evaluated through resize + centre crop to 16 px + normalisation.
+     ("dr", "proto", (18, 18, 3), Augmentation.for_dataset(16, 3, True, False))],
+)
+def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, augmentation):
+  split, shape = _split(stored), EpisodeShape(4, 2, 3)
+  learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, augmentation=augmentation)
+  input_shape = (16, 16, 3) if augmentation.enabled else stored
+  variables, key = _variables(learner, input_shape), jax.random.key(2)
+  per_episode = np.asarray(episodic.evaluate(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
+
+  # 90 images in chunks of 32: the last chunk is padded.
+  embeddings = cached_eval.embed_split(learner, variables, split.images, batch=32)
+  assert embeddings.shape == (len(split.labels), 8)
+  cached = np.asarray(cached_eval.evaluate_cached(learner, variables, embeddings, DeviceSource.from_split(split).layout,
+                                                  key, EPISODES, shape))
+  assert cached.shape == (EPISODES,) and len(set(cached.tolist())) > 1, "the check needs varied accuracies"
+  np.testing.assert_array_equal(cached, per_episode)
+
+  # The embeddings gathered for an episode are those the per-episode path computes for it.
+  _, indices = sample_class_images(jax.random.fold_in(key, 7), DeviceSource.from_split(split).layout, shape.way,
+                                   shape.per_class)
+  images = episodic.eval_images(learner, split.images[np.asarray(indices).reshape(-1)])
+  alone, _ = episodic.embed(learner, variables["params"], variables["batch_stats"], images, train=False)
+  np.testing.assert_allclose(np.asarray(embeddings)[np.asarray(indices).reshape(-1)], alone, rtol=1e-5, atol=1e-5)
+
+  # A split in host memory embeds alike; small blocks of episodes give the same accuracies.
+  host = HostSource(split)
+  np.testing.assert_array_equal(cached_eval.embed_split(learner, variables, host.images, batch=32), embeddings)
+  blocked = cached_eval.BLOCK_FLOATS
+  try:
+    cached_eval.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded
+    small = cached_eval.evaluate_cached(learner, variables, embeddings, host.layout, key, EPISODES, shape)
+  finally:
+    cached_eval.BLOCK_FLOATS = blocked
+  np.testing.assert_array_equal(np.asarray(small), per_episode)
+
+
+def test_evaluate_reports_the_cached_test_beside_the_per_episode_one(tmp_path):
+  tiny = dict(way=3, shot=1, query=2, test_query=3, episodes=2, eval_every=2, val_episodes=2, test_episodes=30)
+  results = train(Config(dataset="strokes", **tiny), tmp_path / "run", progress=False)
+  both = evaluate(str(tmp_path / "run"), test_by="both")
+  assert both["test_accuracy"] == results["test_accuracy"] and both["test_episodes"] == 30
+  assert both["cached_test_accuracy"] == pytest.approx(both["test_accuracy"], abs=1e-9)
+  assert both["cached_test_ci95"] == pytest.approx(both["test_ci95"], abs=1e-9)
+  many = evaluate(str(tmp_path / "run"), test_by="cached", cached_episodes=3000)
+  assert many["test_by"] == "cached" and many["test_episodes"] == 3000 and "cached_test_accuracy" not in many
+  with pytest.raises(ConfigError, match="--cached_episodes"):
+    evaluate(str(tmp_path / "run"), cached_episodes=100)

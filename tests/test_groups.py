@@ -1,0 +1,166 @@
+"""Seed groups: the runs of a group train like the same runs alone, on one device or sharded over four."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from fewshot import episodic, groups
+from fewshot.config import Config
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.experiment import Experiment, load_data
+from fewshot.rundir import RunDir
+from fewshot.sources import HostSource
+from fewshot.train import train, train_group
+from fewshot.train_state import run_keys
+
+TINY = dict(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, episodes=4, eval_every=2,
+            val_episodes=3, test_episodes=4)
+
+
+@pytest.mark.parametrize("text, seeds", [("0-3", (0, 1, 2, 3)), ("0,3,5", (0, 3, 5)), ("7", (7,)),
+                                         ("2-4,9", (2, 3, 4, 9)), (" 1, 2 ", (1, 2))])
+def test_parse_seeds(text, seeds):
+  assert groups.parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text, fragment", [("", "not a list"), ("5-2", "backwards"), ("1,1", "twice"),
+                                            ("0-3,2", "twice"), ("-1", "not a list"), ("a-b", "not a list"),
+                                            ("1,,2", "not a list")])
+def test_bad_seeds_are_one_line_errors(text, fragment):
+  with pytest.raises(ConfigError, match=fragment) as info:
+    groups.parse_seeds(text)
+  assert "\n" not in str(info.value)
+
+
+def test_padding_fills_the_devices_and_is_never_a_run():
+  placement = groups.RunPlacement.over(3, devices=jax.devices()[:1] * 1)
+  assert placement.size == 3 and placement.local_runs() == [0, 1, 2]
+  assert placement.pad(["a", "b", "c"]) == ["a", "b", "c"]
+
+
+def test_a_group_draws_the_episodes_of_its_runs_alone():
+  config = Config(**TINY)
+  seeds = (0, 5)
+  group = Experiment.build(config, splits=("train",), seeds=seeds)
+  alone = Experiment.build(config, splits=("train",))
+  _, group_metrics, _ = episodic.train_chunk(group.learner, group.init_state(), group.sources["train"],
+                                             group.keys["train"], 3)
+  for i, seed in enumerate(seeds):
+    keys = run_keys(seed)
+    state = episodic.init_state(alone.learner, keys["init"], alone.image_shape)
+    _, metrics, _ = episodic.train_chunk(alone.learner, state, alone.sources["train"], keys["train"], 3)
+    got, want = np.asarray(group_metrics["loss"][i]), np.asarray(metrics["loss"])
+    # The first episode's forward pass is the same program on the same draw: the same bits. After an
+    # update, the batched gradient rounds differently (~1e-6 relative), which training then carries.
+    assert got[0] == want[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    np.testing.assert_array_equal(np.asarray(group_metrics["accuracy"][i])[:1], np.asarray(metrics["accuracy"])[:1])
+
+
+def test_a_streamed_group_draws_each_run_s_own_blocks():
+  val = load_data(Config(**TINY), ("val",))["val"]
+  host = HostSource(val, block_bytes=2 * 3 * 3 * val.images[0].nbytes)  # two draws of one run per block
+  keys = jax.numpy.stack([jax.random.key(1), jax.random.key(2)])
+  stacked = list(host.blocks(keys, 5, 4, 3, 3))
+  assert [b.classes.shape[:2] for b in stacked] == [(2, 1)] * 4  # a group's step holds two runs' draws
+  joined = lambda blocks, field, axis: np.concatenate([np.asarray(getattr(b, field)) for b in blocks], axis=axis)
+  np.testing.assert_array_equal(joined(stacked, "steps", 0), np.arange(5, 9))
+  for r in range(2):
+    alone = list(host.blocks(keys[r], 5, 4, 3, 3))
+    for field in ("classes", "images"):
+      np.testing.assert_array_equal(joined(stacked, field, 1)[r], joined(alone, field, 0))
+
+
+def _rows(workdir):
+  return [{k: v for k, v in r.items() if k != "seconds"} for r in RunDir(workdir).read_metrics()]
+
+
+def test_group_runs_are_written_like_single_runs_and_resume(tmp_path):
+  config = Config(**TINY)
+  seeds = (0, 1)
+  dirs = [str(tmp_path / f"seed{s}") for s in seeds]
+  results = train_group(config, seeds, dirs, progress=False)
+  alone = train(Config(**{**TINY, "seed": 1}), str(tmp_path / "alone1"), progress=False)
+  for seed, workdir, result in zip(seeds, dirs, results):
+    saved = RunDir(workdir)
+    assert Config.from_dict(saved.read_config()).seed == seed
+    assert [r["episode"] for r in saved.read_metrics()] == [2, 4]
+    assert saved.read_results() == result and saved.checkpoint_step("best") in (2, 4)
+  a, b = _rows(dirs[1]), _rows(tmp_path / "alone1")
+  assert a[0].keys() == b[0].keys()
+  # Four episodes: the group's run 1 and the run alone agree to what the batched gradient's rounding leaves.
+  for x, y in zip(a, b):
+    np.testing.assert_allclose(x["train_loss"], y["train_loss"], rtol=1e-3)
+    np.testing.assert_allclose(x["theta"], y["theta"], rtol=1e-4)
+  assert abs(results[1]["test_accuracy"] - alone["test_accuracy"]) < 10.0
+  # Resuming a finished group is a no-op that reports the same results; refused without --resume.
+  assert train_group(config, seeds, dirs, resume=True, progress=False) == results
+  with pytest.raises(RunDirError, match="pass --resume"):
+    train_group(config, seeds, dirs, progress=False)
+
+
+def test_a_group_at_different_checkpoints_or_with_another_run_is_refused_whole(tmp_path):
+  config = Config(**TINY)
+  done = str(tmp_path / "done")
+  train(Config(**{**TINY, "seed": 0}), done, progress=False)
+  fresh = str(tmp_path / "fresh")
+  before = sorted(p.name for p in tmp_path.iterdir())
+  with pytest.raises(RunDirError, match="different checkpoints") as info:
+    train_group(config, (0, 1), [done, fresh], resume=True, progress=False)
+  assert "\n" not in str(info.value)
+  with pytest.raises(RunDirError, match="differs in --seed"):
+    train_group(config, (3, 1), [done, fresh], resume=True, progress=False)
+  assert sorted(p.name for p in tmp_path.iterdir()) == before and not (tmp_path / "fresh").exists()
+
+
+_GROUP_SCRIPT = """
+import json, sys
+from fewshot.config import Config
+from fewshot.train import train_group
+config = Config(**json.loads(sys.argv[1]))
+dirs = [f"{sys.argv[2]}/seed{s}" for s in range(3)]
+train_group(config, (0, 1, 2), dirs, progress=False)
+"""
+
+
+def test_a_group_sharded_over_four_devices_trains_as_on_one(tmp_path):
+  """Three runs on 4 forced CPU devices (one padding run) against the same group on one device."""
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  for name, environment in (("four", env), ("one", os.environ)):
+    done = subprocess.run([sys.executable, "-c", _GROUP_SCRIPT, json.dumps(TINY), str(tmp_path / name)],
+                          capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stderr[-2000:]
+  assert sorted(p.name for p in (tmp_path / "four").iterdir()) == ["seed0", "seed1", "seed2"]
+  for s in range(3):
+    four, one = _rows(tmp_path / "four" / f"seed{s}"), _rows(tmp_path / "one" / f"seed{s}")
+    assert [r["episode"] for r in four] == [r["episode"] for r in one]
+    for x, y in zip(four, one):
+      np.testing.assert_allclose(x["train_loss"], y["train_loss"], rtol=1e-3)
+      np.testing.assert_allclose(x["theta"], y["theta"], rtol=1e-4)
+
+
+def test_a_group_too_large_for_the_device_memory_is_refused_with_the_estimate(monkeypatch):
+  monkeypatch.setattr(groups, "device_memory_limit", lambda device: 64 << 20)  # a 64 MiB accelerator
+  with pytest.raises(ConfigError, match=r"a group of 16 runs needs about .* GiB .* use at most \d+ seeds") as info:
+    Experiment.build(Config(**TINY), splits=("train",), seeds=tuple(range(16)))
+  assert "\n" not in str(info.value)
+  fits = int(str(info.value).split("use at most ")[1].split(" ")[0])
+  assert 0 < fits < 16
+  Experiment.build(Config(**TINY), splits=("train",), seeds=tuple(range(fits)))  # the size it names does fit
+
+
+def test_bad_seeds_on_the_command_line_exit_2_and_write_nothing(tmp_path, assert_one_line_error):
+  cases = {"backwards": (["--seeds=5-2"], "backwards"), "both": (["--seeds=0-3", "--seed=2"], "pass one of them"),
+           "empty": (["--seeds="], "not a list")}
+  running = {name: subprocess.Popen([sys.executable, "-m", "fewshot.train", *flags, f"--workdir={tmp_path / name}"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, (flags, _) in cases.items()}
+  for name, process in running.items():
+    stdout, stderr = process.communicate(timeout=120)
+    assert_one_line_error(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), cases[name][1])
+    assert not (tmp_path / name).exists()

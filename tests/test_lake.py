@@ -1,0 +1,197 @@
+"""Lake et al.'s one-shot runs: read from a folder or a zip in the release's layout, scored by a run's head and 1-NN."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+import fewshot
+from fewshot import lake
+from fewshot.config import Config
+from fewshot.data.omniglot import decode
+from fewshot.errors import DataError
+from fewshot.train import train
+
+RUNS, WAY = 3, 5
+TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=2)
+
+
+def _glyph_png(points, path: pathlib.Path) -> None:
+  """A 105x105 1-bit PNG as in the release: white background, a black polyline."""
+  image = Image.new("1", (105, 105), 1)
+  ImageDraw.Draw(image).line([tuple(p) for p in points], fill=0, width=6)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  image.save(path)
+
+
+def write_lake_runs(root: pathlib.Path, identical: bool = False, seed: int = 0) -> dict:
+  """``RUNS`` runs of ``WAY`` classes in the release's layout; returns each run's item labels (class indices).
+
+  Items are their class's glyph redrawn with its points moved by ~15 px (so that some are misread), or
+  (``identical``) byte-for-byte copies of its training image.
+  """
+  rng = np.random.default_rng(seed)
+  labels = {}
+  for r in range(1, RUNS + 1):
+    run = f"run{r:02d}"
+    glyphs = rng.uniform(15, 90, size=(WAY, 4, 2))
+    for c in range(WAY):
+      _glyph_png(glyphs[c], root / run / "training" / f"class{c + 1:02d}.png")
+    labels[run] = rng.permutation(WAY)
+    lines = []
+    for i, c in enumerate(labels[run]):
+      item = root / run / "test" / f"item{i + 1:02d}.png"
+      if identical:
+        item.parent.mkdir(parents=True, exist_ok=True)
+        item.write_bytes((root / run / "training" / f"class{c + 1:02d}.png").read_bytes())
+      else:
+        _glyph_png(glyphs[c] + rng.normal(0, 15, glyphs[c].shape), item)
+      lines.append(f"{run}/test/item{i + 1:02d}.png {run}/training/class{c + 1:02d}.png")
+    (root / run / "class_labels.txt").write_text("\n".join(lines) + "\n")
+  return labels
+
+
+def zip_runs(folder: pathlib.Path, archive: pathlib.Path) -> pathlib.Path:
+  """The folder as a zip with the runs under ``all_runs/``, as the release is packed."""
+  with zipfile.ZipFile(archive, "w") as zf:
+    for path in sorted(folder.rglob("*")):
+      if path.is_file():
+        zf.write(path, f"all_runs/{path.relative_to(folder).as_posix()}")
+  return archive
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  root = tmp_path_factory.mktemp("lake")
+  labels = write_lake_runs(root / "all_runs")
+  return root / "all_runs", zip_runs(root / "all_runs", root / "all_runs.zip"), labels
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp("run") / "run"
+  train(Config(dataset="strokes", **TINY), workdir, progress=False)
+  return workdir
+
+
+def test_runs_are_read_alike_from_a_folder_and_a_zip_and_decoded_as_omniglot(runs):
+  folder, archive, labels = runs
+  read = {"folder": lake.read_runs(folder), "zip": lake.read_runs(archive)}
+  for got in read.values():
+    assert [run.name for run in got] == list(labels)
+    for run in got:
+      assert run.class_files == tuple(f"{run.name}/training/class{c + 1:02d}.png" for c in range(WAY))
+      assert run.item_files == tuple(f"{run.name}/test/item{i + 1:02d}.png" for i in range(WAY))
+      np.testing.assert_array_equal(run.labels, labels[run.name])
+      assert run.support.shape == run.queries.shape == (WAY, 28, 28, 1) and run.support.dtype == np.uint8
+      # The Omniglot training data's decoder: ink 255 on 0, 28x28.
+      png = (folder / run.class_files[2]).read_bytes()
+      np.testing.assert_array_equal(run.support[2], decode(png, "x"))
+      assert run.support[2].max() == 255 and run.support[2][0, 0, 0] == 0
+  for a, b in zip(read["folder"], read["zip"]):
+    np.testing.assert_array_equal(a.support, b.support)
+    np.testing.assert_array_equal(a.queries, b.queries)
+
+
+def _numpy_scores(model, runs):
+  """The 1-NN rule in float64 numpy on the model's embeddings: predictions per run."""
+  predictions = []
+  for run in runs:
+    support = np.asarray(model.embed(run.support), np.float64)
+    queries = np.asarray(model.embed(run.queries), np.float64)
+    predictions.append(((queries[:, None, :] - support[None, :, :]) ** 2).sum(-1).argmin(1))
+  return predictions
+
+
+@pytest.mark.parametrize("classifier, head", [("proto", "softmax"), ("nn", "dr")])
+def test_scores_equal_an_independent_numpy_computation(runs, classifier, head):
+  folder, archive, labels = runs
+  model = fewshot.build(Config(dataset="strokes", classifier=classifier, head=head))
+  results = lake.evaluate(model, folder)
+  assert results["runs"] == RUNS and results["items"] == RUNS * WAY
+  expected = _numpy_scores(model, lake.read_runs(folder))
+  correct = [prediction == labels[run] for prediction, run in zip(expected, labels)]
+  assert 0 < sum(c.sum() for c in correct) < RUNS * WAY, "the check needs both right and wrong answers"
+  for row, prediction, hits in zip(results["per_run"], expected, correct):
+    # One support image per class: every head decides by the distance to it, as 1-NN does.
+    assert row["head_predicted"] == row["nn_predicted"] == prediction.tolist()
+    assert row["nn_correct"] == hits.sum() and row["nn_accuracy"] == pytest.approx(100 * hits.mean())
+  run_accuracies = [100 * c.mean() for c in correct]
+  for rule in ("head", "nn"):
+    summary = results["rules"][rule]
+    assert summary["accuracy"] == pytest.approx(100 * np.concatenate(correct).mean())
+    assert summary["run_mean"] == pytest.approx(np.mean(run_accuracies))
+    assert summary["run_ci95"] == pytest.approx(1.96 * np.std(run_accuracies) / np.sqrt(RUNS))
+  assert results["rules"]["head"]["name"] == model.config.model_name
+  from_zip = lake.evaluate(model, archive)
+  assert {**from_zip, "source": None} == {**results, "source": None}
+
+
+def test_items_identical_to_their_class_image_are_all_right(tmp_path):
+  write_lake_runs(tmp_path / "all_runs", identical=True, seed=3)
+  results = lake.evaluate(fewshot.build(Config(dataset="strokes", head="dr")), tmp_path / "all_runs")
+  for rule in ("head", "nn"):
+    assert results["rules"][rule]["accuracy"] == 100.0 and results["rules"][rule]["run_ci95"] == 0.0
+
+
+def _evaluate_cli(*args):
+  return subprocess.run([sys.executable, "-m", "fewshot.evaluate", *args], capture_output=True, text=True)
+
+
+def test_cli_scores_the_runs_and_writes_lake_runs_json(runs, trained_run):
+  _, archive, _ = runs
+  result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={archive}")
+  assert result.returncode == 0, result.stderr[-2000:]
+  written = json.loads((trained_run / "lake_runs.json").read_text())
+  expected = lake.evaluate(fewshot.load(str(trained_run)), archive)
+  assert written["rules"] == expected["rules"] and written["per_run"] == expected["per_run"]
+  assert written["checkpoint"] == "best" and written["source"] == str(archive)
+  assert len(result.stdout.splitlines()) == 1 + 1 + RUNS + 2 + 1  # title, header, runs, the two rules, wrote
+  assert f"{written['rules']['nn']['accuracy']:.2f}% of {RUNS * WAY} items" in result.stdout
+  (trained_run / "lake_runs.json").unlink()
+
+
+def _break(root: pathlib.Path, defect: str) -> str:
+  """Break a written copy of the runs one way; returns a fragment the error must name."""
+  if defect == "missing_run":
+    for path in sorted((root / "run02").rglob("*"), reverse=True):
+      path.unlink() if path.is_file() else path.rmdir()
+    (root / "run02").rmdir()
+    return "no run02"
+  if defect == "missing_image":
+    (root / "run01" / "test" / "item03.png").unlink()
+    return "run01/test/item03.png, which is missing"
+  if defect == "not_png":
+    (root / "run03" / "training" / "class02.png").write_bytes(b"GIF89a not a png at all")
+    return "class02.png"
+  with (root / "run02" / "class_labels.txt").open("a") as labels:
+    labels.write("run02/test/item01.png\n")
+  return "line 6"
+
+
+DEFECTS = ("missing_run", "missing_image", "not_png", "malformed_line")
+
+
+@pytest.mark.parametrize("defect", DEFECTS)
+def test_bad_runs_exit_2_with_one_line_and_write_nothing(tmp_path, trained_run, defect, assert_one_line_error):
+  write_lake_runs(tmp_path / "all_runs")
+  fragment = _break(tmp_path / "all_runs", defect)
+  before = sorted(p.relative_to(trained_run) for p in trained_run.rglob("*"))
+  result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={tmp_path / 'all_runs'}")
+  assert_one_line_error(result, fragment)
+  assert sorted(p.relative_to(trained_run) for p in trained_run.rglob("*")) == before
+  # The same defect inside a zip is refused alike.
+  with pytest.raises(DataError, match=fragment.split(",")[0].split("/")[-1]) as raised:
+    lake.read_runs(zip_runs(tmp_path / "all_runs", tmp_path / "all_runs.zip"))
+  assert "\n" not in str(raised.value)
+
+
+def test_lake_runs_refuse_test_split_options(runs, trained_run, assert_one_line_error):
+  result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={runs[0]}", "--test_episodes=10")
+  assert_one_line_error(result, "--test_episodes", "--lake_runs")
+  assert not (trained_run / "lake_runs.json").exists()

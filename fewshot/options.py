@@ -85,8 +85,26 @@ def define_run_flags(default_workdir: str) -> None:
 
   flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
                     "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
-  flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir})")
+  flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
+                      "holds the group's run directories, default runs)")
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+  flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
+
+
+def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
+  """A seed group's seeds and run directories (``<--workdir>/<run name>``) from ``--seeds``; None for one run."""
+  from absl import flags
+
+  from fewshot.groups import parse_seeds
+
+  values = flags.FLAGS
+  if values.seeds is None:
+    return None
+  if values["seed"].present:
+    raise ConfigError("--seeds trains a group and --seed a single run; pass one of them.")
+  seeds = parse_seeds(values.seeds)
+  parent = values.workdir or "runs"
+  return seeds, [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
 
 
 def from_flags(config_type, flag_values=None):

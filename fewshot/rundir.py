@@ -171,6 +171,19 @@ def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   return rundir
 
 
+def open_group_for_training(paths: list, configs: list, resume: bool) -> list[RunDir]:
+  """Every run's directory of a seed group, refused as a whole (nothing written) if any is another run's or
+  their last checkpoints disagree (a group trains its runs in step).
+  """
+  dirs = [open_for_training(path, config, resume) for path, config in zip(paths, configs)]
+  steps = {str(d.path): d.checkpoint_step("last") for d in dirs}
+  if len(set(steps.values())) > 1:
+    listed = ", ".join(f"{path} at {step or 0}" for path, step in steps.items())
+    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
+                      "with --seed, or start the group in new directories.")
+  return dirs
+
+
 def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train") -> RunDir:
   """The run directory at ``path``; a missing, empty or non-run one is a one-line ``RunDirError``."""
   rundir, fix = RunDir(path), f"pass the directory of a {made_by} run"

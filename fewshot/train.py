@@ -21,16 +21,14 @@ from absl import flags, logging
 from fewshot import cli, episodic, groups, loop, options, stats
 from fewshot import rundir as rundirs
 from fewshot.config import Config
-from fewshot.errors import ConfigError, RunDirError
+from fewshot.errors import ConfigError
 from fewshot.experiment import Experiment
 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(Config)
-  options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>; with --seeds, the "
-                           "folder that holds the group's run directories, default runs")
-  flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
+  options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
 
 
 FLAGS = flags.FLAGS
@@ -51,21 +49,10 @@ def train_group(config: Config, seeds: tuple[int, ...], workdirs: list[str], res
   return _train(config, tuple(seeds), workdirs, resume, progress, placement)
 
 
-def _open_runs(configs: list[Config], workdirs: list[str], resume: bool) -> list[rundirs.RunDir]:
-  """Every run's directory, refused as a whole (nothing written) if any is another run's or they disagree."""
-  dirs = [rundirs.open_for_training(w, c, resume) for c, w in zip(configs, workdirs)]
-  steps = {str(d.path): d.checkpoint_step("last") for d in dirs}
-  if len(set(steps.values())) > 1:
-    listed = ", ".join(f"{path} at {step or 0}" for path, step in steps.items())
-    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
-                      "with --seed, or start the group in new directories.")
-  return dirs
-
-
 def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool, progress: bool,
            placement: str) -> list[dict]:
   configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
-  dirs = _open_runs(configs, workdirs, resume)
+  dirs = rundirs.open_group_for_training(workdirs, configs, resume)
   experiment = Experiment.build(config, placement=placement, seeds=seeds)  # fails on bad data, writes nothing
   indices = (0,) if seeds is None else tuple(experiment.group.local_runs())
   runs = loop.Runs(tuple(dirs[i] for i in indices), experiment.group, indices)
@@ -130,20 +117,17 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = options.from_flags(Config)
-  if FLAGS.seeds is None:
+  group = options.seed_group_from_flags(config)
+  if group is None:
     results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
     print(format_results(config, results))
     print(f"run directory: {results['workdir']}")
     return
-  if FLAGS["seed"].present:
-    raise ConfigError("--seeds trains a group and --seed a single run; pass one of them.")
-  seeds = groups.parse_seeds(FLAGS.seeds)
-  parent = FLAGS.workdir or "runs"
-  workdirs = [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
-  for seed, results in zip(seeds, train_group(config, seeds, workdirs, resume=FLAGS.resume, placement=FLAGS.placement)):
-    if results is not None:
-      print(f"seed {seed}: {format_results(config, results)}")
-  print(f"run directories: {parent}/")
+  seeds, workdirs = group
+  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=FLAGS.resume,
+                                                                  placement=FLAGS.placement)):
+    if results is not None:  # another host's run
+      print(f"seed {seed}: {format_results(config, results)}  [{workdir}]")
 
 
 if __name__ == "__main__":

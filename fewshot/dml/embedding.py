@@ -112,8 +112,7 @@ def train_step(learner: MetricLearner, state: TrainState, batch: Batch):
   return state.apply_gradients(grads, batch_stats, learner.optimizer), loss
 
 
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _train_block(learner: MetricLearner, state: TrainState, draws, train_key: jax.Array):
+def _scan_train(learner: MetricLearner, state: TrainState, draws, train_key: jax.Array):
   def step(state, key, index, classes, images):
     del index
     batch = batch_from_images(images, classes)
@@ -123,30 +122,49 @@ def _train_block(learner: MetricLearner, state: TrainState, draws, train_key: ja
   return sources.scan_draws(step, state, draws, train_key)
 
 
+_train_block = jax.jit(_scan_train, static_argnums=0, donate_argnums=1)
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
+def _train_group_block(learner: MetricLearner, states: TrainState, draws, train_keys: jax.Array):
+  return jax.vmap(functools.partial(_scan_train, learner), in_axes=(0, draws.run_axes(), 0))(states, draws, train_keys)
+
+
 def train_chunk(learner: MetricLearner, state: TrainState, source, train_key: jax.Array, num_steps: int):
-  """Train on the next ``num_steps`` batches; returns the state (the one passed in is donated) and each step's loss ``[num_steps]``."""
-  compiled = lambda state, draws, key: _train_block(learner, state, draws, key)
-  return sources.run_blocks(compiled, state, source, train_key, int(state.step), num_steps, learner.batch.classes,
+  """Train on the next ``num_steps`` batches; returns the state (the one passed in is donated) and each step's
+  loss ``[num_steps]``; a seed group (``[R]`` keys, a state stacked over R runs) trains at once, ``[R, num_steps]``.
+  """
+  group = train_key.ndim > 0
+  block = _train_group_block if group else _train_block
+  compiled = lambda state, draws, key: block(learner, state, draws, key)
+  first = int(state.step[0] if group else state.step)
+  return sources.run_blocks(compiled, state, source, train_key, first, num_steps, learner.batch.classes,
                             learner.batch.per_class)
 
 
 _embed_chunk = jax.jit(embed, static_argnums=0)
+# A group's runs embed the same images, each with its own variables.
+_embed_group_chunk = jax.jit(jax.vmap(embed, in_axes=(None, 0, None)), static_argnums=0)
 
 
-def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk: int = 256) -> np.ndarray:
-  """Embeddings of a whole split in host memory, ``chunk`` images per compiled call (the last one padded).
+def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk: int = 256,
+              group: bool = False) -> np.ndarray:
+  """Embeddings of a whole split in host memory, ``chunk`` images per compiled call (the last one padded);
+  ``[R, N, D]`` for a group's stacked ``variables`` (``group=True``).
 
   Chunk i's result is read back only after chunk i + 1 is dispatched, so copying one chunk
   to the device overlaps embedding the previous one, with at most two chunks on the device.
   """
+  embed_chunk, axis = (_embed_group_chunk, 1) if group else (_embed_chunk, 0)
+  take = lambda done: np.asarray(done[0])[(slice(None),) * axis + (slice(0, done[1]),)]  # noqa: E731
   out, in_flight = [], None
   for start in range(0, len(images), chunk):
     part = images[start : start + chunk]
     padded = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
-    dispatched = (_embed_chunk(learner, variables, padded), len(part))
+    dispatched = (embed_chunk(learner, variables, padded), len(part))
     if in_flight is not None:
-      out.append(np.asarray(in_flight[0])[: in_flight[1]])
+      out.append(take(in_flight))
     in_flight = dispatched
   if in_flight is not None:
-    out.append(np.asarray(in_flight[0])[: in_flight[1]])
-  return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+    out.append(take(in_flight))
+  return np.concatenate(out, axis=axis) if out else np.zeros((0, 0), np.float32)

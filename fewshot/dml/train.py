@@ -24,12 +24,13 @@ Run directory (``--folds 1``: the fold's files are at the top)::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 from absl import flags, logging
 
-from fewshot import backbones, cli, data, distances, loop, options, sources, stats
+from fewshot import backbones, cli, data, distances, groups, loop, options, sources, stats
 from fewshot import rundir as rundirs
 from fewshot.augment import Augmentation
 from fewshot.data import Split, holdout
@@ -83,18 +84,24 @@ def _mean(values: list) -> float | None:
 
 
 class Trainer:
-  """One run's config, data, and a learner per number of training classes (so folds share compiles); ``run`` trains.
+  """One run's (or seed group's) config, data, and a learner per number of training classes (so folds share
+  compiles); ``run`` trains.
 
   ``placement`` (see :func:`fewshot.sources.place`) says where training images live;
-  validation and test splits are embedded from host memory in chunks either way.
+  validation and test splits are embedded from host memory in chunks either way. With
+  ``seeds``, every fold trains the group's runs as one vmapped program (:mod:`fewshot.groups`).
   """
 
-  def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto"):
+  def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto",
+               seeds: tuple[int, ...] | None = None):
     self.config, self.progress, self.placement = config, progress, placement
     self.folds, self.test = load_data(config)
     self.image_shape = self.test.image_shape
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
+    self.group = None if seeds is None else groups.RunPlacement.over(len(seeds))
+    self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
+    self.indices = (0,) if seeds is None else tuple(self.group.local_runs())
 
   @functools.lru_cache(maxsize=None)
   def learner(self, num_classes: int) -> MetricLearner:
@@ -105,48 +112,80 @@ class Trainer:
                          optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
                          augmentation=self.augmentation)
 
+  def _runs(self, per_run: list):
+    """One run's value, or the group's stacked over its run axis."""
+    return per_run[0] if self.group is None else self.group.stack(per_run)
+
+  def _run_values(self, values) -> list:
+    """Each written run's slice of a value with a leading run axis (the value itself for one run)."""
+    return [values] if self.group is None else [values[i] for i in self.indices]
+
   def fold_dir(self, rundir: RunDir, fold: int) -> RunDir:
     return rundir if self.config.folds == 1 else RunDir(rundir.path / f"fold{fold}")
 
   def initial_state(self, fold: int):
     """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
     learner = self.learner(self.folds[fold][0].num_classes)
-    return embedding.init_state(learner, fold_keys(self.config.seed, fold)[0], self.image_shape)
+    return self._runs([embedding.init_state(learner, fold_keys(s, fold)[0], self.image_shape) for s in self.seeds])
 
   def embed(self, fold: int, state, split: Split) -> np.ndarray:
     learner = self.learner(self.folds[fold][0].num_classes)
-    return embedding.embed_all(learner, embedding.model_variables(state), split.images)
+    variables = embedding.model_variables(state)
+    return embedding.embed_all(learner, variables, split.images, group=self.group is not None)
 
-  def train_fold(self, rundir: RunDir, fold: int) -> dict:
-    """Train (or finish training) one fold model; returns its best validation row."""
+  def train_fold(self, rundirs: list[RunDir], fold: int) -> list[dict]:
+    """Train (or finish training) one fold model of each run; returns each run's best validation row."""
     c, (train, val_split) = self.config, self.folds[fold]
-    learner, train_key = self.learner(train.num_classes), fold_keys(self.config.seed, fold)[1]
-    source = sources.place(train, self.placement)
+    learner = self.learner(train.num_classes)
+    train_key = self._runs([fold_keys(s, fold)[1] for s in self.seeds])
+    if self.group is None:
+      source = sources.place(train, self.placement)
+    else:
+      source = sources.place(train, self.placement, device=self.group.replicated, run_sharding=self.group.runs)
 
-    def make_row(state, losses):
-      val = retrieval(self.embed(fold, state, val_split), val_split.labels)
-      return {"epoch": int(state.step) // c.steps_per_epoch, "step": int(state.step),
-              "loss": stats.finite_or_none(float(np.mean(losses))), **{f"val_{name}": val[name] for name in REPORTED}}
+    def make_rows(state, losses):
+      step = int(np.asarray(state.step).ravel()[0])
+      embedded = self._run_values(self.embed(fold, state, val_split))
+      rows = []
+      for run_losses, run_embedded in zip(self._run_values(losses), embedded):
+        val = retrieval(run_embedded, val_split.labels)
+        rows.append({"epoch": step // c.steps_per_epoch, "step": step,
+                     "loss": stats.finite_or_none(float(np.mean(run_losses))),
+                     **{f"val_{name}": val[name] for name in REPORTED}})
+      return rows
 
     schedule = loop.Schedule(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
-    _, (best,) = loop.train_until(
-        loop.Runs((self.fold_dir(rundir, fold),)), self.initial_state(fold), schedule,
-        lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps),
-        lambda state, losses: [make_row(state, losses)],
+    runs = loop.Runs(tuple(self.fold_dir(rundirs[i], fold) for i in self.indices), self.group, self.indices)
+    _, bests = loop.train_until(
+        runs, self.initial_state(fold), schedule,
+        lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps), make_rows,
         lambda row, best: dict(loss=row["loss"], val_map_at_r=row["val_map_at_r"]),
         progress=self.progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}")
-    return best
+    return bests
 
-  def best_test_embedding(self, rundir: RunDir, fold: int) -> np.ndarray:
-    state = self.fold_dir(rundir, fold).restore_checkpoint("best", self.initial_state(fold))
-    return self.embed(fold, state, self.test)
+  def best_test_embeddings(self, rundirs: list[RunDir], fold: int) -> list[np.ndarray]:
+    """Each written run's test embeddings by its best checkpoint of fold ``fold``."""
+    runs = loop.Runs(tuple(self.fold_dir(rundirs[i], fold) for i in self.indices), self.group, self.indices)
+    like = runs.states(self.initial_state(fold))
+    best = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, like)], None)
+    return self._run_values(self.embed(fold, best, self.test))
 
-  def run(self, rundir: RunDir) -> dict:
+  def run(self, rundirs: list[RunDir]) -> list[dict | None]:
+    """Train every fold of every run, test, write results; each run's results (None for another host's)."""
     c = self.config
-    if not rundir.holds_run():
-      rundir.write_config({**c.to_dict(), "image_shape": list(self.image_shape)})
-    bests = [self.train_fold(rundir, fold) for fold in range(len(self.folds))]
-    embeddings = [self.best_test_embedding(rundir, fold) for fold in range(len(self.folds))]
+    configs = [dataclasses.replace(c, seed=s) for s in self.seeds]
+    for i in self.indices:
+      if not rundirs[i].holds_run():
+        rundirs[i].write_config({**configs[i].to_dict(), "image_shape": list(self.image_shape)})
+    bests = [self.train_fold(rundirs, fold) for fold in range(len(self.folds))]  # [fold][run]
+    embeddings = [self.best_test_embeddings(rundirs, fold) for fold in range(len(self.folds))]
+    results = [None] * len(rundirs)
+    for k, i in enumerate(self.indices):
+      results[i] = self._results([b[k] for b in bests], [e[k] for e in embeddings], rundirs[i])
+    return results
+
+  def _results(self, bests: list[dict], embeddings: list[np.ndarray], rundir: RunDir) -> dict:
+    c = self.config
     separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
                   "dim": int(e.shape[1]), "test": retrieval(e, self.test.labels)}
                  for k, (best, e) in enumerate(zip(bests, embeddings))]
@@ -166,7 +205,15 @@ def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool 
           placement: str = "auto") -> dict:
   """Train, validate and test one configuration; returns the results written to results.json."""
   rundir = rundirs.open_for_training(workdir, config, resume)
-  return Trainer(config, progress, placement).run(rundir)  # Trainer fails on bad data before anything is written
+  return Trainer(config, progress, placement).run([rundir])[0]  # Trainer fails on bad data before anything is written
+
+
+def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], resume: bool = False,
+                progress: bool = True, placement: str = "auto") -> list[dict | None]:
+  """Train ``config`` under each of ``seeds`` as one seed group, run ``k`` in ``workdirs[k]``; each run's results."""
+  configs = [dataclasses.replace(config, seed=s) for s in seeds]
+  dirs = rundirs.open_group_for_training(workdirs, configs, resume)
+  return Trainer(config, progress, placement, tuple(seeds)).run(dirs)
 
 
 def format_results(config: DMLConfig, results: dict) -> str:
@@ -186,9 +233,17 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = options.from_flags(DMLConfig)
-  results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
-  print(format_results(config, results))
-  print(f"run directory: {results['workdir']}")
+  group = options.seed_group_from_flags(config)
+  if group is None:
+    results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
+    print(format_results(config, results))
+    print(f"run directory: {results['workdir']}")
+    return
+  seeds, workdirs = group
+  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=FLAGS.resume,
+                                                                  placement=FLAGS.placement)):
+    if results is not None:  # another host's run
+      print(f"seed {seed} [{workdir}]:\n{format_results(config, results)}")
 
 
 if __name__ == "__main__":

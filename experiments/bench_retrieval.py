@@ -129,7 +129,7 @@ def main(argv=None) -> int:
   parser.add_argument("--per-class", type=int, default=10)
   parser.add_argument("--noise", type=float, default=1.5, help="per-dimension noise around unit-variance class centres")
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--block-size", type=int, default=None, help="queries per block (default: metrics.DEFAULT_BLOCK_SIZE)")
+  parser.add_argument("--block-size", type=int, default=None, help="queries per block (default: knn.DEFAULT_BLOCK_SIZE)")
   parser.add_argument("--hist-block-size", type=int, default=None, help="tile of the pair histograms")
   parser.add_argument("--kmeans-iterations", type=int, default=20, help="ours; faiss (pml) runs its default 20")
   parser.add_argument("--repeats", type=int, default=1, help="repetitions of each ours/pml pair (alternating)")
@@ -141,8 +141,8 @@ def main(argv=None) -> int:
   parser.add_argument("--json", default=None, help="write the results here")
   args = parser.parse_args(argv)
   if args.block_size is None or args.hist_block_size is None:
-    from fewshot.dml import metrics, pair_similarities  # pylint: disable=import-outside-toplevel
-    args.block_size = args.block_size or metrics.DEFAULT_BLOCK_SIZE
+    from fewshot.dml import knn, pair_similarities  # pylint: disable=import-outside-toplevel
+    args.block_size = args.block_size or knn.DEFAULT_BLOCK_SIZE
     args.hist_block_size = args.hist_block_size or pair_similarities.HISTOGRAM_BLOCK_SIZE
   if args.worker:
     print(json.dumps(worker(args.worker, args)), flush=True)

@@ -25,7 +25,7 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from fewshot.errors import DataError, FewshotError
+from fewshot.errors import FewshotError
 
 CUB_DEFECTS = ("missing_annotation", "missing_image", "malformed_line", "inconsistent_ids", "bad_class",
                "bad_bbox", "corrupt_image", "truncated_archive", "unsafe_member")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
 from fewshot import distances
-from fewshot.dml import metrics, pair_similarities
+from fewshot.dml import knn, metrics, pair_similarities
 
 
 def full_matrix(distance, x, y):
@@ -121,7 +122,7 @@ def test_blocked_knn_matches_full_matrix_with_ties(exclude_self, block_size, n_r
   """Exact equality with a stable argsort of the whole matrix."""
   reference = tie_heavy(1, n_ref, high, dim)
   query = reference[:101]
-  d, idx = metrics.nearest_neighbours(query, reference, k, exclude_self=exclude_self, block_size=block_size)
+  d, idx = knn.nearest_neighbours(query, reference, k, exclude_self=exclude_self, block_size=block_size)
   full = full_matrix(distances.euclidean, query, reference)
   if exclude_self:
     full[np.arange(len(query)), np.arange(len(query))] = np.inf  # by index: duplicates stay
@@ -140,9 +141,9 @@ def test_chunked_smallest_k_equals_top_k():
   rng = np.random.default_rng(2)
   for n, k in [(640, 1), (4096, 16)]:
     d = jnp.asarray(rng.integers(0, n // 8, (17, n)).astype(np.float32))  # each value ~8 times a row
-    chunk = metrics._chunk_size(n, k)
+    chunk = knn._chunk_size(n, k)
     assert chunk
-    got = metrics.jax.jit(metrics._smallest_k, static_argnums=(1, 2))(d, k, chunk)
+    got = jax.jit(knn._smallest_k, static_argnums=(1, 2))(d, k, chunk)
     neg, idx = metrics.jax.lax.top_k(-d, k)
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(idx))
     np.testing.assert_array_equal(np.asarray(got[0]), -np.asarray(neg))
@@ -150,7 +151,7 @@ def test_chunked_smallest_k_equals_top_k():
 
 def test_blocked_knn_random_floats_matches_full_matrix():
   x = np.random.default_rng(3).normal(size=(300, 16)).astype(np.float32)
-  d, idx = metrics.nearest_neighbours(x, x, 5, block_size=64, distance=distances.squared_euclidean)
+  d, idx = knn.nearest_neighbours(x, x, 5, block_size=64, distance=distances.squared_euclidean)
   full = full_matrix(distances.squared_euclidean, x, x)
   order = np.argsort(full, axis=1, kind="stable")[:, :5]
   np.testing.assert_array_equal(np.asarray(idx), order)
@@ -247,7 +248,7 @@ def test_bad_inputs_raise_one_line_errors():
       (lambda: call(x, y.astype(float), x, y, False), ("query_labels must be integers",)),
       (lambda: call(x, y, x, y, False, distance=distances.cosine_similarity), ("similarity", "cosine_distance")),
       (lambda: call(x[:1], y[:1], x[:1], y[:1], True), ("nothing but the query itself",)),
-      (lambda: metrics.nearest_neighbours(x, x, 30, exclude_self=True), ("k=30", "[1, 29]")),
+      (lambda: knn.nearest_neighbours(x, x, 30, exclude_self=True), ("k=30", "[1, 29]")),
       (lambda: pair_similarities.pair_statistics(x, y[:3]), ("one label per embedding",)),
       (lambda: pair_similarities.histogram_jsd([1, 2], [1, 2, 3]), ("one length",)),
       (lambda: pair_similarities.histogram_jsd([0, 0], [1, 2]), ("positive total",)),

@@ -162,7 +162,7 @@ def class_split(class_names: list[str]) -> dict[str, list[str]]:
   n_train = max(1, round(SPLIT_FRACTIONS[0] * len(names)))
   n_val = max(1, round(SPLIT_FRACTIONS[1] * len(names)))
   parts = np.split(perm, [n_train, n_train + n_val])
-  return {split: sorted(names[i] for i in p) for split, p in zip(tfds_io.SPLITS, parts)}
+  return {split: sorted(names[i] for i in p) for split, p in zip(options.SPLITS, parts)}
 
 
 def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dict[str, list[str]]:
@@ -182,7 +182,7 @@ def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dic
   else:
     perm = np.random.default_rng(seed).permutation(len(names))
     bounds = np.round(np.cumsum(VINYALS_SIZES)[:-1] / sum(VINYALS_SIZES) * len(names)).astype(int)
-    chosen = {split: sorted(names[i] for i in part) for split, part in zip(tfds_io.SPLITS, np.split(perm, bounds))}
+    chosen = {split: sorted(names[i] for i in part) for split, part in zip(options.SPLITS, np.split(perm, bounds))}
   for split, members in chosen.items():
     if not members:
       fix = ("add images_evaluation.zip (or images_background.zip) to --data_dir"

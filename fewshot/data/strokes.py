@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot.data import tfds_io
+from fewshot.data import options, tfds_io
 from fewshot.errors import DataError
 
 NUM_CLASSES = 1200
@@ -148,7 +148,7 @@ def class_split(num_classes: int, seed: int = SEED) -> dict[str, np.ndarray]:
   n_train = num_classes * SPLIT_FRACTIONS[0] // total
   n_val = num_classes * SPLIT_FRACTIONS[1] // total
   parts = np.split(perm, [n_train, n_train + n_val])
-  return {name: np.sort(p) for name, p in zip(tfds_io.SPLITS, parts)}
+  return {name: np.sort(p) for name, p in zip(options.SPLITS, parts)}
 
 
 def class_name(i: int) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot.data.options import SMALL_IMAGE_SIZE, SPLITS
+from fewshot.data.options import SMALL_IMAGE_SIZE
 from fewshot.errors import DataError
 from fewshot.data.split import Split
 

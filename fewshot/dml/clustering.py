@@ -2,7 +2,7 @@ r"""k-means on the device, and the NMI and pairwise F1 of a clustering against c
 
 The clustering metrics of deep metric learning (SPEC §8): cluster the embeddings with
 k-means, ``k`` = the number of classes, and score the clusters against the labels.
-The assignment step is the blocked exact search of :func:`fewshot.dml.metrics.nearest_neighbours`,
+The assignment step is the blocked exact search of :func:`fewshot.dml.knn.nearest_neighbours`,
 so 100,000 points and 10,000 centroids never need a ``100,000 x 10,000`` matrix.
 """
 
@@ -18,14 +18,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from fewshot import distances
-from fewshot.dml import metrics
+from fewshot.dml import knn, metrics
 
 Array = jax.Array
 
 
 def _assign(x: Array, centroids: Array, block_size: int) -> Array:
   # squared distances rank like Euclidean ones and skip a square root per pair
-  return metrics.nearest_neighbours(x, centroids, 1, distance=distances.squared_euclidean_matmul, block_size=block_size)[1][:, 0]
+  return knn.nearest_neighbours(x, centroids, 1, distance=distances.squared_euclidean_matmul, block_size=block_size)[1][:, 0]
 
 
 @functools.partial(jax.jit, static_argnames=("num_clusters", "block_size"))
@@ -48,7 +48,7 @@ def _kmeans(key, x, iterations, *, num_clusters, block_size):  # iterations trac
 
 
 def kmeans(key: chex.PRNGKey, x: Array, num_clusters: int, *, iterations: int = 20,
-           block_size: int = metrics.DEFAULT_BLOCK_SIZE) -> tuple[Array, Array]:
+           block_size: int = knn.DEFAULT_BLOCK_SIZE) -> tuple[Array, Array]:
   r"""Lloyd's k-means, seeded: ``(centroids [num_clusters, d], assignments int32 [n])``.
 
   Initial centroids are ``num_clusters`` points at distinct random indices (``key``), as
@@ -56,7 +56,7 @@ def kmeans(key: chex.PRNGKey, x: Array, num_clusters: int, *, iterations: int = 
   the data (10,000 small serial steps at the benchmark's size). Each iteration moves every centroid to the mean of its points
   (``jax.ops.segment_sum``) and reassigns each point to its nearest centroid in squared
   Euclidean distance, ties to the lower centroid index, in blocks of ``block_size`` points
-  (:func:`~fewshot.dml.metrics.nearest_neighbours`). A centroid left without points keeps its
+  (:func:`~fewshot.dml.knn.nearest_neighbours`). A centroid left without points keeps its
   previous position. Stops after ``iterations`` updates, or earlier once no assignment
   changes; the assignments returned are those to the centroids returned.
   """
@@ -157,7 +157,7 @@ class ClusteringMetrics:
 
 
 def clustering_metrics(key: chex.PRNGKey, embeddings, labels, *, iterations: int = 20,
-                       block_size: int = metrics.DEFAULT_BLOCK_SIZE) -> ClusteringMetrics:
+                       block_size: int = knn.DEFAULT_BLOCK_SIZE) -> ClusteringMetrics:
   """NMI and pairwise F1 of :func:`kmeans` with ``k`` = the number of classes (embeddings used as given).
 
   Normalise the embeddings first where the protocol does (the reality check evaluates

@@ -52,6 +52,10 @@ class MetricLearner:
   loss_options: tuple[tuple[str, object], ...] = ()  # keyword arguments of the loss, as (name, value) pairs
   optimizer: optax.GradientTransformation = adam()
   augmentation: Augmentation = NO_AUGMENTATION
+  # Data parallel: each batch's images sharded over a mesh's devices (NamedSharding(mesh, P("data"))). The
+  # state stays replicated; the partitioner all-reduces BatchNorm's statistics and gathers the embeddings for
+  # the loss, so the step is the single-device one, summed in another order.
+  batch_sharding: jax.sharding.Sharding | None = None
 
   def __post_init__(self):
     check_loss_name(self.loss)
@@ -116,6 +120,8 @@ def _scan_train(learner: MetricLearner, state: TrainState, draws, train_key: jax
   def step(state, key, index, classes, images):
     del index
     batch = batch_from_images(images, classes)
+    if learner.batch_sharding is not None:
+      batch = jax.lax.with_sharding_constraint(batch, learner.batch_sharding)
     batch = batch.replace(images=learner.augmentation.train(jax.random.fold_in(key, 1), batch.images))
     return train_step(learner, state, batch)
 
@@ -156,11 +162,15 @@ def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk
   to the device overlaps embedding the previous one, with at most two chunks on the device.
   """
   embed_chunk, axis = (_embed_group_chunk, 1) if group else (_embed_chunk, 0)
+  if learner.batch_sharding is not None:
+    chunk -= chunk % learner.batch_sharding.mesh.devices.size
   take = lambda done: np.asarray(done[0])[(slice(None),) * axis + (slice(0, done[1]),)]  # noqa: E731
   out, in_flight = [], None
   for start in range(0, len(images), chunk):
     part = images[start : start + chunk]
     padded = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
+    if learner.batch_sharding is not None:  # data parallel: each device embeds its share of the chunk
+      padded = jax.device_put(padded, learner.batch_sharding)
     dispatched = (embed_chunk(learner, variables, padded), len(part))
     if in_flight is not None:
       out.append(take(in_flight))

@@ -27,8 +27,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import jax
 import numpy as np
 from absl import flags, logging
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from fewshot import backbones, cli, data, distances, groups, loop, options, sources, stats
 from fewshot import rundir as rundirs
@@ -39,6 +41,7 @@ from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
+from fewshot.errors import ConfigError
 from fewshot.rundir import RunDir
 from fewshot.train_state import adam_by_part, fold_keys
 
@@ -50,6 +53,8 @@ def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(DMLConfig)
   options.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
+  flags.DEFINE_bool("data_parallel", None, "shard each batch over the devices (default: on when there are several, "
+                    "off with --seeds, whose runs are sharded instead)")
 
 
 FLAGS = flags.FLAGS
@@ -79,6 +84,26 @@ def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
   return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
 
 
+def _data_mesh(config: DMLConfig, data_parallel: bool | None, group: bool) -> Mesh | None:
+  """The devices a batch is sharded over: all of them when several are present (or asked for), None otherwise.
+
+  A seed group shards its runs instead, one run's batch per device.
+  """
+  devices = jax.devices()
+  if group or data_parallel is False or (data_parallel is None and len(devices) == 1):
+    return None
+  if config.classes * config.per_class % len(devices):
+    raise ConfigError(f"a batch of --classes {config.classes} x --per_class {config.per_class} images does not "
+                      f"divide over {len(devices)} devices; choose a batch size that is a multiple of {len(devices)} "
+                      "or pass --nodata_parallel.")
+  return Mesh(np.array(devices), ("data",))
+
+
+def _percent(fraction: float | None) -> str:
+  """A retrieval metric as the final results print it: a percentage."""
+  return "n/a" if fraction is None else f"{100 * fraction:.2f}%"
+
+
 def _mean(values: list) -> float | None:
   return None if any(v is None for v in values) else float(np.mean(values))
 
@@ -93,7 +118,7 @@ class Trainer:
   """
 
   def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto",
-               seeds: tuple[int, ...] | None = None):
+               seeds: tuple[int, ...] | None = None, data_parallel: bool | None = None):
     self.config, self.progress, self.placement = config, progress, placement
     self.folds, self.test = load_data(config)
     self.image_shape = self.test.image_shape
@@ -102,19 +127,24 @@ class Trainer:
     self.group = None if seeds is None else groups.RunPlacement.over(len(seeds))
     self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
     self.indices = (0,) if seeds is None else tuple(self.group.local_runs())
+    self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
 
   @functools.lru_cache(maxsize=None)
   def learner(self, num_classes: int) -> MetricLearner:
     c = self.config
     model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
+    sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
     return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=c.loss,
                          miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
                          optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
-                         augmentation=self.augmentation)
+                         augmentation=self.augmentation, batch_sharding=sharding)
 
   def _runs(self, per_run: list):
-    """One run's value, or the group's stacked over its run axis."""
-    return per_run[0] if self.group is None else self.group.stack(per_run)
+    """One run's value (replicated over the devices when data parallel), or the group's stacked over its run axis."""
+    if self.group is not None:
+      return self.group.stack(per_run)
+    return per_run[0] if self.data_mesh is None else jax.device_put(per_run[0], NamedSharding(self.data_mesh,
+                                                                                               PartitionSpec()))
 
   def _run_values(self, values) -> list:
     """Each written run's slice of a value with a leading run axis (the value itself for one run)."""
@@ -139,7 +169,8 @@ class Trainer:
     learner = self.learner(train.num_classes)
     train_key = self._runs([fold_keys(s, fold)[1] for s in self.seeds])
     if self.group is None:
-      source = sources.place(train, self.placement)
+      replicated = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec())
+      source = sources.place(train, self.placement, device=replicated)
     else:
       source = sources.place(train, self.placement, device=self.group.replicated, run_sharding=self.group.runs)
 
@@ -159,7 +190,8 @@ class Trainer:
     _, bests = loop.train_until(
         runs, self.initial_state(fold), schedule,
         lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps), make_rows,
-        lambda row, best: dict(loss=row["loss"], val_map_at_r=row["val_map_at_r"]),
+        lambda row, best: dict(loss=row["loss"], val_map_at_r=_percent(row["val_map_at_r"]),
+                               best=_percent(best["val_map_at_r"])),
         progress=self.progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}")
     return bests
 
@@ -202,10 +234,14 @@ class Trainer:
 
 
 def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True,
-          placement: str = "auto") -> dict:
-  """Train, validate and test one configuration; returns the results written to results.json."""
+          placement: str = "auto", data_parallel: bool | None = None) -> dict:
+  """Train, validate and test one configuration; returns the results written to results.json.
+
+  ``data_parallel`` shards each batch over the devices (default: when there are several).
+  """
   rundir = rundirs.open_for_training(workdir, config, resume)
-  return Trainer(config, progress, placement).run([rundir])[0]  # Trainer fails on bad data before anything is written
+  # Trainer fails on bad data before anything is written.
+  return Trainer(config, progress, placement, data_parallel=data_parallel).run([rundir])[0]
 
 
 def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], resume: bool = False,
@@ -222,7 +258,8 @@ def format_results(config: DMLConfig, results: dict) -> str:
 
   lines = [f"{config.dataset} {config.loss} ({results['test_classes']} test classes): test retrieval, %"]
   for s in results["separated"]:
-    lines.append(f"  fold {s['fold']} ({s['dim']}-d, best epoch {s['best_epoch']}): {metrics(s['test'])}")
+    model = "model" if config.folds == 1 else f"fold {s['fold']}"  # one model: no fold to name
+    lines.append(f"  {model} ({s['dim']}-d, best epoch {s['best_epoch']}): {metrics(s['test'])}")
   if "concatenated" in results:
     lines.append(f"  separated mean: {metrics(results['separated_mean'])}")
     lines.append(f"  concatenated ({results['concatenated']['dim']}-d): {metrics(results['concatenated']['test'])}")
@@ -235,7 +272,8 @@ def main(argv):
   config = options.from_flags(DMLConfig)
   group = options.seed_group_from_flags(config)
   if group is None:
-    results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
+    results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement,
+                    data_parallel=FLAGS.data_parallel)
     print(format_results(config, results))
     print(f"run directory: {results['workdir']}")
     return

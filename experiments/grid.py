@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Callable, Hashable
 
@@ -34,6 +35,23 @@ def run_all(runs: dict[Hashable, tuple[str, object]], out: pathlib.Path, train: 
     print(f"[{i}/{len(runs)}] {name}: " + ("done, skipped" if done else "training"), flush=True)
     # resume=True continues an interrupted run and starts an absent one afresh.
     results[key] = done or train(config, str(workdir), resume=True, progress=False)
+  return results
+
+
+def run_groups(configs: list, seeds: tuple[int, ...], out: pathlib.Path, train_group: Callable) -> dict:
+  """Train each config as a seed group, run k in ``out/<run name of seed k>``; a group whose runs all have
+  results is read back, not retrained. Returns ``{config: [results of each seed]}``.
+  """
+  results = {}
+  for i, config in enumerate(configs, 1):
+    members = [dataclasses.replace(config, seed=s) for s in seeds]
+    workdirs = [out / m.run_name for m in members]
+    done = [finished_results(w, m) for w, m in zip(workdirs, members)]
+    name = members[0].run_name.rsplit("_seed", 1)[0]
+    print(f"[{i}/{len(configs)}] {name} x{len(seeds)} seeds: " + ("done, skipped" if all(done) else "training"),
+          flush=True)
+    results[config] = done if all(done) else train_group(config, seeds, [str(w) for w in workdirs], resume=True,
+                                                         progress=False)
   return results
 
 

@@ -7,20 +7,25 @@ Trains {Conv4, ResNet18} x {1, 5}-shot x {ProtoNet_S, ProtoNet_DR}, plus 1-NN_S 
 interrupted one resumes, so re-running the command continues the grid. Prints the accuracy table
 (rows: models, columns: backbone x shot) and, per (backbone, shot, classifier), fewshot.analyze's
 tables of S against DR, and writes both to OUT/summary.md.
+
+``--seeds 0-4`` trains every configuration as a seed group (one program per configuration):
+the table then shows each cell's mean over the seeds with its 95% t-interval, and S against DR
+is compared as two arms of seeds (``python -m fewshot.analyze A_seed* -- B_seed*``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 
 from absl import logging
 
 from experiments import grid
-from fewshot import analyze, heads
+from fewshot import analyze, groups, heads, stats
 from fewshot.config import Config
-from fewshot.train import train
+from fewshot.train import train, train_group
 
 BACKBONES = ("conv4", "resnet18")
 SHOTS = (1, 5)
@@ -45,7 +50,15 @@ def configurations(args) -> list[Config]:
   return configs
 
 
-def accuracy_table(results: dict[Config, dict]) -> str:
+def _cell(r) -> str:
+  """A run's "acc ± ci", or a seed group's mean across its seeds ± its 95% t-interval."""
+  if isinstance(r, dict):
+    return f"{r['test_accuracy']:.2f} ± {r['test_ci95']:.2f}"
+  mean, half = stats.t_interval([x["test_accuracy"] for x in r])
+  return f"{mean:.2f} ± {half or 0:.2f} ({len(r)} seeds)"
+
+
+def accuracy_table(results: dict[Config, dict | list[dict]]) -> str:
   """Table 2's layout: a row per model, a column per (backbone, shot), cells "acc ± ci"."""
   columns = sorted({(c.backbone, c.shot) for c in results}, key=lambda k: (BACKBONES.index(k[0]), k[1]))
   cells = {(heads.MODEL_NAMES[(c.classifier, c.head)], c.backbone, c.shot): r for c, r in results.items()}
@@ -54,12 +67,11 @@ def accuracy_table(results: dict[Config, dict]) -> str:
   for model in (heads.MODEL_NAMES[m] for m in MODELS):
     row = [cells.get((model, b, s)) for b, s in columns]
     if any(row):
-      lines.append(f"| {model} | " + " | ".join(
-          f"{r['test_accuracy']:.2f} ± {r['test_ci95']:.2f}" if r else "–" for r in row) + " |")
+      lines.append(f"| {model} | " + " | ".join(_cell(r) if r else "–" for r in row) + " |")
   return "\n".join(lines)
 
 
-def statistics_tables(results: dict[Config, dict], out: pathlib.Path) -> str:
+def statistics_tables(results: dict[Config, dict], out: pathlib.Path, seeds: tuple[int, ...] | None = None) -> str:
   """fewshot.analyze's tables (runs, then one per measure) of S against DR for each pair in the grid."""
   sections = []
   by_key = {(c.backbone, c.shot, c.classifier, c.head): c for c in results}
@@ -67,7 +79,11 @@ def statistics_tables(results: dict[Config, dict], out: pathlib.Path) -> str:
     dr = by_key.get((backbone, shot, classifier, "dr"))
     if head != "softmax" or dr is None:
       continue
-    text, warning = analyze.analyze([str(out / s.run_name), str(out / dr.run_name)], fmt="markdown")
+    if seeds is None:
+      text, warning = analyze.analyze([str(out / s.run_name), str(out / dr.run_name)], fmt="markdown")
+    else:
+      arm = lambda c: [str(out / dataclasses.replace(c, seed=k).run_name) for k in seeds]  # noqa: E731
+      text, warning = analyze.analyze_arms(arm(s), arm(dr), fmt="markdown"), None
     title = f"## {backbone} {shot}-shot {heads.MODEL_NAMES[(classifier, 'softmax')].split('_')[0]}: S vs DR"
     sections.append("\n\n".join([title] + ([f"> {warning}"] if warning else []) + [text.strip()]))
   return "\n\n".join(sections)
@@ -80,6 +96,7 @@ def parse_args(argv):
   parser.add_argument("--out", default=None, help="default: runs/dr_<dataset>")
   parser.add_argument("--smoke", action="store_true", help="tiny episodes and images: checks the pipeline, not the paper")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seeds", default=None, help="train every configuration as a seed group (0-4, or 0,3,5)")
   parser.add_argument("--backbones", default=None, help=f"comma-separated subset of {','.join(BACKBONES)}")
   parser.add_argument("--shots", default=None, help="comma-separated subset of 1,5")
   args = parser.parse_args(argv)
@@ -89,15 +106,19 @@ def parse_args(argv):
   if not set(args.backbones) <= set(BACKBONES) or not set(args.shots) <= set(SHOTS):
     parser.error(f"--backbones must name some of {', '.join(BACKBONES)} and --shots some of 1, 5")
   args.out = pathlib.Path(args.out or f"runs/dr_{args.dataset}")
+  args.seeds = None if args.seeds is None else groups.parse_seeds(args.seeds)
   return args
 
 
 def main(argv=None) -> str:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint save at INFO
-  results = grid.run_all({c: (c.run_name, c) for c in configurations(args)}, args.out, train)
+  if args.seeds is None:
+    results = grid.run_all({c: (c.run_name, c) for c in configurations(args)}, args.out, train)
+  else:
+    results = grid.run_groups(configurations(args), args.seeds, args.out, train_group)
   summary = (f"# {args.dataset}: test accuracy (%, 95% CI)\n\n{accuracy_table(results)}\n\n"
-             f"# Statistics, S vs DR\n\n{statistics_tables(results, args.out)}\n")
+             f"# Statistics, S vs DR\n\n{statistics_tables(results, args.out, args.seeds)}\n")
   return grid.write_summary(args.out, summary)
 
 

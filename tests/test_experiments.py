@@ -6,6 +6,7 @@ import pytest
 
 import dataset_fixtures as fixtures
 from experiments import reality_check, reproduce_dr
+from fewshot import stats
 from fewshot.errors import RunDirError
 from fewshot.rundir import RunDir
 
@@ -140,3 +141,21 @@ def test_reproduce_dr_smoke_with_resnet18(tmp_path):
   runs = _check_dr_grid(reproduce_dr.main(argv), out, "cub", ["resnet18"], [1])
   assert runs == 2
   _rerun_skips(reproduce_dr.main, argv, out, runs)
+
+
+@pytest.mark.slow
+def test_reproduce_dr_smoke_with_seed_groups(tmp_path, capsys):
+  out = tmp_path / "dr"
+  argv = ["--dataset", "cub", "--data_dir", str(_cub(tmp_path)), "--out", str(out), "--smoke", "--shots", "1",
+          "--seeds", "0-2"]
+  summary = reproduce_dr.main(argv)
+  runs = sorted(p.name for p in out.iterdir() if p.is_dir())
+  assert len(runs) == 6 and all(any(r.endswith(f"_seed{k}") for r in runs) for k in range(3))
+  for model in ("ProtoNet_S", "ProtoNet_DR"):
+    accuracies = [RunDir(out / r).read_results()["test_accuracy"] for r in runs if f"_{model}_" in r]
+    mean, half = stats.t_interval(accuracies)
+    assert f"| {model} | {mean:.2f} ± {half:.2f} (3 seeds) |" in summary
+  assert "Test accuracy across seeds" in summary and "ProtoNet_S seed 2" in summary
+  capsys.readouterr()
+  reproduce_dr.main(argv)  # a finished grid of groups is read back, not retrained
+  assert capsys.readouterr().out.count("done, skipped") == 2

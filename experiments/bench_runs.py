@@ -1,0 +1,142 @@
+"""Seed groups against runs one after another and against eager PyTorch: training episodes per second.
+
+For each image size, head and group size R (Conv4 ProtoNet, 5-way 1-shot 16-query, a random
+uint8 split resident on the device), side by side in one process:
+
+* ``group``: one ``episodic.train_chunk`` of R stacked runs (one vmapped program, the run axis
+  sharded over ``jax.devices()``), ``--episodes`` episodes per run per chunk;
+* ``sequential``: the same R runs one after another: R times the single run's chunk (the
+  single run is measured in the same repetitions, so R x its time is what training them one
+  after another costs);
+* ``torch``: the eager PyTorch reference (``experiments/torch_conv4.py``), one run.
+
+Reported per configuration: total episodes/s of the group (all runs), episodes/s per run, and
+the group's total against the sequential runs and against one eager PyTorch run; the device
+memory one run of the group needs (argument + output + temporary bytes of the compiled group
+chunk, over R). Medians over ``--repeats``; the variants alternate within each repetition.
+
+  python -m experiments.bench_runs --sizes 28,84 --heads softmax,dr --groups 1,2,4,8,16 --torch
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import jax
+
+from experiments.bench_episodes import TorchRef, random_split
+from fewshot import episodic
+from fewshot.backbones import Conv4
+from fewshot.episodes import EpisodeShape
+from fewshot.episodic import EpisodicLearner
+from fewshot.groups import RunPlacement
+from fewshot.sources import DeviceSource
+from fewshot.train_state import run_keys
+
+SHAPE = EpisodeShape(5, 1, 16)
+
+
+def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int) -> float:
+  """Device memory of the compiled group chunk (arguments, outputs, temporaries), per run."""
+  draws = source.blocks(keys, 0, episodes, SHAPE.way, SHAPE.per_class)[0]
+  compiled = episodic._train_group_block.lower(learner, states, draws, keys, jax.numpy.int32(episodes - 1)).compile()
+  m = compiled.memory_analysis()
+  return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / runs
+
+
+def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, use_torch: bool) -> list[dict]:
+  channels = 1 if size == 28 else 3
+  split = random_split(size, channels, 64, 20)
+  learner = EpisodicLearner(Conv4(), SHAPE, head=head)
+  image_shape = (size, size, channels)
+  single_source = DeviceSource.from_split(split)
+  single_keys = run_keys(0)
+  single = episodic.init_state(learner, single_keys["init"], image_shape)
+
+  def run_single():
+    nonlocal single
+    single, metrics, _ = episodic.train_chunk(learner, single, single_source, single_keys["train"], episodes)
+    jax.block_until_ready(metrics)
+
+  torch_ref = TorchRef(split, SHAPE, head, episodes, "cpu", 0) if use_torch else None
+  rows = []
+  for runs in groups:
+    placement = RunPlacement.over(runs)
+    source = DeviceSource.from_split(split, placement.replicated)
+    seeds = placement.pad(list(range(runs)))
+    states = placement.stack([episodic.init_state(learner, run_keys(s)["init"], image_shape) for s in seeds])
+    keys = placement.stack([run_keys(s)["train"] for s in seeds])
+    memory = group_bytes_per_run(learner, states, source, keys, episodes, placement.size)
+
+    def run_group():
+      nonlocal states
+      states, metrics, _ = episodic.train_chunk(learner, states, source, keys, episodes)
+      jax.block_until_ready(metrics)
+
+    variants = {"group": run_group, "single": run_single, **({"torch": torch_ref.run} if torch_ref else {})}
+    for fn in variants.values():  # compile / warm up
+      fn()
+    times = {name: [] for name in variants}
+    for _ in range(repeats):
+      for name, fn in variants.items():
+        start = time.perf_counter()
+        fn()
+        times[name].append(time.perf_counter() - start)
+    t = {name: statistics.median(v) for name, v in times.items()}
+    group_total = runs * episodes / t["group"]
+    row = {"size": size, "head": head, "runs": runs, "devices": placement.num_devices,
+           "group_episodes_per_s": group_total, "per_run_episodes_per_s": group_total / runs,
+           "sequential_episodes_per_s": episodes / t["single"],
+           "group_vs_sequential": group_total / (episodes / t["single"]),
+           "bytes_per_run": memory}
+    if "torch" in t:
+      row["torch_episodes_per_s"] = episodes / t["torch"]
+      row["group_vs_torch"] = group_total / row["torch_episodes_per_s"]
+      row["per_run_vs_torch"] = row["per_run_episodes_per_s"] / row["torch_episodes_per_s"]
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+  return rows
+
+
+def table(rows: list[dict]) -> str:
+  head = ("| episode | head | runs | group ep/s (total) | per run | sequential ep/s | group / sequential | "
+          "eager PyTorch ep/s | group / PyTorch | per run / PyTorch | MiB per run |")
+  lines = [head, "|" + "---|" * 11]
+  for r in rows:
+    torch_cells = (f"{r['torch_episodes_per_s']:.2f} | {r['group_vs_torch']:.2f} | {r['per_run_vs_torch']:.2f}"
+                   if "torch_episodes_per_s" in r else "– | – | –")
+    lines.append(f"| {r['size']}×{r['size']} | {r['head']} | {r['runs']} | {r['group_episodes_per_s']:.2f} | "
+                 f"{r['per_run_episodes_per_s']:.2f} | {r['sequential_episodes_per_s']:.2f} | "
+                 f"{r['group_vs_sequential']:.2f} | {torch_cells} | {r['bytes_per_run'] / 2**20:.0f} |")
+  return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--sizes", default="28,84")
+  parser.add_argument("--heads", default="softmax,dr")
+  parser.add_argument("--groups", default="1,2,4,8,16")
+  parser.add_argument("--episodes", type=int, default=None, help="episodes per run per chunk (default 10 at 28, 2 at 84)")
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--torch", action="store_true", help="time eager PyTorch too (pip install torch==2.13.0)")
+  parser.add_argument("--json", default=None, help="write the rows here")
+  args = parser.parse_args(argv)
+  rows = []
+  print(f"jax {jax.__version__} on {jax.devices()}", flush=True)
+  for size in (int(s) for s in args.sizes.split(",")):
+    for head in args.heads.split(","):
+      episodes = args.episodes or (10 if size == 28 else 2)
+      rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch)
+  print(table(rows))
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(rows, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

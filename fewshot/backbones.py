@@ -144,7 +144,42 @@ class ResNet18(nn.Module):
     return x.mean(axis=(1, 2))
 
 
-BACKBONES: dict[str, Callable[[], nn.Module]] = {"conv4": Conv4, "resnet18": ResNet18}
+class ResNet12Block(nn.Module):
+  """3 × [3×3 conv → BatchNorm] (LeakyReLU 0.1 between), a 1×1 conv + BatchNorm shortcut, LeakyReLU, 2×2 max-pool."""
+
+  features: int
+  im2col: bool | None = None
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
+    conv = lambda k, name=None: Conv(self.features, k, use_bias=False, im2col=self.im2col, name=name)  # noqa: E731
+    y = x
+    for i in range(3):
+      y = _batch_norm(train)(conv(3)(y))
+      if i < 2:
+        y = nn.leaky_relu(y, 0.1)
+    shortcut = _batch_norm(train, "shortcut_bn")(conv(1, "shortcut_conv")(x))
+    return max_pool(nn.leaky_relu(y + shortcut, 0.1), 2, 2)
+
+
+class ResNet12(nn.Module):
+  """The ResNet-12 of most few-shot results since 2018 (Oreshkin et al.; Lee et al.'s MetaOptNet, without
+  DropBlock): four residual blocks of 64-160-320-640 channels, then a global average pool.
+
+  84×84×3 → 5×5×640 → 640-d; about 12.4 M parameters.
+  """
+
+  stage_features: tuple[int, ...] = (64, 160, 320, 640)
+  im2col: bool | None = None
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
+    for features in self.stage_features:
+      x = ResNet12Block(features, self.im2col)(x, train)
+    return x.mean(axis=(1, 2))
+
+
+BACKBONES: dict[str, Callable[[], nn.Module]] = {"conv4": Conv4, "resnet12": ResNet12, "resnet18": ResNet18}
 assert tuple(BACKBONES) == choices.BACKBONES
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 HEADS = ("softmax", "dr")  # logits -d^2, or the distance ratio -theta log d
 CLASSIFIERS = ("proto", "nn")  # distance to the class mean, or to the nearest support point
-BACKBONES = ("conv4", "resnet18")
+BACKBONES = ("conv4", "resnet12", "resnet18")
 CENTRINGS = ("points", "features")  # of the diagnostics: the paper's, or the reference code's
 PSI_CLASSIFIERS = ("model", "proto")  # class distance of the diagnostics' psi: the model's (paper), or prototypes
 PLACEMENTS = ("auto", "device", "host")  # where a split's images live while training

@@ -65,10 +65,23 @@ def test_resnet18_output_dim_and_parameter_count(input_shape):
       (1, 1, 64, 128), (1, 1, 128, 256), (1, 1, 256, 512)]
 
 
+def test_resnet12_output_dim_and_parameter_count():
+  variables, out = shapes_of(backbones.ResNet12(), (2, 84, 84, 3))
+  assert out.shape == (2, 640)
+  # Convolutions only (no bias): per block 3x3 c_in->c, two 3x3 c->c and a 1x1 c_in->c shortcut; plus the
+  # scale and bias of its four BatchNorms. MetaOptNet's ResNet-12 (without DropBlock) is quoted at ~12.4 M.
+  expected, c_in = 0, 3
+  for c in (64, 160, 320, 640):
+    expected += 9 * c_in * c + 2 * 9 * c * c + c_in * c + 4 * 2 * c
+    c_in = c
+  assert count(variables["params"]) == expected == 12_424_320
+  assert sorted(variables["params"]) == [f"ResNet12Block_{i}" for i in range(4)]
+
+
 def test_get_backbone():
   assert isinstance(backbones.get_backbone("conv4"), Conv4)
   assert isinstance(backbones.get_backbone("resnet18"), ResNet18)
-  with pytest.raises(ValueError, match="conv4, resnet18"):
+  with pytest.raises(ValueError, match="conv4, resnet12, resnet18"):
     backbones.get_backbone("resnet50")
 
 

@@ -25,7 +25,7 @@ def _run_cli(*args):
     [
         ("--head=cosine", "choose one of softmax, dr"),
         ("--classifier=knn", "choose one of proto, nn"),
-        ("--backbone=vgg", "choose one of conv4, resnet18"),
+        ("--backbone=vgg", "choose one of conv4, resnet12, resnet18"),
         ("--dataset=imagenet", "choose one of strokes, omniglot"),
         ("--way=0", "--way must be a positive integer"),
         ("--shot=-1", "--shot must be a positive integer"),

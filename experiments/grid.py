@@ -33,8 +33,8 @@ def run_all(runs: dict[Hashable, tuple[str, object]], out: pathlib.Path, train: 
     workdir = out / name
     done = finished_results(workdir, config)
     print(f"[{i}/{len(runs)}] {name}: " + ("done, skipped" if done else "training"), flush=True)
-    # resume=True continues an interrupted run and starts an absent one afresh.
-    results[key] = done or train(config, str(workdir), resume=True, progress=False)
+    # An interrupted run continues; an absent one starts afresh.
+    results[key] = done or train(config, str(workdir), resume=RunDir(workdir).holds_run(), progress=False)
   return results
 
 
@@ -50,7 +50,8 @@ def run_groups(configs: list, seeds: tuple[int, ...], out: pathlib.Path, train_g
     name = members[0].run_name.rsplit("_seed", 1)[0]
     print(f"[{i}/{len(configs)}] {name} x{len(seeds)} seeds: " + ("done, skipped" if all(done) else "training"),
           flush=True)
-    results[config] = done if all(done) else train_group(config, seeds, [str(w) for w in workdirs], resume=True,
+    resume = any(RunDir(w).holds_run() for w in workdirs)
+    results[config] = done if all(done) else train_group(config, seeds, [str(w) for w in workdirs], resume=resume,
                                                          progress=False)
   return results
 

@@ -19,7 +19,8 @@ from absl import logging
 
 from experiments import grid
 from fewshot.dml.config import DMLConfig
-from fewshot.dml.train import REPORTED, train
+from fewshot.dml.train import train
+from fewshot.dml.trainer import REPORTED
 
 LOSSES = {"contrastive": "none", "triplet": "semi_hard", "npair": "none", "nsl": "none"}  # loss -> miner
 PROTOCOL = dict(embedding_dim=128, folds=4)

@@ -14,12 +14,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from fewshot import episodic, heads
 from fewshot.config import Config
 from fewshot.episodic import EpisodicLearner
+from fewshot.errors import ConfigError
 from fewshot.experiment import build_learner
-from fewshot.rundir import existing_run
+from fewshot.rundir import CHECKPOINT_KINDS, existing_run
 from fewshot.train_state import run_keys
 
 
@@ -41,7 +43,18 @@ class TrainedModel:
     The run's evaluation transform is applied first (image datasets: resize to
     ``int(1.15·size)``, centre crop, normalise), so ``embed(split.images)`` is what testing sees.
     """
-    return _embed(self.learner, self.variables, jnp.asarray(images))
+    images = jnp.asarray(images)
+    self._check_images(images, "images")
+    return _embed(self.learner, self.variables, images)
+
+  def _check_images(self, images, name: str) -> None:
+    """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""
+    c = self.config
+    resized = self.learner.augmentation.enabled  # image datasets: resized to the input side, any size goes in
+    side = "H, W" if resized else f"{c.image_size}, {c.image_size}"
+    if images.ndim != 4 or images.shape[-1] != c.channels or (not resized and images.shape[1:3] != c.input_shape[:2]):
+      raise ConfigError(f"{name} must be [n, {side}, {c.channels}] ({c.dataset} images as fewshot.data stores them), "
+                        f"got shape {tuple(images.shape)}.")
 
   def logits(self, support_images, support_labels, query_images, *, head=None, classifier=None) -> jax.Array:
     """Query logits ``[n_query, way]`` under any head; defaults to the run's own head and classifier.
@@ -49,7 +62,7 @@ class TrainedModel:
     ``support_labels`` are episode labels in ``0..way-1``; the DR head uses the trained θ.
     Support and query are embedded with running BatchNorm statistics, as at test time.
     """
-    support_labels = jnp.asarray(support_labels)
+    support_labels = _episode_labels(support_labels, len(support_images))
     way = int(support_labels.max()) + 1
     return heads.episode_logits(
         self.embed(support_images),
@@ -64,6 +77,20 @@ class TrainedModel:
   def probabilities(self, support_images, support_labels, query_images, **head_options) -> jax.Array:
     """Class probabilities ``[n_query, way]``: the softmax of :meth:`logits`."""
     return jax.nn.softmax(self.logits(support_images, support_labels, query_images, **head_options), axis=-1)
+
+
+def _episode_labels(labels, num_support: int) -> jax.Array:
+  """Support labels checked to be episode labels: one per support image, every class of ``0..way-1`` present."""
+  values = np.asarray(labels)
+  if values.ndim != 1 or len(values) != num_support or not np.issubdtype(values.dtype, np.integer):
+    raise ConfigError(f"support_labels must be one integer label per support image ({num_support}), got an array of "
+                      f"shape {values.shape} and dtype {values.dtype}.")
+  present = np.unique(values)
+  if present[0] != 0 or len(present) != present[-1] + 1:
+    shown = ", ".join(map(str, present[:10])) + (", ..." if len(present) > 10 else "")
+    raise ConfigError(f"support_labels must be episode labels 0..way-1 with every class present, got classes "
+                      f"{shown}; relabel them, e.g. np.unique(labels, return_inverse=True)[1].")
+  return jnp.asarray(values)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -85,6 +112,8 @@ def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int 
 
 def load(workdir: str, checkpoint: str = "best") -> TrainedModel:
   """The trained model in a run directory (its ``best`` or ``last`` checkpoint)."""
+  if checkpoint not in CHECKPOINT_KINDS:
+    raise ConfigError(f"unknown checkpoint {checkpoint!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
   rundir = existing_run(workdir)
   saved = rundir.read_config()
   config = Config.from_dict(saved)

@@ -21,3 +21,12 @@ MODEL_NAMES = {
     ("nn", "softmax"): "1-NN_S",
     ("nn", "dr"): "1-NN_DR",
 }
+
+# Metric-learning losses by name (fewshot.dml.losses.LOSSES holds the functions; a test keeps the two in step):
+# which take mined triplets, and which learn one proxy (or several) per training class.
+LOSSES = ("contrastive", "two_margin_contrastive", "triplet", "npair", "bce_pair", "margin", "lifted_structure",
+          "multi_similarity", "ntxent", "circle", "fastap", "nsl", "cosface", "arcface", "sphereface", "proxy_nca",
+          "soft_triple", "dr_proxy")
+TRIPLET_LOSSES = ("triplet",)
+PROXY_LOSSES = ("nsl", "cosface", "arcface", "sphereface", "proxy_nca", "soft_triple", "dr_proxy")
+MINERS = ("batch_hard", "semi_hard")

@@ -17,14 +17,18 @@ from fewshot.options import RunOptions, option
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
 # datasets get counts that finish in minutes on a 2-core CPU.
 PAPER_EPISODES = {1: 60_000, 5: 50_000}
+# Queries per class of the paper's protocol (SPEC §1): 16 in training and validation episodes, 15 in test episodes.
+PAPER_QUERY, PAPER_TEST_QUERY = 16, 15
 SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
 
 
 @dataclasses.dataclass(frozen=True)
 class Config(RunOptions):
   dataset: str = option("strokes", "the dataset", choices=data_options.DATASETS)
-  data_dir: str | None = option(None, "folder with the dataset's files (omniglot: its zips or extracted folders)")
-  tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+  data_dir: str | None = option(None, "folder with the dataset's files (omniglot: its zips or extracted folders); "
+                                "not part of the run: --resume may name a new one, which the resumed run reads")
+  tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
+                                "--resume may name a new one, which the resumed run uses")
   backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES)
   head: str = option("softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)",
                      choices=choices.HEADS)
@@ -32,9 +36,11 @@ class Config(RunOptions):
                            choices=choices.CLASSIFIERS)
   way: int = option(5, "classes per episode", positive=True)
   shot: int = option(1, "support images per class", positive=True)
-  query: int = option(16, "query images per class in training and validation episodes", positive=True)
-  test_query: int = option(15, "query images per class in test episodes (15 in the reference protocol)",
-                           positive=True)
+  query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
+                             "paper's, or as many as the smallest class holds beside --shot: strokes and omniglot "
+                             "have 20 images per class, so --shot 5 gets 15)", positive=True)
+  test_query: int | None = option(None, "query images per class in test episodes (default 15, the reference "
+                                  "protocol's, or as many as the smallest class holds beside --shot)", positive=True)
   episodes: int | None = option(None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small "
                                 "datasets)", positive=True)
   eval_every: int = option(100, "episodes between checkpoints (validation, metrics row, checkpoint)", positive=True)
@@ -69,7 +75,12 @@ class Config(RunOptions):
     object.__setattr__(self, "image_size", data.image_size)
     object.__setattr__(self, "protocol", data.protocol)
     self.set_default("augment", data.is_image_dataset)
-    self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])))
+    # Where the dataset's classes are too small for shot + the paper's queries, as many queries as they hold.
+    room = max(1, data_options.IMAGES_PER_CLASS.get(self.dataset, PAPER_QUERY + self.shot) - self.shot)
+    self.set_default("query", min(PAPER_QUERY, room))
+    self.set_default("test_query", min(PAPER_TEST_QUERY, room))
+    paper = PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])
+    self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, paper))
     self.check_fields()  # the resolved defaults too
     if self.data_dir is not None:
       object.__setattr__(self, "data_dir", os.path.abspath(os.path.expanduser(self.data_dir)))

@@ -10,6 +10,11 @@ episode on every run, and a resumed run replays exactly the episodes it would ha
 The draw itself (classes, then images of each) is :func:`fewshot.sources.sample_class_images`,
 shared with the metric-learning batches; a split too large for the device gets the same
 episodes, its images gathered on the host instead (:mod:`fewshot.sources`).
+
+:func:`draw` draws one episode from a split in Python, with that same sampler:
+
+    test = data.load_split("strokes", "test")
+    episode = episodes.draw(test, way=5, shot=1, query=15, seed=0)   # numpy support/query images and labels
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from __future__ import annotations
 import dataclasses
 
 import chex
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-from fewshot.sources import DeviceSource, sample_class_images
+from fewshot.data.split import Split
+from fewshot.sources import ClassLayout, DeviceSource, check_fits, sample_class_images
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,3 +74,18 @@ def sample_episode(key: chex.PRNGKey, source: DeviceSource, shape: EpisodeShape)
   """Draw one episode (uint8 images, as stored) from a split resident on the device."""
   classes, indices = sample_class_images(key, source.layout, shape.way, shape.per_class)
   return episode_from_images(source.images[indices], classes, shape)
+
+
+def draw(split: Split, way: int, shot: int, query: int, seed: int = 0) -> Episode:
+  """One N-way K-shot episode of ``split`` as numpy arrays, drawn by the trainer's sampler with ``seed``.
+
+  ``support_images [way*shot, H, W, C]`` and ``query_images [way*query, H, W, C]`` are uint8 as
+  stored (``TrainedModel.embed`` takes them as they are); the labels are episode labels
+  ``0..way-1``, class-major; ``classes`` are the split's labels of the drawn classes. A split
+  that cannot supply the episode is a one-line ``DataError`` naming what to lower.
+  """
+  shape = EpisodeShape(way, shot, query)
+  check_fits(split, "given", ("way", way), {"shot": shot, "query": query})
+  classes, indices = sample_class_images(jax.random.key(seed), ClassLayout.from_split(split), way, shape.per_class)
+  episode = episode_from_images(split.images[np.asarray(indices)], np.asarray(classes), shape)
+  return jax.tree.map(np.asarray, episode)

@@ -6,6 +6,8 @@ status 2 (:mod:`fewshot.cli`); from Python they are ordinary exceptions.
 
 from __future__ import annotations
 
+import re
+
 
 class FewshotError(ValueError):
   """Bad input a user can fix; the message is one line naming the problem and the fix."""
@@ -27,6 +29,20 @@ class OutputError(FewshotError):
   """An output path that cannot be written as asked (a folder where a file is wanted, or the reverse)."""
 
 
+class TrainingError(FewshotError):
+  """A run that cannot go on: its training loss became non-finite (it diverged)."""
+
+
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C during training; the message says where the run stopped and how to continue it."""
+
+
+# PIL names the in-memory file it could not read by its repr, which tells a user nothing.
+_OBJECT_REPR = re.compile(r"\s*<_io\.\w+ object at 0x[0-9a-fA-F]+>")
+
+
 def one_line(e: BaseException) -> str:
   """An exception as a short single line, for error messages that quote a library's."""
-  return " ".join(str(e).split()) or type(e).__name__
+  if type(e).__name__ == "UnidentifiedImageError":  # PIL: no decoder recognised the bytes
+    return "not an image format PIL can read"
+  return " ".join(_OBJECT_REPR.sub("", str(e)).split()) or type(e).__name__

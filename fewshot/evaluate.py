@@ -15,16 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+from typing import TYPE_CHECKING
 
-import numpy as np
 from absl import flags, logging
 
-from fewshot import cli, stats
+from fewshot import cli
 from fewshot.config import Config
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.experiment import Experiment, test_shape
-from fewshot.rundir import RunDir, existing_run, write_json_atomic
-from fewshot.train_state import TrainState
+from fewshot.outputs import finite_json
+from fewshot.rundir import CHECKPOINT_KINDS, RunDir, existing_run, write_json_atomic
+
+if TYPE_CHECKING:  # the model machinery is imported where a model is tested, after the flags are checked
+  import numpy as np
+
+  from fewshot.experiment import Experiment
+  from fewshot.train_state import TrainState
 
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
@@ -54,14 +59,20 @@ FLAGS = flags.FLAGS
 
 def _checkpoint(workdir: str, checkpoint: str) -> RunDir:
   rundir = existing_run(workdir)
-  if checkpoint not in ("best", "last") or rundir.checkpoint_step(checkpoint) is None:
-    raise RunDirError(f"{rundir.path} has no {checkpoint!r} checkpoint; use --checkpoint best or last after training.")
+  if checkpoint not in CHECKPOINT_KINDS:
+    raise ConfigError(f"unknown --checkpoint {checkpoint!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
+  if not rundir.has_checkpoint(checkpoint):
+    raise RunDirError(f"{rundir.path} has no {checkpoint!r} checkpoint yet; train it first (python -m fewshot.train "
+                      "--resume), or test the other checkpoint.")
   return rundir
 
 
 def cached_accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> np.ndarray:
   """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once."""
+  import numpy as np
+
   from fewshot import cached_eval, episodic  # the model machinery, only where a model is tested
+  from fewshot.experiment import test_shape
 
   variables, source = episodic.model_variables(state), experiment.sources["test"]
   embeddings = cached_eval.embed_split(experiment.learner, variables, source.images)
@@ -70,6 +81,8 @@ def cached_accuracies(experiment: Experiment, state: TrainState, num_episodes: i
 
 
 def _summary(accuracies: np.ndarray, prefix: str = "") -> dict:
+  from fewshot import stats
+
   mean, half_width = stats.mean_confidence_interval(100.0 * accuracies)
   return {f"{prefix}test_accuracy": mean, f"{prefix}test_ci95": half_width, f"{prefix}test_episodes": len(accuracies)}
 
@@ -90,6 +103,8 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   rundir = _checkpoint(workdir, checkpoint)
   config = Config.from_dict(rundir.read_config())
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+  from fewshot.experiment import Experiment  # the model machinery, once the options and run passed
+
   experiment = Experiment.build(config, splits=("test",))
   state = rundir.restore_checkpoint(checkpoint, experiment.init_state())
   cached_count = cached_episodes or config.test_episodes
@@ -117,7 +132,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best") -> dic
   results = lake.evaluate(api.load(workdir, checkpoint), runs)
   results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))
-  write_json_atomic(rundir.path / LAKE_FILE, results)
+  write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
   return results
 
 

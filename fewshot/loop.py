@@ -2,10 +2,13 @@
 
 A trainer supplies its compiled chunk of steps, its validation and its metrics rows;
 :func:`train_until` does the rest, the same way for episodes and for metric-learning
-batches, for one run and for a seed group (:mod:`fewshot.groups`): resume from ``last``, write the row before the checkpoints (so a run killed in
-between resumes from the previous ``last`` and rewrites the same row), keep ``best`` by a
-named validation score (the earliest of ties; an undefined score ranks lowest), keep
-``last``, and show a progress bar.
+batches, for one run and for a seed group (:mod:`fewshot.groups`): resume from ``last``,
+write the row before the checkpoints (so a run killed in between resumes from the previous
+``last`` and rewrites the same row), keep ``best`` by a named validation score (the earliest
+of ties; an undefined score ranks lowest), keep ``last``, and show a progress bar (on a
+terminal). A row whose training loss is not finite stops the run before its state is saved
+(:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C stops
+it with one line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 import tqdm
 
 from fewshot import groups
+from fewshot.errors import Interrupted, TrainingError
 from fewshot.groups import RunPlacement
 from fewshot.rundir import RunDir
 from fewshot.train_state import TrainState
@@ -31,6 +35,12 @@ class Schedule:
   steps_per_checkpoint: int
   best_by: str
   step_key: str = "step"  # the row's field holding the step count ("episode" for few-shot runs)
+  loss_key: str = "loss"  # the row's training loss ("train_loss" for few-shot runs): a non-finite one stops the run
+
+
+def finite(value) -> bool:
+  """A defined, finite number (rows hold an undefined value as None or NaN)."""
+  return value is not None and math.isfinite(value)
 
 
 def score(row: dict, best_by: str) -> float:
@@ -70,7 +80,8 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
                 make_rows: Callable[[TrainState, object], list[dict]],
                 postfix: Callable[[dict, dict], dict] = lambda row, best: {},
                 progress: bool = True, desc: str | None = None, unit: str = "step") -> tuple[TrainState, list[dict]]:
-  """Train ``state`` to ``schedule.total_steps``, writing each run's directory; returns the state and each run's best row.
+  """Train ``state`` to ``schedule.total_steps``, writing each run's directory; returns the state and each run's
+  best row.
 
   ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
   chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.dirs``);
@@ -83,23 +94,58 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   # max keeps the earliest of ties
   bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]
   done = int(runs.states(state)[0].step)
-  bar = tqdm.tqdm(total=schedule.total_steps, initial=done, unit=unit, disable=not progress, desc=desc)
-  while done < schedule.total_steps:
-    start = time.perf_counter()
-    steps = min(schedule.steps_per_checkpoint, schedule.total_steps - done)
-    state, outputs = train_chunk(state, steps)
-    done += steps
-    new_rows = make_rows(state, outputs)
-    seconds = time.perf_counter() - start
-    for k, (rundir, run_state) in enumerate(zip(runs.dirs, runs.states(state))):
-      row = {**new_rows[k], "seconds": seconds}
-      rows[k].append(row)
-      rundir.write_metrics(rows[k])
-      if bests[k] is None or score(row, schedule.best_by) > score(bests[k], schedule.best_by):
-        bests[k] = row
-        rundir.save_checkpoint("best", done, run_state)
-      rundir.save_checkpoint("last", done, run_state)
-    bar.update(steps)
-    bar.set_postfix(postfix(rows[0][-1], bests[0]))
-  bar.close()
+  _set_position(runs, schedule, done)
+  # None: shown on a terminal only, so logs hold no carriage returns and cursor escapes.
+  bar = tqdm.tqdm(total=schedule.total_steps, initial=done, unit=unit, disable=None if progress else True, desc=desc)
+  key = schedule.step_key
+  try:
+    while done < schedule.total_steps:
+      start = time.perf_counter()
+      steps = min(schedule.steps_per_checkpoint, schedule.total_steps - done)
+      state, outputs = train_chunk(state, steps)
+      done += steps
+      new_rows = [{**row, "seconds": time.perf_counter() - start} for row in make_rows(state, outputs)]
+      for k, rundir in enumerate(runs.dirs):
+        rows[k].append(new_rows[k])
+        rundir.write_metrics(rows[k])
+      for rundir, row in zip(runs.dirs, new_rows):
+        if not finite(row.get(schedule.loss_key)):
+          saved = done - steps
+          kept = f"checkpoints/last keeps {key} {saved}" if saved else "no checkpoint was saved"
+          raise TrainingError(f"training stopped: the training loss at {key} {done} of {rundir.path} is "
+                              f"{row.get(schedule.loss_key)} (not finite: the run diverged); {kept}; lower "
+                              "--learning_rate and train again in a new --workdir.")
+      for k, (rundir, run_state) in enumerate(zip(runs.dirs, runs.states(state))):
+        if bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by):
+          bests[k] = new_rows[k]
+          rundir.save_checkpoint("best", done, run_state)
+        rundir.save_checkpoint("last", done, run_state)
+      _set_position(runs, schedule, done)
+      bar.update(steps)
+      bar.set_postfix(postfix(rows[0][-1], bests[0]))
+  except KeyboardInterrupt:
+    raise Interrupted(interrupted_message()) from None
+  finally:
+    _position.clear()
+    bar.close()
   return state, bests
+
+
+# Where the loop stands (its runs and last checkpoint), for the line Ctrl-C prints: the command-line
+# entry points print it from their own thread while this one waits on the device (fewshot.cli).
+_position: dict = {}
+
+
+def _set_position(runs: Runs, schedule: Schedule, saved: int) -> None:
+  _position.update(runs=runs, schedule=schedule, saved=saved)
+
+
+def interrupted_message() -> str:
+  """One line saying where training stopped and that ``--resume`` continues it (or just "interrupted.")."""
+  if not _position:
+    return "interrupted."
+  runs, schedule, saved = _position["runs"], _position["schedule"], _position["saved"]
+  others = f" and {len(runs.dirs) - 1} more runs" if len(runs.dirs) > 1 else ""
+  where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
+           "stopped before its first checkpoint")
+  return f"interrupted: {runs.dirs[0].path}{others} {where}; run the same command with --resume to continue."

@@ -13,6 +13,7 @@ is the same one-line ``ConfigError`` from Python and from the command line.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 
 from fewshot.errors import ConfigError
@@ -29,9 +30,13 @@ class RunOptions:
   """What every run configuration shares: validation of its fields' choices and signs, and its records."""
 
   def check_fields(self) -> None:
-    """One-line ``ConfigError`` for a value outside a field's choices, or a non-positive value of a positive field."""
+    """One-line ``ConfigError`` for a value outside a field's choices, a non-finite float, or a non-positive value
+    of a positive field.
+    """
     for f in dataclasses.fields(self):
       value, meta = getattr(self, f.name), f.metadata
+      if isinstance(value, float) and not math.isfinite(value):  # nan slips past `<= 0`, and trains to NaN
+        raise ConfigError(f"--{f.name} must be a finite number, got {value}.")
       if meta.get("choices") is not None and value not in meta["choices"]:
         raise ConfigError(f"unknown --{f.name} {value!r}; choose one of {', '.join(map(str, meta['choices']))}.")
       if meta.get("positive") and value is not None and value <= 0:
@@ -87,7 +92,8 @@ def define_run_flags(default_workdir: str) -> None:
                     "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
   flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
                       "holds the group's run directories, default runs)")
-  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint")
+  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
+                    "--tfds_dir may name new places, which the resumed run then reads (and records)")
   flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
 
 

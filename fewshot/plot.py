@@ -11,10 +11,15 @@ Writes into ``--out``:
 * ``confidence_landscape.png``: the largest class probability around three 2-D prototypes
   under softmax and under the distance ratio (Fig 1); needs no runs.
 
-The ratio panels draw a line at 1, where a checkpoint changes from properly learned to not.
-Undefined (null) diagnostics are left out of the curves. Runs of one configuration under several
-seeds (a seed group) are drawn as their median line with a band from the 25th to the 75th
-percentile of the seeds at each checkpoint.
+The alpha-ratio panels draw a line at 1 and shade the side where a checkpoint counts as properly
+learned (con-alpha and con-div below 1, div-alpha above; :data:`fewshot.measures.PROPERLY_LEARNED`).
+Undefined (null) diagnostics are left out of the curves. A single run's validation curve carries its
+95% interval (``val_ci95``) as a band; runs of one configuration under several seeds (a seed group)
+are drawn as their median line with a band from the 25th to the 75th percentile of the seeds at each
+checkpoint. Figures are sized for print: 3.5 in (one column) or 7 in (two columns) wide, 8 pt text,
+the legend below the panels.
+
+Matplotlib and JAX are imported when a figure is drawn, after the runs and ``--out`` are checked.
 """
 
 from __future__ import annotations
@@ -23,19 +28,14 @@ import pathlib
 import sys
 import warnings
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display on training machines
-import jax
-import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 from absl import flags, logging
 
-from fewshot import cli, distances, heads
+from fewshot import cli
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
-from fewshot.measures import LABELS
+from fewshot.measures import BY_NAME, LABELS, PROPERLY_LEARNED
+from fewshot.outputs import check_writable, make_dirs
 from fewshot.rundir import LOCATION_FIELDS, protocol_warning, read_run, run_labels
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
@@ -44,7 +44,24 @@ EXTENT = 3.0  # the landscape covers [-EXTENT, EXTENT]^2
 RESOLUTION = 301
 ALPHA_RATIOS = ("con_alpha", "div_alpha", "con_div")
 FILES = ("val_accuracy.png", "norm_ratio.png", "alpha_ratios.png", "confidence_landscape.png")
-DPI = 120
+DPI = 200
+COLUMN, PAGE = 3.5, 7.0  # figure widths in inches: one column, two columns of a paper
+STYLE = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7, "xtick.labelsize": 7,
+         "ytick.labelsize": 7, "lines.linewidth": 1.0}
+Y_LABELS = {"norm_ratio": "‖Y − α̂X‖ / ‖Y − X‖", "con_alpha": "ψ_con / α̂",
+            "div_alpha": "ψ_div / α̂", "con_div": "ψ_con / ψ_div"}
+PROPER_SHADE = "#2ca02c"
+
+
+def _pyplot():
+  """matplotlib's pyplot, writing files only (no display on training machines)."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  plt.rcParams.update(STYLE)
+  return plt
 
 
 def define_flags() -> None:
@@ -57,12 +74,18 @@ FLAGS = flags.FLAGS
 
 
 # ----------------------------------------------------------------------------- landscape (pure)
-def max_probability(points, prototypes, head: str, rho: float = heads.RHO_INIT) -> np.ndarray:
+def max_probability(points, prototypes, head: str, rho: float | None = None) -> np.ndarray:
   r"""Largest class probability of each 2-D point ``[n, 2]`` among the prototypes ``[k, 2]``.
 
   Softmax: :math:`p_c \propto e^{-d_c^2}`; distance ratio: :math:`p_c \propto d_c^{-\theta}`,
   :math:`\theta = e^{\rho}` (:math:`e^2` by default, the heads' initial value).
   """
+  import jax
+  import jax.numpy as jnp
+
+  from fewshot import distances, heads
+
+  rho = heads.RHO_INIT if rho is None else rho
   sq_dist = distances.squared_euclidean(jnp.asarray(points, jnp.float32), jnp.asarray(prototypes, jnp.float32))
   probabilities = jax.nn.softmax(heads.logits_from_distances(sq_dist, head, rho), axis=-1)
   return np.asarray(probabilities.max(axis=-1))
@@ -75,7 +98,7 @@ def landscape_grid(extent: float = EXTENT, resolution: int = RESOLUTION) -> tupl
 
 
 def confidence_landscape(prototypes=PROTOTYPES, head: str = "dr", extent: float = EXTENT,
-                         resolution: int = RESOLUTION, rho: float = heads.RHO_INIT) -> np.ndarray:
+                         resolution: int = RESOLUTION, rho: float | None = None) -> np.ndarray:
   """Largest class probability on the grid of :func:`landscape_grid`, as ``[resolution (y), resolution (x)]``."""
   xs, ys = landscape_grid(extent, resolution)
   gx, gy = np.meshgrid(xs, ys)
@@ -85,9 +108,23 @@ def confidence_landscape(prototypes=PROTOTYPES, head: str = "dr", extent: float 
 
 # ----------------------------------------------------------------------------- figures
 def _save(fig, path: pathlib.Path) -> str:
-  fig.savefig(path, dpi=DPI, bbox_inches="tight")
-  plt.close(fig)
+  plt = _pyplot()
+  try:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+  except OSError as e:
+    raise OutputError(f"cannot write {path} ({e.strerror or type(e).__name__}); choose a writable --out.") from None
+  finally:
+    plt.close(fig)
   return str(path)
+
+
+def _legend_below(fig, axes) -> None:
+  """One legend for the figure, under its panels, so it covers no curve however many runs there are."""
+  handles, labels = axes[0].get_legend_handles_labels()
+  if handles:
+    columns = 2 if fig.get_figwidth() <= COLUMN else 4
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), columns),
+               frameon=False)
 
 
 def seed_groups(runs, labels) -> list[tuple[str, list]]:
@@ -113,49 +150,74 @@ def median_band(runs, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
   return episodes, median, low, high
 
 
-def _plot_series(ax, runs, labels, key: str) -> None:
-  """One line per run; a seed group as its median line with the band of its middle half of seeds."""
+def _plot_series(ax, runs, labels, key: str, interval: str | None = None) -> None:
+  """One line per run; a seed group as its median line with the band of its middle half of seeds.
+
+  ``interval`` names a row field holding a single run's half-width (``val_ci95``), drawn as a band around it.
+  """
   for label, members in seed_groups(runs, labels):
     episodes, median, low, high = median_band(members, key)
     defined = np.isfinite(median)  # null diagnostics are gaps in the record, not zeros
-    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=3, linewidth=1, label=label)
-    if len(members) > 1:
-      ax.fill_between(episodes[defined], low[defined], high[defined], color=line.get_color(), alpha=0.25, linewidth=0)
+    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=2, label=label)
+    if len(members) == 1 and interval is not None:
+      half = members[0].values(interval)
+      low, high = median - half, median + half
+      defined &= np.isfinite(half)
+    if len(members) > 1 or interval is not None:
+      ax.fill_between(episodes[defined], low[defined], high[defined], color=line.get_color(), alpha=0.2, linewidth=0)
 
 
 def plot_val_accuracy(runs, out: pathlib.Path) -> str:
-  fig, ax = plt.subplots(figsize=(6, 4))
-  _plot_series(ax, runs, run_labels(runs), "val_accuracy")
-  ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy")
+  fig, ax = _pyplot().subplots(figsize=(COLUMN, 2.6))
+  _plot_series(ax, runs, run_labels(runs), "val_accuracy", interval="val_ci95")
+  ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy (band: 95% CI, or "
+         "seeds' 25–75%)")
   ax.grid(alpha=0.3)
-  ax.legend()
+  _legend_below(fig, [ax])
   return _save(fig, out / "val_accuracy.png")
 
 
-def _plot_ratios(runs, measures, path: pathlib.Path) -> str:
+def _shade_properly_learned(ax, measure: str) -> None:
+  """The line at 1 and, shaded and labelled, the side where an update counts as properly learned."""
+  low, high = ax.get_ylim()
+  low, high = min(low, 0.98), max(high, 1.02)  # 1 always in view
+  ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+  above = PROPERLY_LEARNED[measure] == ">1"
+  ax.axhspan(*((1.0, high) if above else (low, 1.0)), color=PROPER_SHADE, alpha=0.08, linewidth=0)
+  ax.text(0.98, 0.96 if above else 0.04, f"properly learned ({PROPERLY_LEARNED[measure]})", transform=ax.transAxes,
+          ha="right", va="top" if above else "bottom", fontsize=6.5, color=PROPER_SHADE)
+  ax.set_ylim(low, high)
+
+
+def _plot_ratios(runs, measures, path: pathlib.Path, width: float) -> str:
   labels = run_labels(runs)
-  fig, axes = plt.subplots(1, len(measures), figsize=(5 * len(measures), 3.6), squeeze=False)
+  fig, axes = _pyplot().subplots(1, len(measures), figsize=(width, 2.4), squeeze=False, constrained_layout=True)
   for ax, measure in zip(axes[0], measures):
     _plot_series(ax, runs, labels, measure)
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set(xlabel="episodes", title=LABELS[measure])
+    title = LABELS[measure]
+    if BY_NAME[measure].properly_learned:
+      _shade_properly_learned(ax, measure)
+    else:  # the norm ratio has no properly learned side; its scale, zoomed to the data, is in the title
+      title += " (in [0, 1]; 0: the update only rescales)"
+    ax.set(xlabel="episodes", ylabel=Y_LABELS[measure], title=title)
     ax.grid(alpha=0.3)
-  axes[0][0].legend()
+  _legend_below(fig, axes[0])
   return _save(fig, path)
 
 
 def plot_norm_ratio(runs, out: pathlib.Path) -> str:
-  return _plot_ratios(runs, ("norm_ratio",), out / "norm_ratio.png")
+  return _plot_ratios(runs, ("norm_ratio",), out / "norm_ratio.png", COLUMN)
 
 
 def plot_alpha_ratios(runs, out: pathlib.Path) -> str:
-  return _plot_ratios(runs, ALPHA_RATIOS, out / "alpha_ratios.png")
+  return _plot_ratios(runs, ALPHA_RATIOS, out / "alpha_ratios.png", PAGE)
 
 
 def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: float = EXTENT) -> str:
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), constrained_layout=True)
+  fig, axes = _pyplot().subplots(1, 2, figsize=(PAGE, 3.0), constrained_layout=True)
   protos = np.asarray(prototypes)
-  titles = {"softmax": r"softmax: $p_c \propto e^{-d_c^2}$", "dr": r"distance ratio: $p_c \propto d_c^{-\theta}$, $\theta=e^2$"}
+  titles = {"softmax": r"softmax: $p_c \propto e^{-d_c^2}$",
+            "dr": r"distance ratio: $p_c \propto d_c^{-\theta}$, $\theta=e^2$"}
   for ax, head in zip(axes, ("softmax", "dr")):
     # Both maps share one colour scale, from chance (1/k) to certainty, so they can be compared.
     image = ax.imshow(confidence_landscape(prototypes, head, extent), origin="lower", cmap="viridis",
@@ -175,7 +237,8 @@ def plot(paths: list[str], out: str, landscape_only: bool = False) -> tuple[list
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
     raise OutputError(f"--out {out} is a file; pass a folder for the figures.")
-  out_dir.mkdir(parents=True, exist_ok=True)
+  check_writable(out_dir, "--out")
+  make_dirs(out_dir)
   written = []
   if runs:
     written = [plot_val_accuracy(runs, out_dir), plot_norm_ratio(runs, out_dir), plot_alpha_ratios(runs, out_dir)]

@@ -21,31 +21,16 @@ import dataclasses
 import json
 import os
 import pathlib
-import tempfile
 from typing import Any, Callable
 
 import numpy as np
 
-from fewshot.errors import RunDirError
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.outputs import check_writable, finite_json, make_dirs, write_json_atomic
 
 CHECKPOINT_KINDS = ("last", "best")
 # Where the data was read from does not change a run: a moved dataset is the same run.
 LOCATION_FIELDS = ("data_dir", "tfds_dir")
-
-
-def write_json_atomic(path: pathlib.Path, obj: Any, lines: bool = False) -> None:
-  """Write JSON (or JSON lines, one object per list element) so readers never see half a file."""
-  text = "".join(json.dumps(row) + "\n" for row in obj) if lines else json.dumps(obj, indent=2) + "\n"
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    pathlib.Path(tmp).unlink(missing_ok=True)
-    raise
 
 
 class RunDir:
@@ -74,23 +59,47 @@ class RunDir:
     return json.loads(self.config_path.read_text())
 
   def write_config(self, config: dict) -> None:
-    self.path.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(self.config_path, config)
+    make_dirs(self.path)
+    write_json_atomic(self.config_path, finite_json(config))
+
+  def record_config(self, record: dict) -> None:
+    """Write the run's configuration where the run is new (no ``last`` checkpoint yet), or where it now reads its
+    data from another place (a resumed run may: :data:`LOCATION_FIELDS` are not part of the run).
+    """
+    moved = self.holds_run() and any(self.read_config().get(f) != record.get(f) for f in LOCATION_FIELDS)
+    if not self.has_checkpoint("last") or moved:
+      self.write_config(record)
 
   def read_metrics(self) -> list[dict]:
+    """The rows of metrics.jsonl; a line that is not JSON (a file cut short or edited) is a one-line RunDirError."""
     if not self.metrics_path.exists():
       return []
-    return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(self.metrics_path.read_text().splitlines(), 1):
+      if line.strip():
+        try:
+          rows.append(json.loads(line))
+        except json.JSONDecodeError:
+          raise RunDirError(f"{self.metrics_path} line {number} is not JSON (the file was cut short or edited); "
+                            "restore it, or delete that line and the ones after it to resume from the rows "
+                            "before.") from None
+    return rows
 
   def write_metrics(self, rows: list[dict]) -> None:
-    self.path.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(self.metrics_path, rows, lines=True)
+    """Every row, undefined (non-finite) values as null: metrics.jsonl is strict JSON."""
+    make_dirs(self.path)
+    write_json_atomic(self.metrics_path, finite_json(rows), lines=True)
 
   def read_results(self) -> dict | None:
     return json.loads(self.results_path.read_text()) if self.results_path.exists() else None
 
   def write_results(self, results: dict) -> None:
-    write_json_atomic(self.results_path, results)
+    write_json_atomic(self.results_path, finite_json(results))
+
+  def has_checkpoint(self, kind: str) -> bool:
+    """Whether ``checkpoints/<kind>`` holds a saved step (read from its folder names: no orbax needed)."""
+    folder = self.path / "checkpoints" / kind
+    return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
 
   # ---- checkpoints -------------------------------------------------------------------------
   def _manager(self, kind: str):
@@ -121,6 +130,8 @@ class RunDir:
     """Restore the checkpoint of this kind into the structure, shapes and dtypes of ``like``."""
     import orbax.checkpoint as ocp
 
+    if kind not in CHECKPOINT_KINDS:
+      raise ConfigError(f"there is no {kind!r} checkpoint; choose one of {', '.join(CHECKPOINT_KINDS)}.")
     step = self.checkpoint_step(kind)
     if step is None:
       raise RunDirError(f"{self.path} has no {kind} checkpoint; train it first (or use the other checkpoint).")
@@ -150,22 +161,56 @@ class RunDir:
     """
     if self.checkpoint_step("last") is None:
       return state, []
+    rows = self.read_metrics()
     state = self.restore_checkpoint("last", state)
     done = int(state.step)
+    kept = [row for row in rows if row[step_key] <= done]
+    if not kept or kept[-1][step_key] != done:
+      ends = f"ends at {step_key} {kept[-1][step_key]}" if kept else "has no rows"
+      raise RunDirError(f"{self.metrics_path} {ends} but checkpoints/last is at {step_key} {done}: rows are missing; "
+                        "restore the file, or train the run again in a new --workdir.")
     self.drop_checkpoints_after(done)
-    return state, [row for row in self.read_metrics() if row[step_key] <= done]
+    return state, kept
+
+
+def _check_resumable(rundir: RunDir) -> None:
+  """Refuse to resume a run whose metrics went on past a checkpoint it no longer has (it would restart at 0).
+
+  One row and no checkpoint at all is a run stopped between its first row and first checkpoint (rows are
+  written first), which resumes from the start and writes that row again.
+  """
+  for folder in (rundir, *(RunDir(p) for p in sorted(rundir.path.glob("fold*")) if p.is_dir())):
+    rows = len(folder.read_metrics())  # a damaged metrics.jsonl is refused here, before any data is loaded
+    if rows and not folder.has_checkpoint("last") and (rows > 1 or folder.has_checkpoint("best")):
+      raise RunDirError(f"{folder.path} has metrics but no checkpoints/last to resume from (it was deleted or "
+                        "moved); restore it, or train the run again in a new --workdir.")
 
 
 def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
-  """The run directory for ``config``: empty, or this run's when resuming; refuses anything else (writes nothing)."""
+  """The run directory for ``config``: empty, or this run's when resuming; refuses anything else (writes nothing).
+
+  Where the data lives (:data:`LOCATION_FIELDS`) is not part of a run: a resumed run may read it from elsewhere.
+  """
+  rundir = _open(path, config, resume)
+  if resume and not rundir.holds_run():
+    state = "does not exist" if not rundir.path.exists() else "holds no run (no config.json)"
+    raise RunDirError(f"--resume: {rundir.path} {state}, so there is nothing to continue; leave out --resume to "
+                      "start a new run, or pass the run's --workdir.")
+  return rundir
+
+
+def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
   rundir = RunDir(path)
+  check_writable(rundir.path, "--workdir")
   if rundir.holds_run():
-    changed = rundir.differences(config)
+    changed = rundir.differences(config, ignore=LOCATION_FIELDS)
     if changed:
       raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
                         "choose another --workdir or repeat that run's options.")
     if not resume:
-      raise RunDirError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another --workdir.")
+      raise RunDirError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another "
+                        "--workdir.")
+    _check_resumable(rundir)
   elif not rundir.is_empty():
     raise RunDirError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
   return rundir
@@ -175,7 +220,12 @@ def open_group_for_training(paths: list, configs: list, resume: bool) -> list[Ru
   """Every run's directory of a seed group, refused as a whole (nothing written) if any is another run's or
   their last checkpoints disagree (a group trains its runs in step).
   """
-  dirs = [open_for_training(path, config, resume) for path, config in zip(paths, configs)]
+  if len(paths) == 1:
+    return [open_for_training(paths[0], configs[0], resume)]
+  dirs = [_open(path, config, resume) for path, config in zip(paths, configs)]
+  if resume and not any(d.holds_run() for d in dirs):
+    raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "
+                      "holds a run, so there is nothing to continue; leave out --resume to start the group.")
   steps = {str(d.path): d.checkpoint_step("last") for d in dirs}
   if len(set(steps.values())) > 1:
     listed = ", ".join(f"{path} at {step or 0}" for path, step in steps.items())
@@ -249,4 +299,6 @@ def protocol_warning(runs: list[Run]) -> str | None:
   """One line naming the protocol options in which the runs differ, or None if they agree."""
   values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL}
   differ = [f"{name} " + " vs ".join(v) for name, v in values.items() if len(set(v)) > 1]
-  return None if not differ else f"warning: the runs come from different protocols ({'; '.join(differ)}); comparing them anyway."
+  if not differ:
+    return None
+  return f"warning: the runs come from different protocols ({'; '.join(differ)}); comparing them anyway."

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import scipy.stats
 
 from fewshot.measures import MEASURES, PROPERLY_LEARNED
 
@@ -135,6 +134,8 @@ def mann_whitney(a, b) -> tuple[float | None, str]:
   pooled = np.concatenate([a, b])
   if np.all(pooled == pooled[0]):
     return None, "all values are equal: Mann-Whitney U undefined"
+  import scipy.stats  # loaded on first use: the commands check their flags first
+
   result = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic", use_continuity=True)
   return finite_or_none(result.pvalue), ""
 
@@ -154,6 +155,8 @@ def t_interval(values, confidence: float = 0.95) -> tuple[float, float | None]:
     raise ValueError(f"need a non-empty 1-D array of values, got shape {values.shape}.")
   if values.size < 2:
     return float(values.mean()), None
+  import scipy.stats
+
   t = scipy.stats.t.ppf(0.5 + confidence / 2, values.size - 1)
   return float(values.mean()), float(t * values.std(ddof=1) / np.sqrt(values.size))
 
@@ -168,6 +171,8 @@ def welch_difference(a, b, confidence: float = 0.95) -> tuple[float, float | Non
   if va + vb == 0:
     return difference, 0.0
   dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+  import scipy.stats
+
   return difference, float(scipy.stats.t.ppf(0.5 + confidence / 2, dof) * np.sqrt(va + vb))
 
 
@@ -212,6 +217,8 @@ def compare_runs(a_values, b_values, measure: str) -> Comparison:
     notes += [note] if note else []
     if relation is not None:
       table = [[int(np.sum(a < 1)), int(np.sum(b < 1))], [int(np.sum(a >= 1)), int(np.sum(b >= 1))]]
+      import scipy.stats
+
       fisher_p = finite_or_none(scipy.stats.fisher_exact(table, alternative="two-sided").pvalue)
 
   return Comparison(

@@ -7,22 +7,21 @@ that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
 ``--seeds 0-7`` trains the configuration under several seeds as one seed group
 (:mod:`fewshot.groups`): one compiled program, the runs sharded over the devices, each
 run written to its own directory exactly as a single run is.
+
+JAX, Flax and the data loaders are imported inside the functions that train, so the command
+checks its flags, configuration and run directory in about a second before loading them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 from absl import flags, logging
 
-from fewshot import cli, episodic, groups, loop, options, stats
+from fewshot import cli, options
 from fewshot import rundir as rundirs
 from fewshot.config import Config
 from fewshot.errors import ConfigError
-from fewshot.experiment import Experiment
 
 
 def define_flags() -> None:
@@ -53,12 +52,17 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
            placement: str) -> list[dict]:
   configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
+  import jax  # the training machinery: only once the options and run directories passed
+  import numpy as np
+
+  from fewshot import episodic, groups, loop
+  from fewshot.experiment import Experiment
+
   experiment = Experiment.build(config, placement=placement, seeds=seeds)  # fails on bad data, writes nothing
   indices = (0,) if seeds is None else tuple(experiment.group.local_runs())
   runs = loop.Runs(tuple(dirs[i] for i in indices), experiment.group, indices)
   for i, rundir in zip(indices, runs.dirs):
-    if rundir.checkpoint_step("last") is None:
-      rundir.write_config({**configs[i].to_dict(), "image_shape": list(experiment.image_shape)})
+    rundir.record_config({**configs[i].to_dict(), "image_shape": list(experiment.image_shape)})
 
   def train_chunk(state, episodes):
     state, metrics, diagnosed = episodic.train_chunk(experiment.learner, state, experiment.sources["train"],
@@ -68,14 +72,16 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
   def make_rows(state, outputs):
     val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
     # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
-    values = {"metrics": outputs[0], **jax.device_get({"diagnosed": outputs[1], "rho": state.params["rho"], "val": val})}
+    fetched = jax.device_get({"diagnosed": outputs[1], "rho": state.params["rho"], "val": val})
+    values = {"metrics": outputs[0], **fetched}
     per_run = [values] if seeds is None else [groups.unstack(values, i) for i in indices]
     return [_row(int(np.asarray(state.step).ravel()[0]), v) for v in per_run]
 
   def postfix(row, best):
     return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
 
-  schedule = loop.Schedule(config.episodes, config.eval_every, best_by="val_accuracy", step_key="episode")
+  schedule = loop.Schedule(config.episodes, config.eval_every, best_by="val_accuracy", step_key="episode",
+                           loss_key="train_loss")
   desc = config.model_name if seeds is None else f"{config.model_name} x{len(seeds)} seeds"
   _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
                               progress=progress, desc=desc, unit="ep")
@@ -93,6 +99,11 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
 
 def _row(episode: int, v: dict) -> dict:
   """A checkpoint's metrics row of one run from its chunk outputs and validation accuracies."""
+  import jax.numpy as jnp
+  import numpy as np
+
+  from fewshot import stats
+
   return {
       "episode": episode,
       "train_loss": float(jnp.mean(v["metrics"]["loss"])),

@@ -226,7 +226,7 @@ def test_other_bad_runs_are_run_directory_errors(tmp_path):
   with open(f"{broken}/metrics.jsonl", "a") as f:
     f.write("{not json\n")
   for path, message in [(no_metrics, "has no metrics"), (tmp_path / "no_config", "no config.json"),
-                        (broken, "unreadable record")]:
+                        (broken, "is not JSON")]:
     with pytest.raises(RunDirError, match=message):
       analyze.analyze([a, str(path)])
   with pytest.raises(ConfigError, match="at least two run directories"):

@@ -82,6 +82,7 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   np.testing.assert_array_equal(np.asarray(small), per_episode)
 
 
+@pytest.mark.slow
 def test_evaluate_reports_the_cached_test_beside_the_per_episode_one(tmp_path):
   tiny = dict(way=3, shot=1, query=2, test_query=3, episodes=2, eval_every=2, val_episodes=2, test_episodes=30)
   results = train(Config(dataset="strokes", **tiny), tmp_path / "run", progress=False)

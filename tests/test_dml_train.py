@@ -13,7 +13,8 @@ from fewshot import data
 from fewshot.errors import RunDirError
 from fewshot.dml.config import DMLConfig
 from fewshot.dml import embedding
-from fewshot.dml.train import Trainer, retrieval, train
+from fewshot.dml.train import train
+from fewshot.dml.trainer import Trainer, retrieval
 from fewshot.rundir import RunDir, open_for_training
 
 # 16 classes -> the dml protocol's 8 training classes -> 4 folds of 2 (each fold model trains on 6).
@@ -49,7 +50,7 @@ def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
   trainer = Trainer(config, progress=False)  # one load of the data and one compile for before and after
   untrained_val = _untrained_map_at_r(trainer, trainer.folds[0][1])
   untrained_test = _untrained_map_at_r(trainer, trainer.test)
-  results = trainer.run(open_for_training(tmp_path / "run", config, resume=False))
+  (results,) = trainer.run([open_for_training(tmp_path / "run", config, resume=False)])
   rows = RunDir(tmp_path / "run").read_metrics()
   assert [(r["epoch"], r["step"]) for r in rows] == [(1, 60), (2, 120)]
   best = max(rows, key=lambda r: r["val_map_at_r"])

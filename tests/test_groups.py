@@ -171,6 +171,7 @@ def test_bad_seeds_on_the_command_line_exit_2_and_write_nothing(tmp_path, assert
 def test_a_metric_learning_group_trains_its_runs_like_alone_and_writes_each(tmp_path):
   from fewshot.dml import embedding  # noqa: PLC0415
   from fewshot.dml import train as dml_train  # noqa: PLC0415
+  from fewshot.dml.trainer import Trainer  # noqa: PLC0415
   from fewshot.dml.config import DMLConfig  # noqa: PLC0415
   from fewshot.sources import place  # noqa: PLC0415
   from fewshot.train_state import fold_keys  # noqa: PLC0415
@@ -178,12 +179,12 @@ def test_a_metric_learning_group_trains_its_runs_like_alone_and_writes_each(tmp_
   config = DMLConfig(dataset="strokes", folds=1, embedding_dim=8, classes=3, per_class=2, steps_per_epoch=3, epochs=1,
                      loss="contrastive")
   seeds = (0, 4)
-  group = dml_train.Trainer(config, progress=False, seeds=seeds)
+  group = Trainer(config, progress=False, seeds=seeds)
   train_split = group.folds[0][0]
   source = place(train_split, device=group.group.replicated, run_sharding=group.group.runs)
   keys = group._runs([fold_keys(s, 0)[1] for s in group.seeds])
   _, losses = embedding.train_chunk(group.learner(train_split.num_classes), group.initial_state(0), source, keys, 3)
-  alone = dml_train.Trainer(dataclasses.replace(config, seed=4), progress=False)
+  alone = Trainer(dataclasses.replace(config, seed=4), progress=False)
   _, alone_losses = embedding.train_chunk(alone.learner(train_split.num_classes), alone.initial_state(0),
                                           place(train_split), fold_keys(4, 0)[1], 3)
   np.testing.assert_allclose(np.asarray(losses[1])[0], np.asarray(alone_losses)[0], rtol=1e-6)

@@ -111,3 +111,27 @@ def test_a_seed_group_is_its_median_with_the_middle_half_band(tmp_path):
   np.testing.assert_allclose(median, [np.median([1, 2, 3, 5]), np.median([4, 8, 6])])
   np.testing.assert_allclose(low, [np.percentile([1, 2, 3, 5], 25), np.percentile([4, 8, 6], 25)])
   np.testing.assert_allclose(high, [np.percentile([1, 2, 3, 5], 75), np.percentile([4, 8, 6], 75)])
+
+
+def test_figures_label_their_axes_show_the_properly_learned_side_and_the_val_interval(tmp_path, monkeypatch):
+  """Issue 12: y labels, the shaded properly learned side of 1, one legend below the panels, val_ci95 bands."""
+  figures = {}
+  monkeypatch.setattr(plot, "_save", lambda fig, path: figures.setdefault(path.name, fig) and str(path))
+  paths = [write_run(tmp_path / name, head, seed=k) for k, (name, head) in enumerate([("A", "softmax"), ("B", "dr")])]
+  runs = [plot.read_run(p, Config.from_dict) for p in paths]
+  plot.plot_val_accuracy(runs, tmp_path)
+  plot.plot_norm_ratio(runs, tmp_path)
+  plot.plot_alpha_ratios(runs, tmp_path)
+  for name, fig in figures.items():
+    assert all(ax.get_ylabel() for ax in fig.axes), name
+    assert not any(ax.get_legend() for ax in fig.axes) and len(fig.legends) == 1, name  # one legend, off the panels
+    assert fig.get_figwidth() <= 7.0, name  # prints at a paper's two-column width without shrinking
+  for ax in figures["alpha_ratios.png"].axes:
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.startswith("properly learned (") for t in texts), ax.get_title()
+  # One 95% band per single run, as wide as its val_ci95 (1.0 in write_run) each side of the curve.
+  bands = figures["val_accuracy.png"].axes[0].collections
+  assert len(bands) == 2
+  vertices = bands[0].get_paths()[0].vertices
+  assert np.isclose(vertices[:, 1].max() - vertices[:, 1].min(), np.ptp(runs[0].values("val_accuracy")) + 2.0,
+                    atol=0.01)

@@ -24,7 +24,7 @@ from fewshot.train import train
 SMALL = dict(way=5, shot=1, query=5, test_query=5, eval_every=50, val_episodes=20, test_episodes=50)
 
 
-@pytest.mark.parametrize("head", ["softmax", "dr"])
+@pytest.mark.parametrize("head", [pytest.param("softmax", marks=pytest.mark.slow), "dr"])  # one head in the default suite
 def test_short_omniglot_run_learns(omniglot_dir, tmp_path, head):
   config = Config(dataset="omniglot", data_dir=str(omniglot_dir), head=head, episodes=300, **SMALL)
   results = train(config, tmp_path / "run", progress=False)
@@ -95,6 +95,7 @@ def test_resume_after_sigkill_matches_uninterrupted_run(omniglot_dir, tmp_path):
   assert RunDir(workdir).read_results()["test_accuracy"] == RunDir(tmp_path / "straight").read_results()["test_accuracy"]
 
 
+@pytest.mark.slow
 def test_evaluate_cli_reads_data_from_its_tfds_dir(tmp_path):
   """--tfds_dir overrides the run's: the data is read from there, and gives the run's accuracy."""
   tiny = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=4)

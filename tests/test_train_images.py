@@ -34,6 +34,7 @@ def cub_dir(tmp_path_factory):
   return str(fixtures.write_cub(tmp_path_factory.mktemp("cub"), classes=8, per_class=6, size=(40, 48)).data_dir)
 
 
+@pytest.mark.slow
 def test_cub_trains_from_the_command_line_and_evaluate_reproduces_it(cub_dir, tmp_path):
   workdir = tmp_path / "run"
   args = dict(dataset="cub", data_dir=cub_dir, episodes=4, eval_every=2, val_episodes=2,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Sequence
 
 from fewshot.data import class_splits, holdout, images, omniglot, options, strokes, tfds_io
@@ -76,6 +77,10 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
   """
   resolved = options.resolve(dataset, image_size=image_size, protocol=protocol, class_order=class_order,
                              bbox_crop=bbox_crop, rotations=rotations)
+  root = pathlib.Path(default_tfds_dir(tfds_dir))
+  if root.exists() and not root.is_dir():
+    raise DataError(f"--tfds_dir {root} is a file; pass a folder for prepared datasets (or leave it out for "
+                    "$TFDS_DATA_DIR or ~/tensorflow_datasets).")
   own = resolved.split_names
   valid = own if "val" in own else (*own[:1], "val", *own[1:])
   splits = own if splits is None else (splits,) if isinstance(splits, str) else tuple(splits)

@@ -30,6 +30,9 @@ PROTOCOL_SPLITS = {"default": SPLITS, "vinyals": SPLITS, "background_evaluation"
                    "fewshot": SPLITS, "dml": ("train", "test")}
 
 SMALL_IMAGE_SIZE = 28  # strokes and omniglot are stored and used at 28x28
+# Images in every class, where a dataset fixes it (Omniglot: 20 drawers per character; strokes draws 20; mini-ImageNet
+# 600): what default episode sizes are chosen from before any data is read. The loaded split is still checked.
+IMAGES_PER_CLASS = {"strokes": 20, "omniglot": 20, "mini_imagenet": 600}
 # The backbone's input side on the image datasets: the few-shot papers' 84 for Conv4, ImageNet's 224 for ResNet-18.
 DEFAULT_IMAGE_SIZES = {"conv4": 84, "resnet18": 224}
 MIN_IMAGE_SIZE = 8

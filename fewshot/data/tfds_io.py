@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 
@@ -76,19 +78,40 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
   """
   if builder.is_prepared():
     return
+  # Nothing is downloaded: tfds's "Downloading and preparing dataset Unknown size ..." would mislead, and its bold
+  # "downloaded and prepared" line would land in a command's output (and beside its one-line errors).
+  builder._log_download_bytes = lambda: None  # pylint: disable=protected-access
+  builder._log_download_done = lambda: None  # pylint: disable=protected-access
   root = pathlib.Path(builder.data_dir_root)
   existed = {p for p in pathlib.Path(builder.data_dir).parents if p.is_relative_to(root) and p.exists()}
   try:
     # Nothing is downloaded, but tfds would otherwise create <tfds_dir>/downloads.
-    with tempfile.TemporaryDirectory(prefix="fewshot_tfds_dl_") as dl:
+    with tempfile.TemporaryDirectory(prefix="fewshot_tfds_dl_") as dl, _progress_bars_on_terminal_only():
       builder.download_and_prepare(download_dir=dl, file_format="array_record")
-  except BaseException:
+  except BaseException as e:
     for p in pathlib.Path(builder.data_dir).parents:
       if p == root or not p.is_relative_to(root):
         break
       if p not in existed and p.exists():
         shutil.rmtree(p, ignore_errors=True)
+    if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError)) and e.filename and \
+        pathlib.Path(os.path.abspath(e.filename)).is_relative_to(root.absolute()):  # a tfds dir it cannot write
+      raise DataError(f"cannot prepare {builder.name} in {root} ({e.strerror or type(e).__name__}); pass a writable "
+                      "--tfds_dir.") from None
     raise
+
+
+@contextlib.contextmanager
+def _progress_bars_on_terminal_only():
+  """tfds's progress bars only where stderr is a terminal: in a log their redraws are carriage returns and cursor
+  escapes.
+  """
+  on_terminal = sys.stderr.isatty()
+  tfds.display_progress_bar(on_terminal)
+  try:
+    yield
+  finally:
+    tfds.display_progress_bar(True)  # tfds's default
 
 
 def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:

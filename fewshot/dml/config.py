@@ -9,12 +9,13 @@ import os
 
 from fewshot import choices
 from fewshot.data import options as data_options
-from fewshot.dml.losses import LOSSES
-from fewshot.dml.miners import MINERS
-from fewshot.dml.samplers import CLASSIFICATION_LOSS_BATCH, EMBEDDING_LOSS_BATCH
 from fewshot.errors import ConfigError
 from fewshot.options import RunOptions, option
 
+# The reality check's batches (Musgrave et al., 2020): C = 8 classes x M = 4 images for embedding losses, which
+# need positive pairs in every batch; C = 32 x M = 1 for classification (proxy) losses.
+EMBEDDING_LOSS_BATCH = (8, 4)
+CLASSIFICATION_LOSS_BATCH = (32, 1)
 DEFAULT_EPOCHS = {"strokes": 20, "omniglot": 20}
 IMAGE_DATASET_EPOCHS = 100
 FOLDS = (1, 4)
@@ -22,13 +23,16 @@ FOLDS = (1, 4)
 
 @dataclasses.dataclass(frozen=True)
 class DMLConfig(RunOptions):
-  dataset: str = option("cars196", "the dataset", choices=data_options.DATASETS)
-  data_dir: str | None = option(None, "folder with the dataset's files (archives or extracted folders)")
-  tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+  dataset: str = option("strokes", "the dataset (strokes: embedded, built by the package)",
+                        choices=data_options.DATASETS)
+  data_dir: str | None = option(None, "folder with the dataset's files (archives or extracted folders); not part of "
+                                "the run: --resume may name a new one")
+  tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
+                                "--resume may name a new one")
   backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES)
   embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True)
-  loss: str = option("triplet", "the loss", choices=tuple(LOSSES))
-  miner: str = option("none", "triplet-taking losses only", choices=("none", *MINERS))
+  loss: str = option("triplet", "the loss", choices=choices.LOSSES)
+  miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS))
   classes: int | None = option(None, "classes per batch (default 8 for embedding losses, 32 for classification "
                                "losses)", positive=True)
   per_class: int | None = option(None, "images per class in a batch (default 4 for embedding losses, 1 for "
@@ -48,8 +52,8 @@ class DMLConfig(RunOptions):
 
   def __post_init__(self):
     self.check_fields()
-    if self.miner != "none" and not LOSSES[self.loss].takes_triplets:
-      takes = ", ".join(name for name, spec in LOSSES.items() if spec.takes_triplets)
+    if self.miner != "none" and self.loss not in choices.TRIPLET_LOSSES:
+      takes = ", ".join(choices.TRIPLET_LOSSES)
       raise ConfigError(f"the {self.loss} loss does not take mined triplets; use --miner none, or a miner only with "
                         f"--loss {takes}.")
     if self.folds not in FOLDS:
@@ -58,7 +62,7 @@ class DMLConfig(RunOptions):
     data = data_options.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
                                 protocol=self.protocol, class_order=self.class_order)
     object.__setattr__(self, "image_size", data.image_size)
-    classes, per_class = CLASSIFICATION_LOSS_BATCH if LOSSES[self.loss].per_class else EMBEDDING_LOSS_BATCH
+    classes, per_class = CLASSIFICATION_LOSS_BATCH if self.loss in choices.PROXY_LOSSES else EMBEDDING_LOSS_BATCH
     self.set_default("classes", classes)
     self.set_default("per_class", per_class)
     self.set_default("epochs", DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS))

@@ -15,9 +15,6 @@ import jax.numpy as jnp
 
 from fewshot.sources import DeviceSource, sample_class_images
 
-EMBEDDING_LOSS_BATCH = (8, 4)
-CLASSIFICATION_LOSS_BATCH = (32, 1)
-
 
 @dataclasses.dataclass(frozen=True)
 class BatchShape:

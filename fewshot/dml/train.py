@@ -14,6 +14,9 @@ dataset's default order) under ``--class_order default``; under ``--class_order 
 the split's classes are first permuted by ``--split_seed`` (the split holds its classes
 sorted, so without this the folds would keep the default order's related classes together).
 
+The training itself is :mod:`fewshot.dml.trainer`, imported once the flags, configuration and
+run directory passed, so a bad option is refused before JAX loads.
+
 Run directory (``--folds 1``: the fold's files are at the top)::
 
   <workdir>/config.json                 the resolved configuration (+ image_shape)
@@ -21,32 +24,15 @@ Run directory (``--folds 1``: the fold's files are at the top)::
   <workdir>/fold<k>/metrics.jsonl       one row per epoch: loss, validation metrics, seconds
   <workdir>/fold<k>/checkpoints/{last,best}
 """
-
 from __future__ import annotations
 
 import dataclasses
-import functools
 
-import jax
-import numpy as np
 from absl import flags, logging
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, cli, data, distances, groups, loop, options, sources, stats
+from fewshot import cli, options
 from fewshot import rundir as rundirs
-from fewshot.augment import Augmentation
-from fewshot.data import Split, holdout
-from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
-from fewshot.dml.embedding import Embedder, MetricLearner
-from fewshot.dml.metrics import retrieval_metrics
-from fewshot.dml.samplers import BatchShape
-from fewshot.errors import ConfigError
-from fewshot.rundir import RunDir
-from fewshot.train_state import adam_by_part, fold_keys
-
-RECALL_AT = (1, 2, 4, 8)
-REPORTED = ("precision_at_1", "r_precision", "map_at_r")
 
 
 def define_flags() -> None:
@@ -60,179 +46,6 @@ def define_flags() -> None:
 FLAGS = flags.FLAGS
 
 
-def fold_splits(config: DMLConfig, splits: dict[str, Split]) -> list[tuple[Split, Split]]:
-  """(training, validation) split of each fold model that this run trains."""
-  if config.folds == 1 and "val" in splits:
-    return [(splits["train"], splits["val"])]
-  return [holdout.class_fold(splits["train"], k, holdout.NUM_FOLDS, config.class_order, config.split_seed)
-          for k in range(config.folds)]
-
-
-def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
-  splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, image_size=config.image_size,
-                            protocol=config.protocol, class_order=config.class_order, seed=config.split_seed)
-  folds = fold_splits(config, splits)
-  for k, (train, _) in enumerate(folds):
-    sources.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
-  return folds, splits["test"]
-
-
-def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
-  """Retrieval metrics of a split against itself, the query left out of its own list; NaN as null."""
-  recall_at = tuple(k for k in RECALL_AT if k < len(labels))
-  m = retrieval_metrics(embeddings, labels, embeddings, labels, ref_includes_query=True, recall_at=recall_at)
-  return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
-
-
-def _data_mesh(config: DMLConfig, data_parallel: bool | None, group: bool) -> Mesh | None:
-  """The devices a batch is sharded over: all of them when several are present (or asked for), None otherwise.
-
-  A seed group shards its runs instead, one run's batch per device.
-  """
-  devices = jax.devices()
-  if group or data_parallel is False or (data_parallel is None and len(devices) == 1):
-    return None
-  if config.classes * config.per_class % len(devices):
-    raise ConfigError(f"a batch of --classes {config.classes} x --per_class {config.per_class} images does not "
-                      f"divide over {len(devices)} devices; choose a batch size that is a multiple of {len(devices)} "
-                      "or pass --nodata_parallel.")
-  return Mesh(np.array(devices), ("data",))
-
-
-def _percent(fraction: float | None) -> str:
-  """A retrieval metric as the final results print it: a percentage."""
-  return "n/a" if fraction is None else f"{100 * fraction:.2f}%"
-
-
-def _mean(values: list) -> float | None:
-  return None if any(v is None for v in values) else float(np.mean(values))
-
-
-class Trainer:
-  """One run's (or seed group's) config, data, and a learner per number of training classes (so folds share
-  compiles); ``run`` trains.
-
-  ``placement`` (see :func:`fewshot.sources.place`) says where training images live;
-  validation and test splits are embedded from host memory in chunks either way. With
-  ``seeds``, every fold trains the group's runs as one vmapped program (:mod:`fewshot.groups`).
-  """
-
-  def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto",
-               seeds: tuple[int, ...] | None = None, data_parallel: bool | None = None):
-    self.config, self.progress, self.placement = config, progress, placement
-    self.folds, self.test = load_data(config)
-    self.image_shape = self.test.image_shape
-    image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
-    self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
-    self.group = None if seeds is None else groups.RunPlacement.over(len(seeds))
-    self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
-    self.indices = (0,) if seeds is None else tuple(self.group.local_runs())
-    self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
-
-  @functools.lru_cache(maxsize=None)
-  def learner(self, num_classes: int) -> MetricLearner:
-    c = self.config
-    model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
-    sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
-    return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=c.loss,
-                         miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
-                         optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
-                         augmentation=self.augmentation, batch_sharding=sharding)
-
-  def _runs(self, per_run: list):
-    """One run's value (replicated over the devices when data parallel), or the group's stacked over its run axis."""
-    if self.group is not None:
-      return self.group.stack(per_run)
-    return per_run[0] if self.data_mesh is None else jax.device_put(per_run[0], NamedSharding(self.data_mesh,
-                                                                                               PartitionSpec()))
-
-  def _run_values(self, values) -> list:
-    """Each written run's slice of a value with a leading run axis (the value itself for one run)."""
-    return [values] if self.group is None else [values[i] for i in self.indices]
-
-  def fold_dir(self, rundir: RunDir, fold: int) -> RunDir:
-    return rundir if self.config.folds == 1 else RunDir(rundir.path / f"fold{fold}")
-
-  def initial_state(self, fold: int):
-    """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
-    learner = self.learner(self.folds[fold][0].num_classes)
-    return self._runs([embedding.init_state(learner, fold_keys(s, fold)[0], self.image_shape) for s in self.seeds])
-
-  def embed(self, fold: int, state, split: Split) -> np.ndarray:
-    learner = self.learner(self.folds[fold][0].num_classes)
-    variables = embedding.model_variables(state)
-    return embedding.embed_all(learner, variables, split.images, group=self.group is not None)
-
-  def train_fold(self, rundirs: list[RunDir], fold: int) -> list[dict]:
-    """Train (or finish training) one fold model of each run; returns each run's best validation row."""
-    c, (train, val_split) = self.config, self.folds[fold]
-    learner = self.learner(train.num_classes)
-    train_key = self._runs([fold_keys(s, fold)[1] for s in self.seeds])
-    if self.group is None:
-      replicated = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec())
-      source = sources.place(train, self.placement, device=replicated)
-    else:
-      source = sources.place(train, self.placement, device=self.group.replicated, run_sharding=self.group.runs)
-
-    def make_rows(state, losses):
-      step = int(np.asarray(state.step).ravel()[0])
-      embedded = self._run_values(self.embed(fold, state, val_split))
-      rows = []
-      for run_losses, run_embedded in zip(self._run_values(losses), embedded):
-        val = retrieval(run_embedded, val_split.labels)
-        rows.append({"epoch": step // c.steps_per_epoch, "step": step,
-                     "loss": stats.finite_or_none(float(np.mean(run_losses))),
-                     **{f"val_{name}": val[name] for name in REPORTED}})
-      return rows
-
-    schedule = loop.Schedule(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
-    runs = loop.Runs(tuple(self.fold_dir(rundirs[i], fold) for i in self.indices), self.group, self.indices)
-    _, bests = loop.train_until(
-        runs, self.initial_state(fold), schedule,
-        lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps), make_rows,
-        lambda row, best: dict(loss=row["loss"], val_map_at_r=_percent(row["val_map_at_r"]),
-                               best=_percent(best["val_map_at_r"])),
-        progress=self.progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}")
-    return bests
-
-  def best_test_embeddings(self, rundirs: list[RunDir], fold: int) -> list[np.ndarray]:
-    """Each written run's test embeddings by its best checkpoint of fold ``fold``."""
-    runs = loop.Runs(tuple(self.fold_dir(rundirs[i], fold) for i in self.indices), self.group, self.indices)
-    like = runs.states(self.initial_state(fold))
-    best = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, like)], None)
-    return self._run_values(self.embed(fold, best, self.test))
-
-  def run(self, rundirs: list[RunDir]) -> list[dict | None]:
-    """Train every fold of every run, test, write results; each run's results (None for another host's)."""
-    c = self.config
-    configs = [dataclasses.replace(c, seed=s) for s in self.seeds]
-    for i in self.indices:
-      if not rundirs[i].holds_run():
-        rundirs[i].write_config({**configs[i].to_dict(), "image_shape": list(self.image_shape)})
-    bests = [self.train_fold(rundirs, fold) for fold in range(len(self.folds))]  # [fold][run]
-    embeddings = [self.best_test_embeddings(rundirs, fold) for fold in range(len(self.folds))]
-    results = [None] * len(rundirs)
-    for k, i in enumerate(self.indices):
-      results[i] = self._results([b[k] for b in bests], [e[k] for e in embeddings], rundirs[i])
-    return results
-
-  def _results(self, bests: list[dict], embeddings: list[np.ndarray], rundir: RunDir) -> dict:
-    c = self.config
-    separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
-                  "dim": int(e.shape[1]), "test": retrieval(e, self.test.labels)}
-                 for k, (best, e) in enumerate(zip(bests, embeddings))]
-    results = {"dataset": c.dataset, "loss": c.loss, "miner": c.miner, "folds": c.folds,
-               "test_classes": self.test.num_classes, "test_images": len(self.test.labels), "separated": separated,
-               "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
-    if c.folds > 1:
-      # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
-      concatenated = distances.l2_normalize(np.concatenate(embeddings, axis=1))
-      results["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, self.test.labels)}
-    results["workdir"] = str(rundir.path)
-    rundir.write_results(results)
-    return results
-
-
 def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True,
           placement: str = "auto", data_parallel: bool | None = None) -> dict:
   """Train, validate and test one configuration; returns the results written to results.json.
@@ -240,6 +53,8 @@ def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool 
   ``data_parallel`` shards each batch over the devices (default: when there are several).
   """
   rundir = rundirs.open_for_training(workdir, config, resume)
+  from fewshot.dml.trainer import Trainer  # JAX and the data loaders: only once the options and directory passed
+
   # Trainer fails on bad data before anything is written.
   return Trainer(config, progress, placement, data_parallel=data_parallel).run([rundir])[0]
 
@@ -249,12 +64,15 @@ def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], 
   """Train ``config`` under each of ``seeds`` as one seed group, run ``k`` in ``workdirs[k]``; each run's results."""
   configs = [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
+  from fewshot.dml.trainer import Trainer
+
   return Trainer(config, progress, placement, tuple(seeds)).run(dirs)
 
 
 def format_results(config: DMLConfig, results: dict) -> str:
   def metrics(m):
-    return ", ".join(f"{name} " + ("n/a" if m[name] is None else f"{100 * m[name]:.2f}") for name in REPORTED)
+    return ", ".join(f"{name} " + ("n/a" if m[name] is None else f"{100 * m[name]:.2f}")
+                     for name in ("precision_at_1", "r_precision", "map_at_r"))
 
   lines = [f"{config.dataset} {config.loss} ({results['test_classes']} test classes): test retrieval, %"]
   for s in results["separated"]:

@@ -1,0 +1,101 @@
+"""How training stops (issue 12): a diverged loss, Ctrl-C, and resuming with the data somewhere else."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax.numpy as jnp
+import pytest
+
+from fewshot import loop
+from fewshot.config import Config
+from fewshot.data import default_tfds_dir
+from fewshot.errors import TrainingError
+from fewshot.rundir import RunDir
+from fewshot.train import train
+from fewshot.train_state import TrainState
+
+TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
+
+
+def _flags(**options):
+  return [f"--{k}={v}" for k, v in options.items()]
+
+
+def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_good_one(tmp_path):
+  losses = {2: 1.0, 4: 0.5, 6: float("nan"), 8: 0.25}
+  state = TrainState(step=jnp.int32(0), params={"w": jnp.zeros(3)}, batch_stats={"b": jnp.zeros(1)},
+                     opt_state={"m": jnp.zeros(3)})
+
+  def train_chunk(state, steps):
+    step = state.step + steps
+    return state.replace(step=step, params={"w": state.params["w"] + steps}), None
+
+  def make_rows(state, _):
+    step = int(state.step)
+    return [{"step": step, "loss": losses[step], "val": float(step)}]
+
+  rundir = RunDir(tmp_path / "run")
+  with pytest.raises(TrainingError, match="training loss at step 6 .* is nan .* checkpoints/last keeps step 4"):
+    loop.train_until(loop.Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val"), train_chunk, make_rows,
+                     progress=False)
+  assert rundir.checkpoint_step("last") == 4 and rundir.checkpoint_step("best") == 4
+  rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+          for line in rundir.metrics_path.read_text().splitlines()]
+  assert [(r["step"], r["loss"]) for r in rows] == [(2, 1.0), (4, 0.5), (6, None)]
+
+
+@pytest.mark.slow
+def test_a_diverging_run_exits_2_in_one_line(tmp_path, assert_one_line_error):
+  workdir = tmp_path / "run"
+  result = subprocess.run([sys.executable, "-m", "fewshot.train", f"--workdir={workdir}", "--head=dr",
+                           "--learning_rate=1e6", *_flags(**{**TINY, "episodes": 10, "eval_every": 5})],
+                          capture_output=True, text=True)
+  assert_one_line_error(result, "training stopped: the training loss at episode 5", "not finite",
+                        "--learning_rate")
+  assert not (workdir / "results.json").exists() and not (workdir / "checkpoints" / "last").exists()
+  json.loads(RunDir(workdir).metrics_path.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_where_the_run_stopped_exits_130_at_once_and_resume_continues(tmp_path):
+  workdir = tmp_path / "run"
+  command = [sys.executable, "-m", "fewshot.train", f"--workdir={workdir}",
+             *_flags(**{**TINY, "episodes": 600, "eval_every": 50})]
+  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 300
+  while time.time() < deadline and not (workdir / "checkpoints" / "last").exists():
+    assert process.poll() is None, process.communicate()[1][-2000:]
+    time.sleep(0.1)
+  time.sleep(0.3)  # into the next chunk: the main thread waits on the device
+  sent = time.time()
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=60)
+  assert process.returncode == 130, stderr[-2000:]
+  assert time.time() - sent < 5.0
+  lines = [line for line in stderr.splitlines() if line.strip()]
+  assert len(lines) == 1 and lines[0].startswith("interrupted: ") and "--resume" in lines[0], stderr[-2000:]
+  saved = RunDir(workdir).checkpoint_step("last")
+  assert saved < 600 and f"stopped at episode {saved} of 600" in lines[0]
+  assert not (workdir / "results.json").exists()
+  resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True)
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert [r["episode"] for r in RunDir(workdir).read_metrics()] == list(range(50, 601, 50))
+  assert RunDir(workdir).read_results() is not None
+
+
+def test_resume_takes_the_data_from_a_new_place(tmp_path):
+  """The data's location is not part of a run: a moved (or symlinked) tfds dir resumes, and the record follows."""
+  train(Config(**TINY, tfds_dir=str(default_tfds_dir())), tmp_path / "run", progress=False)
+  moved = tmp_path / "moved"
+  shutil.copytree(pathlib.Path(default_tfds_dir()) / "fewshot_strokes", moved / "fewshot_strokes")
+  os.symlink(moved, tmp_path / "link")
+  before = RunDir(tmp_path / "run").read_results()
+  results = train(Config(**TINY, tfds_dir=str(tmp_path / "link")), tmp_path / "run", resume=True, progress=False)
+  assert results["test_accuracy"] == before["test_accuracy"]  # tested again, on the data read from the link
+  assert RunDir(tmp_path / "run").read_config()["tfds_dir"] == str(tmp_path / "link")

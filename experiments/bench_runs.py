@@ -14,6 +14,9 @@ Reported per configuration: total episodes/s of the group (all runs), episodes/s
 the group's total against the sequential runs and against one eager PyTorch run; the device
 memory one run of the group needs (argument + output + temporary bytes of the compiled group
 chunk, over R). Medians over ``--repeats``; the variants alternate within each repetition.
+With ``--peak``, also the single run's GFLOP/s (XLA's FLOP count of its compiled chunk) as a
+fraction of the machine's fp32 peak, measured in the same process as the best of a large
+square matmul in JAX and (with ``--torch``) PyTorch.
 
   python -m experiments.bench_runs --sizes 28,84 --heads softmax,dr --groups 1,2,4,8,16 --torch
 """
@@ -31,7 +34,7 @@ import jax
 from experiments.bench_episodes import TorchRef, random_split
 from fewshot import episodic
 from fewshot.backbones import Conv4
-from fewshot.episodes import EpisodeShape
+from fewshot.episodes import Episode, EpisodeShape
 from fewshot.episodic import EpisodicLearner
 from fewshot.groups import RunPlacement
 from fewshot.sources import DeviceSource
@@ -48,7 +51,41 @@ def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int)
   return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / runs
 
 
-def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, use_torch: bool) -> list[dict]:
+def episode_flops(learner, image_shape: tuple[int, ...]) -> float:
+  """Floating-point operations of one training step, as XLA counts them (a scan's body would count once)."""
+  state = jax.eval_shape(lambda: episodic.init_state(learner, jax.random.key(0), image_shape))
+  n_support, n_query = SHAPE.way * SHAPE.shot, SHAPE.way * SHAPE.query
+  episode = Episode(support_images=jax.ShapeDtypeStruct((n_support, *image_shape), jax.numpy.uint8),
+                    support_labels=jax.ShapeDtypeStruct((n_support,), jax.numpy.int32),
+                    query_images=jax.ShapeDtypeStruct((n_query, *image_shape), jax.numpy.uint8),
+                    query_labels=jax.ShapeDtypeStruct((n_query,), jax.numpy.int32),
+                    classes=jax.ShapeDtypeStruct((SHAPE.way,), jax.numpy.int32))
+  step = jax.jit(lambda s, e: episodic.train_step(learner, s, e)[:2])
+  return float(step.lower(state, episode).compile().cost_analysis()["flops"])
+
+
+def gemm_peak_gflops(use_torch: bool, n: int = 2048, repeats: int = 10) -> float:
+  """The machine's practical fp32 peak: the best GFLOP/s of an n×n matmul (JAX, and PyTorch if asked)."""
+  x = jax.random.normal(jax.random.key(0), (n, n), jax.numpy.float32)
+  dot = jax.jit(lambda a: a @ a)
+  dot(x).block_until_ready()
+  best = min(_timed(lambda: dot(x).block_until_ready()) for _ in range(repeats))
+  if use_torch:
+    import torch  # noqa: PLC0415
+
+    t = torch.randn(n, n)
+    best = min(best, *(_timed(lambda: t @ t) for _ in range(repeats)))
+  return 2 * n**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
+def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, use_torch: bool,
+          peak: float | None = None) -> list[dict]:
   channels = 1 if size == 28 else 3
   split = random_split(size, channels, 64, 20)
   learner = EpisodicLearner(Conv4(), SHAPE, head=head)
@@ -62,6 +99,7 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
     single, metrics, _ = episodic.train_chunk(learner, single, single_source, single_keys["train"], episodes)
     jax.block_until_ready(metrics)
 
+  flops = episode_flops(learner, image_shape) * episodes  # the chunk's one diagnosed update is left out
   torch_ref = TorchRef(split, SHAPE, head, episodes, "cpu", 0) if use_torch else None
   rows = []
   for runs in groups:
@@ -92,7 +130,10 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
            "group_episodes_per_s": group_total, "per_run_episodes_per_s": group_total / runs,
            "sequential_episodes_per_s": episodes / t["single"],
            "group_vs_sequential": group_total / (episodes / t["single"]),
-           "bytes_per_run": memory}
+           "bytes_per_run": memory, "gflop_per_episode": flops / episodes / 1e9,
+           "single_gflops": flops / t["single"] / 1e9}
+    if peak:
+      row["peak_gflops"], row["single_peak_fraction"] = peak, row["single_gflops"] / peak
     if "torch" in t:
       row["torch_episodes_per_s"] = episodes / t["torch"]
       row["group_vs_torch"] = group_total / row["torch_episodes_per_s"]
@@ -104,15 +145,20 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
 
 def table(rows: list[dict]) -> str:
   head = ("| episode | head | runs | group ep/s (total) | per run | sequential ep/s | group / sequential | "
-          "eager PyTorch ep/s | group / PyTorch | per run / PyTorch | MiB per run |")
-  lines = [head, "|" + "---|" * 11]
+          "eager PyTorch ep/s | group / PyTorch | per run / PyTorch | MiB per run | single GFLOP/s | of peak |")
+  lines = [head, "|" + "---|" * 13]
   for r in rows:
     torch_cells = (f"{r['torch_episodes_per_s']:.2f} | {r['group_vs_torch']:.2f} | {r['per_run_vs_torch']:.2f}"
                    if "torch_episodes_per_s" in r else "– | – | –")
     lines.append(f"| {r['size']}×{r['size']} | {r['head']} | {r['runs']} | {r['group_episodes_per_s']:.2f} | "
                  f"{r['per_run_episodes_per_s']:.2f} | {r['sequential_episodes_per_s']:.2f} | "
-                 f"{r['group_vs_sequential']:.2f} | {torch_cells} | {r['bytes_per_run'] / 2**20:.0f} |")
+                 f"{r['group_vs_sequential']:.2f} | {torch_cells} | {r['bytes_per_run'] / 2**20:.0f} | "
+                 f"{r['single_gflops']:.0f} | {_percent(r.get('single_peak_fraction'))} |")
   return "\n".join(lines)
+
+
+def _percent(fraction: float | None) -> str:
+  return "–" if fraction is None else f"{100 * fraction:.0f}%"
 
 
 def main(argv=None) -> int:
@@ -123,14 +169,18 @@ def main(argv=None) -> int:
   parser.add_argument("--episodes", type=int, default=None, help="episodes per run per chunk (default 10 at 28, 2 at 84)")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--torch", action="store_true", help="time eager PyTorch too (pip install torch==2.13.0)")
+  parser.add_argument("--peak", action="store_true", help="report the single run's fraction of the fp32 peak")
   parser.add_argument("--json", default=None, help="write the rows here")
   args = parser.parse_args(argv)
   rows = []
   print(f"jax {jax.__version__} on {jax.devices()}", flush=True)
+  peak = gemm_peak_gflops(args.torch) if args.peak else None
+  if peak:
+    print(f"fp32 peak (best 2048x2048 matmul): {peak:.1f} GFLOP/s", flush=True)
   for size in (int(s) for s in args.sizes.split(",")):
     for head in args.heads.split(","):
       episodes = args.episodes or (10 if size == 28 else 2)
-      rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch)
+      rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch, peak)
   print(table(rows))
   if args.json:
     with open(args.json, "w") as f:

@@ -72,18 +72,7 @@ class RunDir:
 
   def read_metrics(self) -> list[dict]:
     """The rows of metrics.jsonl; a line that is not JSON (a file cut short or edited) is a one-line RunDirError."""
-    if not self.metrics_path.exists():
-      return []
-    rows = []
-    for number, line in enumerate(self.metrics_path.read_text().splitlines(), 1):
-      if line.strip():
-        try:
-          rows.append(json.loads(line))
-        except json.JSONDecodeError:
-          raise RunDirError(f"{self.metrics_path} line {number} is not JSON (the file was cut short or edited); "
-                            "restore it, or delete that line and the ones after it to resume from the rows "
-                            "before.") from None
-    return rows
+    return _read_rows(self.metrics_path) if self.metrics_path.exists() else []
 
   def write_metrics(self, rows: list[dict]) -> None:
     """Every row, undefined (non-finite) values as null: metrics.jsonl is strict JSON."""
@@ -138,12 +127,7 @@ class RunDir:
     manager = self._manager(kind)
     stored = set(manager.item_metadata(step).keys())
     if "episode" in stored and "step" not in stored and hasattr(like, "step"):
-      # Few-shot runs saved before the shared TrainState counted their steps as "episode".
-      target = {"episode": like.step, "params": like.params, "batch_stats": like.batch_stats,
-                "opt_state": like.opt_state}
-      restored = manager.restore(step, args=ocp.args.StandardRestore(target))
-      return like.replace(step=restored["episode"], params=restored["params"], batch_stats=restored["batch_stats"],
-                          opt_state=restored["opt_state"])
+      return _restore_episode_checkpoint(manager, step, like)
     return manager.restore(step, args=ocp.args.StandardRestore(like))
 
   def drop_checkpoints_after(self, step: int) -> None:
@@ -171,6 +155,28 @@ class RunDir:
                         "restore the file, or train the run again in a new --workdir.")
     self.drop_checkpoints_after(done)
     return state, kept
+
+
+def _read_rows(path: pathlib.Path) -> list[dict]:
+  rows = []
+  for number, line in enumerate(path.read_text().splitlines(), 1):
+    if line.strip():
+      try:
+        rows.append(json.loads(line))
+      except json.JSONDecodeError:
+        raise RunDirError(f"{path} line {number} is not JSON (the file was cut short or edited); restore it, or "
+                          "delete that line and the ones after it to resume from the rows before.") from None
+  return rows
+
+
+def _restore_episode_checkpoint(manager, step: int, like: Any) -> Any:
+  """A few-shot checkpoint saved before the shared TrainState, which counted its steps as "episode"."""
+  import orbax.checkpoint as ocp
+
+  target = {"episode": like.step, "params": like.params, "batch_stats": like.batch_stats, "opt_state": like.opt_state}
+  restored = manager.restore(step, args=ocp.args.StandardRestore(target))
+  return like.replace(step=restored["episode"], params=restored["params"], batch_stats=restored["batch_stats"],
+                      opt_state=restored["opt_state"])
 
 
 def _check_resumable(rundir: RunDir) -> None:

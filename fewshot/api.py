@@ -5,6 +5,7 @@
     z = model.embed(images)                                    # [n, D], BatchNorm in evaluation mode
     p = model.probabilities(support, support_labels, query)    # [n_query, way], the run's head
     p_s = model.probabilities(support, support_labels, query, head="softmax", classifier="nn")
+    custom = fewshot.load("runs/strokes_conv4_cosine_5w1s_seed0", head=CosineHead())  # a head passed to training
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import episodic, heads
+from fewshot import compilation_cache, episodic, heads
 from fewshot.config import Config
 from fewshot.episodic import EpisodicLearner
 from fewshot.errors import ConfigError
-from fewshot.experiment import build_learner
+from fewshot.experiment import build_learner, with_values
 from fewshot.rundir import CHECKPOINT_KINDS, existing_run
 from fewshot.train_state import run_keys
 
@@ -31,11 +32,13 @@ class TrainedModel:
 
   config: Config
   learner: EpisodicLearner
-  variables: dict  # {"params": {"backbone": ..., "rho": ...}, "batch_stats": ...}
+  variables: dict  # {"params": {"backbone": ..., **the head's, e.g. "rho"}, "batch_stats": ...}
 
   @property
-  def theta(self) -> float:
-    return float(jnp.exp(self.variables["params"]["rho"]))
+  def theta(self) -> float | None:
+    """The DR head's θ = exp(ρ); None for a head without ρ."""
+    rho = self.variables["params"].get("rho")
+    return None if rho is None else float(jnp.exp(rho))
 
   def embed(self, images: jax.Array) -> jax.Array:
     """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1]) as stored by ``fewshot.data``.
@@ -56,23 +59,27 @@ class TrainedModel:
       raise ConfigError(f"{name} must be [n, {side}, {c.channels}] ({c.dataset} images as fewshot.data stores them), "
                         f"got shape {tuple(images.shape)}.")
 
-  def logits(self, support_images, support_labels, query_images, *, head=None, classifier=None) -> jax.Array:
-    """Query logits ``[n_query, way]`` under any head; defaults to the run's own head and classifier.
+  def logits(self, support_images, support_labels, query_images, *, head=None, classifier=None,
+             distance=None) -> jax.Array:
+    """Query logits ``[n_query, way]`` under any head; defaults to the run's own.
 
-    ``support_labels`` are episode labels in ``0..way-1``; the DR head uses the trained θ.
-    Support and query are embedded with running BatchNorm statistics, as at test time.
+    ``head`` is a ``--head`` name (completed by ``classifier`` and ``distance``, each the run's where not given)
+    or a head value. The head's parameters are the trained ones where the run has them (the DR head's θ),
+    else its initial ones. ``support_labels`` are episode labels in ``0..way-1``. Support and query are
+    embedded with running BatchNorm statistics, as at test time.
     """
     support_labels = _episode_labels(support_labels, len(support_images))
     way = int(support_labels.max()) + 1
-    return heads.episode_logits(
-        self.embed(support_images),
-        support_labels,
-        self.embed(query_images),
-        way,
-        classifier=classifier or self.config.classifier,
-        head=head or self.config.head,
-        rho=self.variables["params"]["rho"],
-    )
+    own = self.learner.head
+    if head is None and classifier is None and distance is None:
+      chosen = own
+    elif head is None or isinstance(head, str):
+      names = own if isinstance(own, heads.DistanceHead) else heads.DistanceHead()
+      chosen = heads.DistanceHead(head or names.formulation, classifier or names.classifier, distance or names.distance)
+    else:
+      chosen = heads.resolve(head)
+    params = {**chosen.init(jax.random.key(0)), **episodic.head_params(self.variables["params"])}
+    return chosen.logits(params, self.embed(support_images), support_labels, self.embed(query_images), way)
 
   def probabilities(self, support_images, support_labels, query_images, **head_options) -> jax.Array:
     """Class probabilities ``[n_query, way]``: the softmax of :meth:`logits`."""
@@ -99,24 +106,33 @@ def _embed(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.
   return episodic.embed(learner, variables["params"], variables["batch_stats"], images, train=False)[0]
 
 
-def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int | None = None) -> TrainedModel:
+def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int | None = None, *, head=None,
+          backbone=None) -> TrainedModel:
   """An untrained model of a configuration, initialised as ``python -m fewshot.train`` would.
 
-  ``image_shape`` is the backbone's input (after the transforms); default the config's.
+  ``image_shape`` is the backbone's input (after the transforms); default the config's. ``head`` and
+  ``backbone`` are values as ``fewshot.train.train`` takes them.
   """
-  learner = build_learner(config)
+  compilation_cache.enable()
+  config = with_values(config, head, backbone)
+  learner = build_learner(config, head, backbone)
   image_shape = config.input_shape if image_shape is None else image_shape
   state = episodic.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
   return TrainedModel(config, learner, episodic.model_variables(state))
 
 
-def load(workdir: str, checkpoint: str = "best") -> TrainedModel:
-  """The trained model in a run directory (its ``best`` or ``last`` checkpoint)."""
+def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None) -> TrainedModel:
+  """The trained model in a run directory (its ``best`` or ``last`` checkpoint).
+
+  A run of a head or backbone passed as a value from Python (recorded as ``custom:<name>``) needs the same
+  value again: ``fewshot.load(workdir, head=my_head)``; without it, a one-line ``ConfigError`` says so.
+  """
   if checkpoint not in CHECKPOINT_KINDS:
     raise ConfigError(f"unknown checkpoint {checkpoint!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
   rundir = existing_run(workdir)
   saved = rundir.read_config()
   config = Config.from_dict(saved)
-  learner = build_learner(config)
+  compilation_cache.enable()
+  learner = build_learner(config, head, backbone)
   like = episodic.init_state(learner, run_keys(config.seed)["init"], tuple(saved["image_shape"]))
   return TrainedModel(config, learner, episodic.model_variables(rundir.restore_checkpoint(checkpoint, like)))

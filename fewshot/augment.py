@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot.affine import Distortion, distort
 from fewshot.augment_params import AugmentParams, sample_params
 from fewshot.data.options import stored_size
 
@@ -230,7 +231,8 @@ class Augmentation:
   behaviour before augmentation existed) and every other field is ignored.
   ``random=False`` gives training images the evaluation transform: no randomness, but the
   input size and normalisation the model is evaluated with (RGB data stored at
-  int(1.15·size) with augmentation switched off).
+  int(1.15·size) with augmentation switched off). ``distortion`` (ink on a 0 background
+  only) follows the training transform with a random affine map (:mod:`fewshot.affine`).
   """
 
   size: int | None = None
@@ -244,6 +246,7 @@ class Augmentation:
   mean: tuple[float, ...] | None = IMAGENET_MEAN
   std: tuple[float, ...] | None = IMAGENET_STD
   random: bool = True
+  distortion: Distortion | None = None
 
   def __post_init__(self):
     # the fields become static jit arguments: tuples (hashable), whatever sequence was given
@@ -261,7 +264,8 @@ class Augmentation:
     return cls(size=size, mean=stats[0], std=stats[1])
 
   @classmethod
-  def for_dataset(cls, image_size: int, channels: int, image_dataset: bool, augment: bool) -> Augmentation:
+  def for_dataset(cls, image_size: int, channels: int, image_dataset: bool, augment: bool,
+                  distortion: Distortion | None = None) -> Augmentation:
     """The transforms a run on a dataset gets: what both trainers build from their configuration.
 
     The image datasets are stored at int(1.15·size) and always evaluated through the
@@ -269,19 +273,27 @@ class Augmentation:
     28×28 datasets are stored at the input size: without augmentation nothing but
     :func:`to_float` (exactly as before augmentation existed); with it, the paper's training
     transform and an evaluation transform that resizes nothing and, with one channel,
-    normalises nothing, so evaluation is unchanged.
+    normalises nothing, so evaluation is unchanged. ``distortion`` distorts their training images.
     """
-    if image_dataset:
+    if image_dataset:  # no distortion: it assumes ink on a 0 background (refused by the configuration)
       return dataclasses.replace(cls.paper(image_size, channels), random=augment)
     if augment:
-      return dataclasses.replace(cls.paper(image_size, channels), resize=image_size)
-    return NO_AUGMENTATION
+      return dataclasses.replace(cls.paper(image_size, channels), resize=image_size, distortion=distortion)
+    return NO_AUGMENTATION if distortion is None else cls(distortion=distortion)
 
   @property
   def enabled(self) -> bool:
     return self.size is not None
 
+  @property
+  def changes_training(self) -> bool:
+    """Whether training images are anything but the stored ones as floats."""
+    return self.enabled or self.distortion is not None
+
   def train(self, key: jax.Array, images: jax.Array) -> jax.Array:
+    if self.distortion is not None:  # its own key, so the other draws are those of a run without it
+      undistorted = dataclasses.replace(self, distortion=None).train(key, images)
+      return distort(jax.random.fold_in(key, 1), undistorted, self.distortion)
     if not self.enabled:
       return to_float(images)
     if not self.random:

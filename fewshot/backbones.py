@@ -1,13 +1,20 @@
-"""Backbones (flax.linen): Conv4 and the CloserLook ResNet18, trained from scratch.
+"""Backbones (flax.linen): Conv4, ResNet-12 and the CloserLook ResNet18, trained from scratch.
 
-Both take float images ``[batch, H, W, C]`` and return flat embeddings ``[batch, D]``.
+Each takes float images ``[batch, H, W, C]`` and returns flat embeddings ``[batch, D]``.
 BatchNorm follows PyTorch's defaults (eps 1e-5, momentum 0.1, i.e. Flax momentum 0.9):
 batch statistics while training (support and query forwarded together), running
 statistics at evaluation (``train=False``).
+
+Any other ``flax.linen`` module with that contract trains too, passed from Python
+(``fewshot.train.train(config, workdir, backbone=MyNet())``): a ``__call__(self, x, train)``
+gets ``train`` as the built-in ones do (BatchNorm needs it), a ``__call__(self, x)`` is called
+without it (:func:`call_options`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Callable
 
 import flax.linen as nn
@@ -15,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from fewshot import choices
+from fewshot.errors import ConfigError
 
 # He initialisation with fan-out, as in the reference code: N(0, 2 / (k*k*out_channels)).
 he_fan_out = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
@@ -184,7 +192,35 @@ assert tuple(BACKBONES) == choices.BACKBONES
 
 
 def get_backbone(name: str) -> nn.Module:
-  """A backbone by name (``conv4`` or ``resnet18``)."""
+  """A backbone by name (``conv4``, ``resnet12`` or ``resnet18``)."""
   if name not in BACKBONES:
     raise ValueError(f"Unknown backbone {name!r}; choose one of {', '.join(BACKBONES)}.")
   return BACKBONES[name]()
+
+
+@functools.cache
+def _takes_train(module_type: type) -> bool:
+  return "train" in inspect.signature(module_type.__call__).parameters
+
+
+def call_options(module: nn.Module, train: bool) -> dict:
+  """The keyword arguments a backbone is called with: ``{"train": train}`` if its ``__call__`` takes it, else none.
+
+  >>> call_options(Conv4(), False)
+  {'train': False}
+  """
+  return {"train": train} if _takes_train(type(module)) else {}
+
+
+def check_output(module: nn.Module, image_shape: tuple[int, ...]) -> int:
+  """The embedding dimension ``D`` of a backbone, from tracing its initialisation on ``[2, *image_shape]`` images;
+  a one-line ``ConfigError`` naming the module and what it returned unless that is ``[2, D]``.
+  """
+  images = jax.ShapeDtypeStruct((2, *image_shape), jnp.float32)
+  init = functools.partial(module.init_with_output, **call_options(module, False))
+  out, _ = jax.eval_shape(init, jax.random.key(0), images)
+  if getattr(out, "ndim", None) != 2 or out.shape[0] != 2:
+    got = f"shape {tuple(out.shape)}" if hasattr(out, "shape") else f"a {type(out).__name__}"
+    raise ConfigError(f"backbone {type(module).__name__} returned {got} for images of shape {images.shape}; a "
+                      "backbone maps images [n, H, W, C] to embeddings [n, D] (flatten or pool its output).")
+  return out.shape[1]

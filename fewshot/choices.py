@@ -13,6 +13,8 @@ BACKBONES = ("conv4", "resnet12", "resnet18")
 CENTRINGS = ("points", "features")  # of the diagnostics: the paper's, or the reference code's
 PSI_CLASSIFIERS = ("model", "proto")  # class distance of the diagnostics' psi: the model's (paper), or prototypes
 PLACEMENTS = ("auto", "device", "host")  # where a split's images live while training
+# Class distances of the proto and nn heads (fewshot.heads.DISTANCE_FORMS, docs/heads.md); the first is the paper's.
+DISTANCES = ("squared_euclidean", "euclidean", "cosine", "angular")
 
 # The paper's names for the four head x classifier combinations, used in logs and tables.
 MODEL_NAMES = {
@@ -21,6 +23,47 @@ MODEL_NAMES = {
     ("nn", "softmax"): "1-NN_S",
     ("nn", "dr"): "1-NN_DR",
 }
+
+# A head, backbone or DML loss passed as a value from Python is recorded in config.json as "custom:<its name>".
+CUSTOM_PREFIX = "custom:"
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.+")
+
+
+class OrCustom(tuple):
+  """Names to choose among that also admit ``custom:<name>``: a saved run of a head or backbone passed from Python
+  (the command line cannot pass one, and ``fewshot.train`` refuses it there before anything runs).
+  """
+
+  def __contains__(self, value) -> bool:
+    return tuple.__contains__(self, value) or is_custom(value)
+
+
+def is_custom(value) -> bool:
+  return isinstance(value, str) and value.startswith(CUSTOM_PREFIX) and len(value) > len(CUSTOM_PREFIX)
+
+
+def custom(kind: str, name) -> str:
+  """``custom:<name>`` for a value's name; one-line ``ConfigError`` unless it can name a run directory."""
+  from fewshot.errors import ConfigError
+
+  if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARACTERS:
+    raise ConfigError(f"a {kind} passed from Python needs a name of letters, digits and _-.+ (it names the run), "
+                      f"got {name!r}.")
+  return CUSTOM_PREFIX + name
+
+
+def display_name(value: str) -> str:
+  """A recorded name as logs, tables and run names show it: ``custom:<name>`` as ``<name>``."""
+  return value[len(CUSTOM_PREFIX):] if is_custom(value) else value
+
+
+def model_name(classifier: str, head: str, distance: str = DISTANCES[0]) -> str:
+  """The name of a run's model in logs, tables and run names: the paper's (``ProtoNet_DR``), with the distance
+  appended where it is not the paper's (``ProtoNet_DR_cosine``); a custom head's own name.
+  """
+  if is_custom(head):
+    return display_name(head)
+  return MODEL_NAMES[(classifier, head)] + ("" if distance == DISTANCES[0] else f"_{distance}")
 
 # Metric-learning losses by name (fewshot.dml.losses.LOSSES holds the functions; a test keeps the two in step):
 # which take mined triplets, and which learn one proxy (or several) per training class.

@@ -12,6 +12,7 @@ import os
 
 from fewshot import choices
 from fewshot.data import options as data_options
+from fewshot.errors import ConfigError
 from fewshot.options import RunOptions, option
 
 # Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
@@ -29,11 +30,16 @@ class Config(RunOptions):
                                 "not part of the run: --resume may name a new one, which the resumed run reads")
   tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
                                 "--resume may name a new one, which the resumed run uses")
-  backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES)
+  # A backbone or head passed as a value from Python is recorded as custom:<name> (fewshot.train.train).
+  backbone: str = option("conv4", "the backbone", choices=choices.OrCustom(choices.BACKBONES))
   head: str = option("softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)",
-                     choices=choices.HEADS)
+                     choices=choices.OrCustom(choices.HEADS))
   classifier: str = option("proto", "proto (distance to the class mean) or nn (to the nearest support point)",
                            choices=choices.CLASSIFIERS)
+  distance: str = option("squared_euclidean", "class distance D of the heads, softmax logit -D: squared_euclidean "
+                         "(the paper's), euclidean (easyfsl's ProtoNet), cosine (1 - cos) or angular (the angle, "
+                         "squared; the DR paper's Appendix E); dr takes the distance itself (docs/heads.md)",
+                         choices=choices.DISTANCES)
   way: int = option(5, "classes per episode", positive=True)
   shot: int = option(1, "support images per class", positive=True)
   query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
@@ -41,6 +47,8 @@ class Config(RunOptions):
                              "have 20 images per class, so --shot 5 gets 15)", positive=True)
   test_query: int | None = option(None, "query images per class in test episodes (default 15, the reference "
                                   "protocol's, or as many as the smallest class holds beside --shot)", positive=True)
+  test_way: int | None = option(None, "classes per validation and test episode (default --way): e.g. train --way 20 "
+                                "and validate and test 5-way", positive=True)
   episodes: int | None = option(None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small "
                                 "datasets)", positive=True)
   eval_every: int = option(100, "episodes between checkpoints (validation, metrics row, checkpoint)", positive=True)
@@ -53,17 +61,24 @@ class Config(RunOptions):
                                "reference code)", choices=choices.PSI_CLASSIFIERS)
   seed: int = option(0, "seed of initialisation and of every episode")
   image_size: int | None = option(None, "the backbone's input side (default 28 on strokes/omniglot, else 84 with "
-                                  "conv4, 224 with resnet18); image datasets are stored at int(1.15*size)")
+                                  "conv4, 224 with resnet18); omniglot takes any side from 28 up, box-filtered from "
+                                  "its 105 px originals (Conv4's embedding grows: 64-d at 28, 576-d at 56); image "
+                                  "datasets are stored at int(1.15*size)")
   protocol: str | None = option(None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
                                 "dml (train/test halves; val holds out every 4th training class); of omniglot: "
-                                "default (60/20/20), vinyals (1028/172/423 in a --split_seed order) or "
-                                "background_evaluation (Lake's alphabets; val held out as under dml); default the "
-                                "dataset's")
+                                "default (60/20/20), vinyals (1028/172/423 in a --split_seed order), "
+                                "background_evaluation (Lake's alphabets; val held out as under dml) or "
+                                "all_characters (every background character found trains but every fourth, which "
+                                "validates; test: the evaluation alphabets if found, else that validation quarter); "
+                                "default the dataset's")
   class_order: str = option("default", "default, or random: classes permuted by --split_seed before splitting",
                             choices=data_options.CLASS_ORDERS)
   split_seed: int = option(0, "seed of --class_order random")
   bbox_crop: bool = option(False, "crop images to their bounding boxes before resizing (cub, cars196)")
   rotations: bool = option(False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)")
+  distort: bool = option(False, "strokes/omniglot: each training image through its own small random affine map "
+                         "(rotation 10 degrees, shear 0.3, scale 0.8-1.2, shift 2 px per 28 px, each at most; Koch "
+                         "et al.), drawn per episode on the device; evaluation is untouched")
   augment: bool | None = option(None, "the paper's training augmentation on the device (default: on for the image "
                                 "datasets, off for strokes/omniglot)")
 
@@ -75,6 +90,9 @@ class Config(RunOptions):
     object.__setattr__(self, "image_size", data.image_size)
     object.__setattr__(self, "protocol", data.protocol)
     self.set_default("augment", data.is_image_dataset)
+    self.set_default("test_way", self.way)
+    if self.distort and data.is_image_dataset:
+      raise ConfigError(f"--distort moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
     # Where the dataset's classes are too small for shot + the paper's queries, as many queries as they hold.
     room = max(1, data_options.IMAGES_PER_CLASS.get(self.dataset, PAPER_QUERY + self.shot) - self.shot)
     self.set_default("query", min(PAPER_QUERY, room))
@@ -100,9 +118,10 @@ class Config(RunOptions):
 
   @property
   def model_name(self) -> str:
-    return choices.MODEL_NAMES[(self.classifier, self.head)]
+    return choices.model_name(self.classifier, self.head, self.distance)
 
   @property
   def run_name(self) -> str:
-    return f"{self.dataset}_{self.backbone}_{self.model_name}_{self.way}w{self.shot}s_seed{self.seed}"
+    backbone = choices.display_name(self.backbone)
+    return f"{self.dataset}_{backbone}_{self.model_name}_{self.way}w{self.shot}s_seed{self.seed}"
 

@@ -102,9 +102,10 @@ def norm_ratio(x: Array, y: Array, alpha: Array) -> Array:
   return jnp.where(change > 0, residual / jnp.where(change > 0, change, 1.0), jnp.nan)
 
 
-def _log_sq_distances(support, support_labels, query, way, classifier):
-  sq = heads.class_squared_distances(support, support_labels, query, way, classifier)
-  return jnp.log(jnp.maximum(sq, jnp.finfo(sq.dtype).tiny))
+def _log_class_distances(support, support_labels, query, way, classifier):
+  # A classifier name is the paper's class distance (Euclidean); a head value brings its own.
+  head = heads.DistanceHead(classifier=classifier) if isinstance(classifier, str) else classifier
+  return heads.log_class_distances(head, support, support_labels, query, way)
 
 
 def log_distance_ratios(
@@ -114,15 +115,14 @@ def log_distance_ratios(
     after_query: Array,
     support_labels: Array,
     way: int,
-    classifier: str = "proto",
+    classifier: str | heads.Head = "proto",
 ) -> Array:
   r""":math:`\log \psi_{i,c}`, ``[n_query, way]``; see :func:`distance_ratios`."""
   chex.assert_equal_shape([before_support, after_support])
   chex.assert_equal_shape([before_query, after_query])
-  before = _log_sq_distances(_as_float(before_support), support_labels, _as_float(before_query), way, classifier)
-  after = _log_sq_distances(_as_float(after_support), support_labels, _as_float(after_query), way, classifier)
-  # log of the distance = half the log of the squared distance: no square root to clamp.
-  return 0.5 * (after - before)
+  before = _log_class_distances(_as_float(before_support), support_labels, _as_float(before_query), way, classifier)
+  after = _log_class_distances(_as_float(after_support), support_labels, _as_float(after_query), way, classifier)
+  return after - before
 
 
 def distance_ratios(
@@ -133,7 +133,7 @@ def distance_ratios(
     support_labels: Array,
     query_labels: Array,
     way: int,
-    classifier: str = "proto",
+    classifier: str | heads.Head = "proto",
 ) -> Array:
   r"""Distance ratios :math:`\psi_{i,c} = d_{\text{after}}(x'_i, c) / d_{\text{before}}(x'_i, c)`.
 
@@ -147,8 +147,9 @@ def distance_ratios(
     query_labels: ``[n_query]``, only checked for shape here (:math:`\psi` is defined for
       every (query, class) pair); :func:`episode_diagnostics` splits by it.
     way: number of classes (static).
-    classifier: the model's class distance, ``"proto"`` or ``"nn"`` (static). The paper
-      uses the model's own; the reference code always uses prototypes.
+    classifier: the model's class distance (static): ``"proto"`` or ``"nn"`` (Euclidean), or a head value
+      with a class distance (:mod:`fewshot.heads`). The paper uses the model's own; the reference code always
+      uses Euclidean prototypes.
 
   Returns:
     ``[n_query, way]`` ratios; zero distances are handled as in the module docstring.
@@ -167,7 +168,7 @@ def episode_diagnostics(
     support_labels: Array,
     query_labels: Array,
     way: int,
-    classifier: str = "proto",
+    classifier: str | heads.Head | None = "proto",
     centring: str = "points",
 ) -> dict[str, Array]:
   r"""All diagnostics of one update, as float32 scalars keyed by :data:`FIELDS`.
@@ -175,7 +176,8 @@ def episode_diagnostics(
   :math:`X` and :math:`Y` for :math:`\hat\alpha` and :math:`\varphi` are all the episode's
   points (support then query), each set centred by ``centring`` (:func:`centre`);
   :math:`\psi` uses the raw embeddings (:func:`distance_ratios`). ``way``, ``classifier``
-  and ``centring`` are static under ``jax.jit``.
+  and ``centring`` are static under ``jax.jit``; ``classifier=None`` (a head without a class
+  distance) leaves :math:`\psi` and the ratios built on it NaN.
 
   >>> import numpy as np
   >>> s, q = np.eye(4, dtype=np.float32)[:2], np.eye(4, dtype=np.float32)[2:]
@@ -191,12 +193,15 @@ def episode_diagnostics(
   alpha = procrustes_scale(x, y)
   phi = norm_ratio(x, y, alpha)
 
-  log_psi = log_distance_ratios(
-      before_support, before_query, after_support, after_query, support_labels, way, classifier)
-  own = jax.nn.one_hot(query_labels, way, dtype=log_psi.dtype)
-  # Geometric means as exp of mean logs over the own-class / other-class masks.
-  psi_con = jnp.exp(jnp.sum(own * log_psi) / jnp.sum(own))
-  psi_div = jnp.exp(jnp.sum((1.0 - own) * log_psi) / jnp.sum(1.0 - own))
+  if classifier is None:
+    psi_con = psi_div = jnp.float32(jnp.nan)
+  else:
+    log_psi = log_distance_ratios(
+        before_support, before_query, after_support, after_query, support_labels, way, classifier)
+    own = jax.nn.one_hot(query_labels, way, dtype=log_psi.dtype)
+    # Geometric means as exp of mean logs over the own-class / other-class masks.
+    psi_con = jnp.exp(jnp.sum(own * log_psi) / jnp.sum(own))
+    psi_div = jnp.exp(jnp.sum((1.0 - own) * log_psi) / jnp.sum(1.0 - own))
   con_alpha, div_alpha = psi_con / alpha, psi_div / alpha
   # con-div as psi_con / psi_div (equal to con-alpha / div-alpha), so it stays defined when
   # alpha is not (a collapsed X).

@@ -18,6 +18,11 @@ Euclidean distances come in two forms, and each caller uses the one its sizes al
   but distances below about :math:`10^{-3} \|x\|` are rounding noise. The retrieval metrics'
   blocked nearest-neighbour search and k-means use it, where ``y`` is a whole gallery
   (``64 x 100,000 x 128`` floats would be 3.3 GB per block).
+
+The cosine and angular distances come in the same two forms: :func:`cosine_distance` /
+:func:`angular` from one matrix product of the normalised points (galleries), and
+:func:`cosine_by_difference` / :func:`angular_by_difference` from their difference (the few-shot
+heads' ``--distance cosine`` and ``angular``), exact at coincident directions.
 """
 
 from __future__ import annotations
@@ -124,3 +129,36 @@ def squared_chord(x: Array, y: Array) -> Array:
   second normalisation; rounding can push the cosine past 1, hence the clamp.
   """
   return jnp.maximum(2.0 * cosine_distance(x, y), 0.0)
+
+
+def cosine_by_difference(x: Array, y: Array) -> Array:
+  r"""Cosine distances :math:`1 - \cos(x_i, y_j) = \tfrac12 \|\bar x_i - \bar y_j\|^2 \in [0, 2]`, by difference.
+
+  :math:`\bar x = x / \|x\|` (:func:`l2_normalize`). Exactly zero, with a zero gradient, where
+  the directions coincide; :func:`cosine_distance` leaves about :math:`10^{-7}` of rounding there,
+  which a logarithm of the distance (the DR head's) would turn into a wrong gradient.
+
+  >>> round(float(cosine_by_difference(jnp.array([[1.0, 0.0]]), jnp.array([[0.0, 2.0]]))[0, 0]), 6)
+  1.0
+  """
+  _check_pair(x, y)
+  return 0.5 * squared_euclidean(l2_normalize(x), l2_normalize(y))
+
+
+def angular_by_difference(x: Array, y: Array, eps: float = 1e-10) -> Array:
+  r"""Angles :math:`2\,\mathrm{atan2}(\|\bar x_i - \bar y_j\|_\epsilon, \|\bar x_i + \bar y_j\|_\epsilon)`, radians.
+
+  The geodesic distance on the unit sphere, :math:`\arccos(\cos(x_i, y_j))`, computed from the
+  chords to :math:`\bar y_j` and to :math:`-\bar y_j` (:math:`\|v\|_\epsilon = \sqrt{\|v\|^2 + \epsilon}`),
+  which is accurate at every angle, where :func:`angular`'s arccos loses half the digits near 0 and
+  :math:`\pi`. The :math:`\epsilon` keeps value and gradient finite at coincident and opposite
+  directions: the angle there is :math:`\sqrt\epsilon` = 1e-5 rad (and :math:`\pi - \sqrt\epsilon`).
+
+  >>> round(float(angular_by_difference(jnp.array([[1.0, 0.0]]), jnp.array([[0.0, 3.0]]))[0, 0]), 6)
+  1.570796
+  """
+  _check_pair(x, y)
+  x, y = l2_normalize(x), l2_normalize(y)
+  chord = jnp.sqrt(squared_euclidean(x, y) + eps)
+  anti_chord = jnp.sqrt(squared_euclidean(x, -y) + eps)
+  return 2.0 * jnp.arctan2(chord, anti_chord)

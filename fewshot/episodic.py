@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import diagnostics, heads, sources
+from fewshot import backbones, diagnostics, heads, sources
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
 from fewshot.episodes import Episode, EpisodeShape, episode_from_images
@@ -33,42 +33,75 @@ from fewshot.train_state import TrainState, adam
 
 @dataclasses.dataclass(frozen=True)
 class EpisodicLearner:
-  """One backbone + head trained on episodes of one shape: configuration only (hashable, static under jit)."""
+  """One backbone + head trained on episodes of one shape: configuration only (hashable, static under jit).
+
+  ``model`` is any flax module mapping images ``[n, H, W, C]`` to embeddings ``[n, D]``
+  (:mod:`fewshot.backbones`); ``head`` a head value (:class:`fewshot.heads.Head`), or a ``--head``
+  name that ``classifier`` and ``distance`` complete into one (they are unused beside a value).
+  """
 
   model: nn.Module
   shape: EpisodeShape
-  head: str = "softmax"
+  head: str | heads.Head = "softmax"
   classifier: str = "proto"
+  distance: str = "squared_euclidean"
   optimizer: optax.GradientTransformation = adam()
   centring: str = "points"  # of the diagnostics; "features" reproduces the reference code
   psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
   augmentation: Augmentation = NO_AUGMENTATION
 
   def __post_init__(self):
-    heads.check_names(self.head, self.classifier)
+    # Resolved once here, so that every function below sees a head value.
+    object.__setattr__(self, "head", heads.resolve(self.head, self.classifier, self.distance))
     for name, choices in (("centring", CENTRINGS), ("psi_classifier", PSI_CLASSIFIERS)):
       if getattr(self, name) not in choices:
         raise ValueError(f"Unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}.")
 
   @property
-  def psi_distance(self) -> str:
-    """The class distance of the diagnostics' ψ."""
-    return self.classifier if self.psi_classifier == "model" else self.psi_classifier
+  def psi_head(self) -> heads.Head | None:
+    """The head whose class distance the diagnostics' ψ compares: the model's (None if it has none), or
+    Euclidean prototypes (``psi_classifier="proto"``, the reference code's).
+    """
+    if self.psi_classifier == "proto":
+      return heads.DistanceHead(classifier="proto")
+    return self.head if heads.has_class_distance(self.head) else None
 
 
 # ---- model and head ----------------------------------------------------------------------------
-@functools.partial(jax.jit, static_argnums=(0, 2))  # eager init would compile op by op
 def init_state(learner: EpisodicLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
-  """The initial state; ``image_shape`` is the backbone's input (the transformed images'), not the stored one."""
-  variables = learner.model.init(key, jnp.zeros((2, *image_shape), jnp.float32), train=False)
-  # rho is always a parameter: softmax heads give it a zero gradient, which Adam leaves where it is.
-  params = {"backbone": variables["params"], "rho": jnp.asarray(heads.RHO_INIT, jnp.float32)}
-  return TrainState.create(params, variables["batch_stats"], learner.optimizer)
+  """The initial state ``params = {"backbone": ..., **head.init(...)}``, once :func:`check_shapes` passed;
+  ``image_shape`` is the backbone's input (the transformed images'), not the stored one.
+  """
+  check_shapes(learner, tuple(image_shape))
+  return _init_state(learner, key, tuple(image_shape))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))  # eager init would compile op by op
+def _init_state(learner: EpisodicLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+  variables = learner.model.init(key, jnp.zeros((2, *image_shape), jnp.float32),
+                                 **backbones.call_options(learner.model, False))
+  params = {"backbone": variables["params"], **learner.head.init(jax.random.fold_in(key, 1))}
+  return TrainState.create(params, variables.get("batch_stats", {}), learner.optimizer)
+
+
+@functools.lru_cache(maxsize=64)
+def check_shapes(learner: EpisodicLearner, image_shape: tuple[int, ...]) -> None:
+  """One-line ``ConfigError`` for a backbone or head that returns the wrong shapes, from tracing alone (nothing runs):
+  see :func:`fewshot.backbones.check_output` and :func:`fewshot.heads.check_outputs`.
+  """
+  dim = backbones.check_output(learner.model, image_shape)
+  shape = learner.shape
+  heads.check_outputs(learner.head, shape.way, shape.way * shape.shot, shape.way * shape.query, dim)
 
 
 def model_variables(state: TrainState) -> dict:
-  """What evaluation needs: backbone parameters and rho, running BatchNorm statistics."""
+  """What evaluation needs: backbone and head parameters, running BatchNorm statistics."""
   return {"params": state.params, "batch_stats": state.batch_stats}
+
+
+def head_params(params: dict) -> dict:
+  """The head's parameters: everything in ``params`` but the backbone's (the paper heads': ``{"rho"}``)."""
+  return {name: value for name, value in params.items() if name != "backbone"}
 
 
 def embed(learner: EpisodicLearner, params, batch_stats, images: jax.Array, train: bool):
@@ -79,9 +112,10 @@ def embed(learner: EpisodicLearner, params, batch_stats, images: jax.Array, trai
   """
   variables = {"params": params["backbone"], "batch_stats": batch_stats}
   if not train:
-    return learner.model.apply(variables, to_float(images), train=False), batch_stats
-  embeddings, updates = learner.model.apply(variables, to_float(images), train=True, mutable=["batch_stats"])
-  return embeddings, updates["batch_stats"]
+    return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, False)), batch_stats
+  embeddings, updates = learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, True),
+                                            mutable=["batch_stats"])
+  return embeddings, updates.get("batch_stats", batch_stats)  # a backbone without BatchNorm has none
 
 
 def episode_embeddings(learner: EpisodicLearner, params, batch_stats, episode: Episode, train: bool):
@@ -94,14 +128,13 @@ def episode_embeddings(learner: EpisodicLearner, params, batch_stats, episode: E
 
 def logits(learner: EpisodicLearner, params, support: jax.Array, query: jax.Array, episode: Episode) -> jax.Array:
   """Query logits of an episode from its embeddings, under the learner's head."""
-  return heads.episode_logits(support, episode.support_labels, query, episode.classes.shape[0],
-                              classifier=learner.classifier, head=learner.head, rho=params["rho"])
+  return learner.head.logits(head_params(params), support, episode.support_labels, query, episode.classes.shape[0])
 
 
 # ---- transforms ---------------------------------------------------------------------------------
-def _transform(learner: EpisodicLearner, episode: Episode, transform) -> Episode:
-  """The episode with support and query images passed through ``transform`` as one batch."""
-  if not learner.augmentation.enabled:
+def _transform(episode: Episode, transform, applies: bool) -> Episode:
+  """The episode with support and query images passed through ``transform`` as one batch, if it ``applies``."""
+  if not applies:
     return episode  # as stored: to_float in embed, exactly as before augmentation existed
   n_support = episode.support_images.shape[0]
   images = transform(jnp.concatenate([episode.support_images, episode.query_images]))
@@ -110,7 +143,8 @@ def _transform(learner: EpisodicLearner, episode: Episode, transform) -> Episode
 
 def augment_training(learner: EpisodicLearner, key: jax.Array, episode: Episode) -> Episode:
   """The drawn episode of ``key`` through the training augmentation, keyed ``fold_in(key, 1)``."""
-  return _transform(learner, episode, lambda images: learner.augmentation.train(jax.random.fold_in(key, 1), images))
+  return _transform(episode, lambda images: learner.augmentation.train(jax.random.fold_in(key, 1), images),
+                    learner.augmentation.changes_training)
 
 
 def eval_images(learner: EpisodicLearner, images: jax.Array) -> jax.Array:
@@ -146,7 +180,7 @@ def diagnose(learner: EpisodicLearner, before, new_state: TrainState, old_batch_
   after_support, after_query, _ = episode_embeddings(learner, new_state.params, old_batch_stats, episode, train=True)
   return diagnostics.episode_diagnostics(
       *before, after_support, after_query, episode.support_labels, episode.query_labels,
-      episode.classes.shape[0], classifier=learner.psi_distance, centring=learner.centring,
+      episode.classes.shape[0], classifier=learner.psi_head, centring=learner.centring,
   )
 
 
@@ -166,7 +200,7 @@ def step_memory_bytes(learner: EpisodicLearner, image_shape: tuple[int, ...], st
 
 def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode) -> jax.Array:
   """Query accuracy of a drawn episode, through the evaluation transform, BatchNorm in evaluation mode."""
-  episode = _transform(learner, episode, learner.augmentation.eval)
+  episode = _transform(episode, learner.augmentation.eval, learner.augmentation.enabled)
   support, query, _ = episode_embeddings(learner, variables["params"], variables["batch_stats"], episode, train=False)
   return heads.loss_and_accuracy(logits(learner, variables["params"], support, query, episode),
                                  episode.query_labels)[1]

@@ -103,8 +103,10 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   rundir = _checkpoint(workdir, checkpoint)
   config = Config.from_dict(rundir.read_config())
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+  from fewshot import compilation_cache
   from fewshot.experiment import Experiment  # the model machinery, once the options and run passed
 
+  compilation_cache.enable()
   experiment = Experiment.build(config, splits=("test",))
   state = rundir.restore_checkpoint(checkpoint, experiment.init_state())
   cached_count = cached_episodes or config.test_episodes
@@ -127,8 +129,9 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best") -> dic
   from fewshot import api, lake  # the model machinery, only where a model is tested
 
   rundir = _checkpoint(workdir, checkpoint)
-  lake.check_model(Config.from_dict(rundir.read_config()))
-  runs = lake.read_runs(lake_runs)
+  config = Config.from_dict(rundir.read_config())
+  lake.check_model(config)
+  runs = lake.read_runs(lake_runs, config.image_size)
   results = lake.evaluate(api.load(workdir, checkpoint), runs)
   results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))

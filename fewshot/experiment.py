@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 
+import flax.linen as nn
 import jax
 import numpy as np
 
-from fewshot import backbones, data, episodic, sources, stats
+from fewshot import backbones, choices, data, episodic, heads, sources, stats
+from fewshot.affine import Distortion
 from fewshot.augment import Augmentation
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split
 from fewshot.episodes import EpisodeShape
 from fewshot.episodic import EpisodicLearner
-from fewshot.errors import DataError
+from fewshot.errors import ConfigError, DataError
 from fewshot.data.options import fits_on_device
 from fewshot.groups import RunPlacement, check_memory
 from fewshot.train_state import KEY_STREAMS, TrainState, adam, run_keys
@@ -23,23 +25,67 @@ def train_shape(config: Config) -> EpisodeShape:
   return EpisodeShape(config.way, config.shot, config.query)
 
 
+def val_shape(config: Config) -> EpisodeShape:
+  """Validation episodes: the test episodes' classes (checkpoints are chosen at the shape they are tested at),
+  the training episodes' queries.
+  """
+  return EpisodeShape(config.test_way, config.shot, config.query)
+
+
 def test_shape(config: Config) -> EpisodeShape:
-  return EpisodeShape(config.way, config.shot, config.test_query)
+  return EpisodeShape(config.test_way, config.shot, config.test_query)
 
 
 def build_augmentation(config: Config) -> Augmentation:
   """The transforms between the stored images and the backbone, a function of the config alone
   (so a saved run rebuilds them).
   """
-  return Augmentation.for_dataset(config.image_size, config.channels, config.is_image_dataset, config.augment)
+  # Koch et al.'s ranges, the shift scaled with the side (2 px at 28) so that it moves ink as far at every size.
+  distortion = Distortion(shift_pixels=2.0 * config.image_size / 28) if config.distort else None
+  return Augmentation.for_dataset(config.image_size, config.channels, config.is_image_dataset, config.augment,
+                                  distortion)
 
 
-def build_learner(config: Config) -> EpisodicLearner:
+def with_values(config: Config, head=None, backbone=None) -> Config:
+  """The configuration that records a head and a backbone passed as values from Python: a :class:`DistanceHead
+  <fewshot.heads.DistanceHead>` by its names (``--head``, ``--classifier``, ``--distance``), any other head as
+  ``custom:<its name>``, a backbone module as ``custom:<its class name>``.
+  """
+  changes = {}
+  if head is not None:
+    head = heads.resolve(head)
+    if isinstance(head, heads.DistanceHead):
+      changes.update(head=head.formulation, classifier=head.classifier, distance=head.distance)
+    else:
+      changes["head"] = choices.custom("head", getattr(head, "name", None))
+  if backbone is not None:
+    if not isinstance(backbone, nn.Module):
+      raise ConfigError(f"backbone must be a flax.linen module mapping images [n, H, W, C] to embeddings [n, D], got "
+                        f"a {type(backbone).__name__}.")
+    changes["backbone"] = choices.custom("backbone", type(backbone).__name__)
+  return dataclasses.replace(config, **changes) if changes else config
+
+
+def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
+  """The learner of a configuration, with the head and backbone values it records as ``custom:<name>`` (or, for a
+  head, by the paper's names) passed again; one-line ``ConfigError`` where one is missing or is not the recorded one.
+  """
+  for kind, value in (("head", head), ("backbone", backbone)):
+    if value is None and choices.is_custom(getattr(config, kind)):
+      raise ConfigError(f"the {kind} {getattr(config, kind)} was passed as a value from Python, which a configuration "
+                        f"cannot rebuild; pass the same object again ({kind}=...), e.g. fewshot.load(workdir, "
+                        f"{kind}=my_{kind}).")
+  recorded = with_values(config, head, backbone)
+  for kind in ("head", "classifier", "distance", "backbone"):
+    if getattr(recorded, kind) != getattr(config, kind):
+      raise ConfigError(f"the run's --{kind} is {getattr(config, kind)}, but the {kind.replace('classifier', 'head')} "
+                        f"passed records as {getattr(recorded, kind)}; pass the one it was trained with.")
   return EpisodicLearner(
-      backbones.get_backbone(config.backbone),
+      backbones.get_backbone(config.backbone) if backbone is None else backbone,
       train_shape(config),
-      head=config.head,
+      head=config.head if head is None else head,
       classifier=config.classifier,
+      distance=config.distance,
       optimizer=adam(config.learning_rate),
       centring=config.centring,
       psi_classifier=config.psi_classifier,
@@ -72,23 +118,26 @@ class Experiment:
 
   @classmethod
   def build(cls, config: Config, splits: tuple[str, ...] = SPLITS, placement: str = "auto",
-            seeds: tuple[int, ...] | None = None) -> Experiment:
+            seeds: tuple[int, ...] | None = None, head=None, backbone=None) -> Experiment:
     """Load the splits, check they can supply the episodes, and build the learner (writes nothing).
 
     ``placement`` (see :func:`fewshot.sources.place`) changes where images live, never
     which episodes a run sees, so it is not part of the config. ``seeds`` builds a seed
-    group of ``config`` (whose own seed is then unused).
+    group of ``config`` (whose own seed is then unused). ``head`` and ``backbone`` are values passed from
+    Python (:func:`with_values`); their output shapes are checked here, before anything is trained or written.
     """
+    learner = build_learner(config, head, backbone)
+    episodic.check_shapes(learner, config.input_shape)
     loaded = load_data(config, splits)
-    shapes = {"train": train_shape(config), "val": train_shape(config), "test": test_shape(config)}
+    shapes = {"train": train_shape(config), "val": val_shape(config), "test": test_shape(config)}
     for name, split in loaded.items():
       shape = shapes[name]
       query_flag = "--test_query" if name == "test" else "--query"
-      sources.check_fits(split, name, ("--way", shape.way), {"--shot": shape.shot, query_flag: shape.query})
+      way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
+      sources.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
     stored = next(iter(loaded.values())).image_shape
     if stored[-1] != config.channels:
       raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
-    learner = build_learner(config)
     if seeds is None:
       placed = {name: sources.place(split, placement) for name, split in loaded.items()}
       # The learner is initialised on what the backbone sees, after the transforms.
@@ -114,7 +163,7 @@ class Experiment:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[R, num_episodes]`` for a group); the same
     episodes every call (fixed key).
     """
-    shape = test_shape(self.config) if split == "test" else train_shape(self.config)
+    shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = episodic.model_variables(state)
     return np.asarray(episodic.evaluate(self.learner, variables, self.sources[split], self.keys[split], num_episodes,
                                         shape))

@@ -9,8 +9,8 @@ The release is a folder (or ``all_runs.zip``) of ``run01`` ... ``run20``; each r
 (the queries) and ``class_labels.txt``, whose lines ``run01/test/item01.png
 run01/training/class05.png`` give each item's class. Every run is one 20-way one-shot
 episode over characters of one evaluation alphabet (Lake et al., Science 2015). Images go
-through the Omniglot training data's decoder (:func:`fewshot.data.omniglot.decode`), so a
-model sees them exactly as it saw its training characters.
+through the Omniglot training data's decoder (:func:`fewshot.data.omniglot.decode`) at the
+model's ``image_size``, so a model sees them exactly as it saw its training characters.
 
 Each run is scored under the model's own head (classifier and formulation, trained θ) and
 under the plain 1-NN rule (nearest support embedding); with one image per class the two
@@ -30,8 +30,9 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import distances, heads, stats
+from fewshot import distances, episodic, heads, stats
 from fewshot.data.omniglot import decode
+from fewshot.data.options import SMALL_IMAGE_SIZE
 from fewshot.errors import ConfigError, DataError, one_line
 
 LABELS = "class_labels.txt"
@@ -48,8 +49,8 @@ class LakeRun:
   name: str  # "run01"
   class_files: tuple[str, ...]  # "run01/training/class01.png", ..., in name order
   item_files: tuple[str, ...]  # "run01/test/item01.png", ..., in the label file's order
-  support: np.ndarray  # uint8 [way, 28, 28, 1]
-  queries: np.ndarray  # uint8 [items, 28, 28, 1]
+  support: np.ndarray  # uint8 [way, size, size, 1] (28 unless read for a larger model)
+  queries: np.ndarray  # uint8 [items, size, size, 1]
   labels: np.ndarray  # int32 [items]
 
   @property
@@ -118,7 +119,7 @@ def _pngs(names: set[str], prefix: str, folder: str) -> list[str]:
   return sorted(name for name in inside if "/" not in name[len(folder) + 1:] and name.lower().endswith(".png"))
 
 
-def _read_run(run: str, prefix: str, names: set[str], read, where) -> LakeRun:
+def _read_run(run: str, prefix: str, names: set[str], read, where, size: int) -> LakeRun:
   label_name = f"{prefix}{run}/{LABELS}"
   if label_name not in names:
     raise DataError(f"{run} has no {LABELS} ({where(prefix + run)}); {_FIX}.")
@@ -147,13 +148,14 @@ def _read_run(run: str, prefix: str, names: set[str], read, where) -> LakeRun:
   if not items or unlabelled:
     what = f"has no label for {unlabelled[0]}" if unlabelled else "labels no test item"
     raise DataError(f"{where(label_name)} {what}; {_FIX}.")
-  decoded = lambda files: np.stack([decode(read(prefix + name), where(prefix + name)) for name in files])
+  decoded = lambda files: np.stack([decode(read(prefix + name), where(prefix + name), size) for name in files])
   return LakeRun(run, tuple(class_files), tuple(items), decoded(class_files), decoded(items),
                  np.asarray(labels, np.int32))
 
 
-def read_runs(path: str | os.PathLike) -> list[LakeRun]:
-  """Every run of Lake's layout in a folder or zip, decoded; one-line ``DataError`` for anything amiss.
+def read_runs(path: str | os.PathLike, image_size: int = SMALL_IMAGE_SIZE) -> list[LakeRun]:
+  """Every run of Lake's layout in a folder or zip, decoded at ``image_size`` px as Omniglot's training data is;
+  one-line ``DataError`` for anything amiss.
 
   Any number of runs is accepted, but they must be numbered ``run01`` ... ``runNN`` with none
   missing; every label line must name this run's test item and training image, both present,
@@ -172,19 +174,22 @@ def read_runs(path: str | os.PathLike) -> list[LakeRun]:
     if missing:
       raise DataError(f"{where(prefix.rstrip('/')) if prefix else path} has runs up to run{max(numbers):02d} but no "
                       f"run{missing[0]:02d}; {_FIX}.")
-    return [_read_run(run, prefix, set(names), read, where) for run in sorted(runs, key=runs.get)]
+    return [_read_run(run, prefix, set(names), read, where, image_size) for run in sorted(runs, key=runs.get)]
 
 
 # ---- scoring ----------------------------------------------------------------------------------------------------
-def head_predictions(support, queries, *, classifier: str, head: str, rho=heads.RHO_INIT) -> np.ndarray:
-  """The class each query gets under a head, support embedding ``c`` being class ``c`` (argmax of the logits).
+def head_predictions(support, queries, *, classifier: str = "proto", head="softmax", rho=heads.RHO_INIT,
+                     params: dict | None = None) -> np.ndarray:
+  """The class each query gets under a head, support embedding ``c`` being class ``c`` (argmax of the logits);
+  ``head`` is a ``--head`` name (with ``classifier`` and ``rho``) or a head value (with its ``params``).
 
   >>> head_predictions(np.array([[0.0], [1.0]]), np.array([[0.9], [0.2]]), classifier="proto", head="dr").tolist()
   [1, 0]
   """
   way = support.shape[0]
-  logits = heads.episode_logits(jnp.asarray(support), jnp.arange(way), jnp.asarray(queries), way,
-                                classifier=classifier, head=head, rho=rho)
+  head = heads.resolve(head, classifier)
+  params = {"rho": jnp.asarray(rho)} if params is None else params
+  logits = head.logits(params, jnp.asarray(support), jnp.arange(way), jnp.asarray(queries), way)
   return np.asarray(jnp.argmax(logits, axis=-1))
 
 
@@ -210,9 +215,9 @@ def summarise(correct: Sequence[np.ndarray]) -> dict:
 
 
 def check_model(config) -> None:
-  """Refuse a model that does not read 28x28x1 characters (Lake's runs decode to the Omniglot training size)."""
+  """Refuse a model that does not read grayscale characters (Lake's runs decode as Omniglot's training data)."""
   if config.is_image_dataset:
-    raise ConfigError(f"Lake's runs are 28x28 grayscale Omniglot characters; a {config.dataset} run reads "
+    raise ConfigError(f"Lake's runs are grayscale Omniglot characters; a {config.dataset} run reads "
                       f"{config.image_size}px RGB images. Pass an omniglot or strokes run.")
 
 
@@ -223,18 +228,23 @@ def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   interval over runs, and a per-run table (``labels`` and predictions are class indices,
   class ``c`` being the run's ``c``-th ``training/*.png`` in name order).
   """
-  source = None
+  source, config = None, model.config
+  check_model(config)
   if isinstance(runs, (str, os.PathLike)):
-    source, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs)
-  check_model(model.config)
-  config, rho = model.config, model.variables["params"]["rho"]
+    source, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs, config.image_size)
+  sides = {run.support.shape[1] for run in runs}
+  if sides != {config.image_size}:
+    raise ConfigError(f"the runs were read at {', '.join(map(str, sorted(sides)))} px but the model reads "
+                      f"{config.image_size} px; read them with read_runs(path, {config.image_size}).")
+  # The run's own head (its distance, or a head passed from Python) with its trained parameters.
+  head, params = model.learner.head, episodic.head_params(model.variables["params"])
   # One forward pass over every image: BatchNorm in evaluation mode makes the batch irrelevant.
   embedded = np.asarray(model.embed(np.concatenate([images for run in runs for images in (run.support, run.queries)])))
   sizes = [size for run in runs for size in (run.way, len(run.labels))]
   parts = np.split(embedded, np.cumsum(sizes)[:-1])
   table, correct = [], {"head": [], "nn": []}
   for run, support, queries in zip(runs, parts[0::2], parts[1::2]):
-    predicted = {"head": head_predictions(support, queries, classifier=config.classifier, head=config.head, rho=rho),
+    predicted = {"head": head_predictions(support, queries, head=head, params=params),
                  "nn": nearest_neighbour(support, queries)}
     row = {"run": run.name, "way": run.way, "items": len(run.labels), "labels": run.labels.tolist()}
     for rule, prediction in predicted.items():
@@ -244,7 +254,7 @@ def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
                   f"{rule}_predicted": prediction.tolist()})
     table.append(row)
   rules = {"head": {"name": config.model_name, "classifier": config.classifier, "head": config.head,
-                    "theta": float(np.exp(rho)), **summarise(correct["head"])},
+                    "distance": config.distance, "theta": model.theta, **summarise(correct["head"])},
            "nn": {"name": "1-NN (Euclidean)", **summarise(correct["nn"])}}
   return {"source": source, "model": config.model_name, "runs": len(runs), "items": sum(sizes[1::2]), "rules": rules,
           "per_run": table}

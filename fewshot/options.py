@@ -113,6 +113,27 @@ def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
   return seeds, [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
 
 
+def train_from_flags(config_type, train, train_group, format_results, **train_options) -> None:
+  """A trainer's ``main``: one run (``--seed``) or a seed group (``--seeds``) of the parsed flags, results printed."""
+  from absl import flags, logging
+
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  values = flags.FLAGS
+  config = from_flags(config_type)
+  group = seed_group_from_flags(config)
+  if group is None:
+    results = train(config, values.workdir or f"runs/{config.run_name}", resume=values.resume,
+                    placement=values.placement, **train_options)
+    print(format_results(config, results))
+    print(f"run directory: {results['workdir']}")
+    return
+  seeds, workdirs = group
+  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=values.resume,
+                                                                  placement=values.placement)):
+    if results is not None:  # another host's run
+      print(f"seed {seed} [{workdir}]:\n{format_results(config, results)}")
+
+
 def from_flags(config_type, flag_values=None):
   """The configuration the parsed flags describe (validated by the dataclass)."""
   from absl import flags

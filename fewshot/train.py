@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from absl import flags, logging
-
 from fewshot import cli, options
 from fewshot import rundir as rundirs
 from fewshot.config import Config
@@ -30,35 +28,47 @@ def define_flags() -> None:
   options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
 
 
-FLAGS = flags.FLAGS
+def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto", *,
+          head=None, backbone=None) -> dict:
+  """Train, validate and test one configuration; returns the results written to results.json.
 
-
-def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto") -> dict:
-  """Train, validate and test one configuration; returns the results written to results.json."""
-  return _train(config, None, [workdir], resume, progress, placement)[0]
+  ``head`` (a :class:`fewshot.heads.Head` value) and ``backbone`` (a flax module, images ``[n, H, W, C]`` to
+  embeddings ``[n, D]``) replace the configuration's; the run records them as ``custom:<name>``
+  (:func:`fewshot.experiment.with_values`), and ``fewshot.load`` takes them again.
+  """
+  return _train(config, None, [workdir], resume, progress, placement, head, backbone)[0]
 
 
 def train_group(config: Config, seeds: tuple[int, ...], workdirs: list[str], resume: bool = False,
-                progress: bool = True, placement: str = "auto") -> list[dict | None]:
+                progress: bool = True, placement: str = "auto", *, head=None, backbone=None) -> list[dict | None]:
   """Train ``config`` under each of ``seeds`` as one seed group, run ``k`` in ``workdirs[k]``; returns each
-  run's results, in the order of ``seeds`` (None for a run another host holds).
+  run's results, in the order of ``seeds`` (None for a run another host holds). ``head``, ``backbone``: see
+  :func:`train`.
   """
   if len(seeds) != len(workdirs):
     raise ConfigError(f"a group of {len(seeds)} seeds needs as many run directories, got {len(workdirs)}.")
-  return _train(config, tuple(seeds), workdirs, resume, progress, placement)
+  return _train(config, tuple(seeds), workdirs, resume, progress, placement, head, backbone)
 
 
 def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool, progress: bool,
-           placement: str) -> list[dict]:
+           placement: str, head=None, backbone=None) -> list[dict]:
+  _check_values_passed(config, head, backbone)
+  if head is not None or backbone is not None:
+    from fewshot.experiment import with_values  # JAX: only for values passed from Python
+
+    config = with_values(config, head, backbone)
   configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
   import jax  # the training machinery: only once the options and run directories passed
   import numpy as np
 
-  from fewshot import episodic, groups, loop
+  from fewshot import compilation_cache, episodic, groups, loop
   from fewshot.experiment import Experiment
 
-  experiment = Experiment.build(config, placement=placement, seeds=seeds)  # fails on bad data, writes nothing
+  compilation_cache.enable()
+  # Fails on bad data, or a backbone or head returning the wrong shapes, and writes nothing.
+  experiment = Experiment.build(config, placement=placement, seeds=seeds, head=head, backbone=backbone)
+  _explain_missing_diagnostics(experiment.learner)
   indices = (0,) if seeds is None else tuple(experiment.group.local_runs())
   runs = loop.Runs(tuple(dirs[i] for i in indices), experiment.group, indices)
   for i, rundir in zip(indices, runs.dirs):
@@ -72,7 +82,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
   def make_rows(state, outputs):
     val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
     # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
-    fetched = jax.device_get({"diagnosed": outputs[1], "rho": state.params["rho"], "val": val})
+    fetched = jax.device_get({"diagnosed": outputs[1], "rho": state.params.get("rho"), "val": val})
     values = {"metrics": outputs[0], **fetched}
     per_run = [values] if seeds is None else [groups.unstack(values, i) for i in indices]
     return [_row(int(np.asarray(state.step).ravel()[0]), v) for v in per_run]
@@ -108,7 +118,7 @@ def _row(episode: int, v: dict) -> dict:
       "episode": episode,
       "train_loss": float(jnp.mean(v["metrics"]["loss"])),
       "train_accuracy": float(100.0 * jnp.mean(v["metrics"]["accuracy"])),
-      "theta": float(np.exp(v["rho"])),
+      "theta": None if v["rho"] is None else float(np.exp(v["rho"])),  # a head without the DR's rho has no theta
       "val_accuracy": float(v["val"].mean()),
       "val_ci95": stats.mean_confidence_interval(v["val"])[1],
       # Undefined diagnostics (e.g. an update that did not move the embedding) are recorded as null: JSON has no NaN.
@@ -116,9 +126,29 @@ def _row(episode: int, v: dict) -> dict:
   }
 
 
+def _check_values_passed(config: Config, head, backbone) -> None:
+  """A configuration naming a value passed from Python (``--head custom:x``) cannot run without it: refused at once."""
+  from fewshot import choices
+
+  for kind, value in (("head", head), ("backbone", backbone)):
+    if value is None and choices.is_custom(getattr(config, kind)):
+      raise ConfigError(f"--{kind} {getattr(config, kind)} names a {kind} passed as a value from Python; pass it "
+                        f"there (fewshot.train.train(config, workdir, {kind}=...)), or choose a built-in --{kind}.")
+
+
+def _explain_missing_diagnostics(learner) -> None:
+  """One line on stderr when the head has no class distance: the diagnostics built on psi will be null."""
+  import sys
+
+  if learner.psi_head is None:
+    print(f"warning: head {learner.head.name} has no class_distances, so psi_con, psi_div, con_alpha, div_alpha "
+          "and con_div are recorded as null (alpha and norm_ratio need none; --psi_classifier proto measures psi "
+          "with Euclidean prototypes instead).", file=sys.stderr)
+
+
 def format_results(config: Config, results: dict) -> str:
   return (
-      f"{results['model']} {config.dataset} {config.way}-way {config.shot}-shot: test accuracy "
+      f"{results['model']} {config.dataset} {config.test_way}-way {config.shot}-shot: test accuracy "
       f"{results['test_accuracy']:.2f}% ± {results['test_ci95']:.2f}% ({results['test_episodes']} episodes, "
       f"best checkpoint at episode {results['best_episode']})"
   )
@@ -126,19 +156,7 @@ def format_results(config: Config, results: dict) -> str:
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  config = options.from_flags(Config)
-  group = options.seed_group_from_flags(config)
-  if group is None:
-    results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement)
-    print(format_results(config, results))
-    print(f"run directory: {results['workdir']}")
-    return
-  seeds, workdirs = group
-  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=FLAGS.resume,
-                                                                  placement=FLAGS.placement)):
-    if results is not None:  # another host's run
-      print(f"seed {seed}: {format_results(config, results)}  [{workdir}]")
+  options.train_from_flags(Config, train, train_group, format_results)
 
 
 if __name__ == "__main__":

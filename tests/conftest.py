@@ -24,15 +24,18 @@ def private_tfds_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_compilation_cache(tmp_path_factory):
-  """Tests (and their subprocesses) compile the same episode programs again and again: compile once."""
-  import jax
+  """Tests (and their subprocesses) compile the same episode programs again and again: compile once, into a
+  temporary cache (never the user's ~/.cache/fewshot/jax), the package's default cache pointed elsewhere.
+  """
+  from fewshot import compilation_cache
 
   path = str(tmp_path_factory.mktemp("jax_cache"))
+  os.environ[compilation_cache.ENV] = path
+  # Subprocesses that compile outside the package's entry points (the experiments' benchmarks) read JAX's own.
   os.environ["JAX_COMPILATION_CACHE_DIR"] = path
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  yield
+  compilation_cache.enable()
+  yield path
 
 
 @pytest.fixture(scope="session")

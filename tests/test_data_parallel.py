@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+from devices import FOUR_CPU_DEVICES
 
 _SCRIPT = r"""
 import json
@@ -55,7 +56,7 @@ print(json.dumps(out))
 
 
 def test_a_data_parallel_step_and_a_sharded_gallery_equal_one_device():
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  env = {**os.environ, "XLA_FLAGS": FOUR_CPU_DEVICES}
   done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env)
   assert done.returncode == 0, done.stderr[-3000:]
   out = json.loads(done.stdout.strip().splitlines()[-1])

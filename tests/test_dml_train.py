@@ -5,14 +5,17 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from dataset_fixtures import write_cars196
 from fewshot import data
-from fewshot.errors import RunDirError
+from fewshot.errors import ConfigError, RunDirError
 from fewshot.dml.config import DMLConfig
 from fewshot.dml import embedding
+from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
 from fewshot.dml.trainer import Trainer, retrieval
 from fewshot.rundir import RunDir, open_for_training
@@ -164,6 +167,7 @@ def test_bad_input_fails_with_one_line_and_writes_nothing(cars_dir, tmp_path, as
       "folds": (["--folds=3"], ["--folds"]),
       "loss_learning_rate": (["--loss=nsl", "--loss_learning_rate=-1"], ["--loss_learning_rate must be positive"]),
       "placement": (["--placement=gpu"], ["--placement"]),
+      "custom_loss": (["--loss=custom:mine"], ["custom:mine", "from Python"]),
       "too_many_classes": ([f"--data_dir={cars_dir}", "--classes=7"], ["--classes 6"]),
   }
   # Started together: each pays the interpreter's and jax's start-up, the slow part of a refusal.
@@ -183,3 +187,42 @@ def test_workdir_of_another_run_is_refused(cars_dir, assert_one_line_error, four
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)})["another_run"]
   assert_one_line_error(result, "different run", "--seed")
   assert sorted(p.relative_to(other_run) for p in other_run.rglob("*")) == before
+
+
+def _hand_written_nsl(embeddings, labels, proxies):
+  """The registered nsl's formula written out (scale 10): cross-entropy of cosines to normalised proxies."""
+  unit = lambda v: v * jax.lax.rsqrt(jnp.maximum(jnp.sum(v * v, axis=1, keepdims=True), 1e-24))  # noqa: E731
+  logits = 10.0 * (unit(embeddings) @ unit(proxies).T)
+  return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+
+
+def _init_hand_written_nsl(key, num_classes, dim):
+  return {"proxies": jax.random.normal(key, (num_classes, dim)) / jnp.sqrt(dim)}
+
+
+def test_a_user_written_loss_trains_like_the_registered_one(cars_dir, tmp_path):
+  mine = Loss(_hand_written_nsl, _init_hand_written_nsl, per_class=True, name="my_nsl")
+  ours = train(DMLConfig(data_dir=str(cars_dir), loss="nsl", **TINY), str(tmp_path / "nsl"), progress=False)
+  theirs = train(DMLConfig(data_dir=str(cars_dir), **TINY), str(tmp_path / "mine"), progress=False, loss=mine)
+  assert theirs["loss"] == "custom:my_nsl" == RunDir(tmp_path / "mine").read_config()["loss"]
+  rows = [_comparable(RunDir(tmp_path / name).read_metrics()) for name in ("nsl", "mine")]
+  assert len(rows[0]) == len(rows[1]) == 2
+  for row, expected in zip(rows[1], rows[0]):  # the loss's proxies trained alike: the losses agree
+    assert row == pytest.approx(expected, rel=1e-4, abs=1e-6)
+  assert theirs["separated"][0]["test"] == pytest.approx(ours["separated"][0]["test"], rel=1e-4, abs=1e-6)
+
+  saved = DMLConfig.from_dict(RunDir(tmp_path / "mine").read_config())  # the record, without the function
+  for config in (saved, DMLConfig(data_dir=str(cars_dir), **TINY)):
+    with pytest.raises(ConfigError, match="trained with the user-written loss custom:my_nsl; .*loss=") as refused:
+      train(config, str(tmp_path / "mine"), resume=True, progress=False)
+    assert "\n" not in str(refused.value)
+  with pytest.raises(ConfigError, match="custom:my_nsl is a user-written loss"):
+    train(saved, str(tmp_path / "another"), progress=False)
+
+
+def test_a_loss_that_returns_no_scalar_is_refused_before_training(cars_dir, tmp_path):
+  per_example = Loss(lambda embeddings, labels: jnp.sum(embeddings, axis=1), name="per_example")
+  with pytest.raises(ConfigError, match=r"the loss custom:per_example returned shape \(4,\)") as refused:
+    train(DMLConfig(data_dir=str(cars_dir), **TINY), str(tmp_path / "run"), progress=False, loss=per_example)
+  assert "\n" not in str(refused.value)
+  assert not (tmp_path / "run" / "config.json").exists() and not (tmp_path / "run" / "checkpoints").exists()

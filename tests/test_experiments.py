@@ -1,11 +1,13 @@
 """The paper-reproduction scripts end to end in smoke mode on fixtures: their tables, and resuming a finished grid."""
 
+import json
 import re
 
 import pytest
 
 import dataset_fixtures as fixtures
-from experiments import reality_check, reproduce_dr
+import omniglot_fixtures
+from experiments import omniglot_oneshot, reality_check, reproduce_dr
 from fewshot import stats
 from fewshot.errors import RunDirError
 from fewshot.rundir import RunDir
@@ -159,3 +161,28 @@ def test_reproduce_dr_smoke_with_seed_groups(tmp_path, capsys):
   capsys.readouterr()
   reproduce_dr.main(argv)  # a finished grid of groups is read back, not retrained
   assert capsys.readouterr().out.count("done, skipped") == 2
+
+
+@pytest.mark.slow  # one seed group trained by python -m fewshot.train in a subprocess: ~30 s on a 2-core CPU
+def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsys):
+  chars = omniglot_fixtures.characters({"Alpha": 12, "Beta": 12, "Held": 20})
+  data_dir = omniglot_fixtures.write_background_zip(chars, tmp_path / "omniglot")
+  out = tmp_path / "oneshot"
+  argv = ["--data_dir", str(data_dir), "--out", str(out), "--options", "distort", "--seeds", "0-1", "--held_out",
+          "Held", "--runs_per_alphabet", "2", "--smoke"]
+  summary = omniglot_oneshot.main(argv)
+  assert "--distort" in capsys.readouterr().out and "--resume" not in summary
+  assert sorted(p.name for p in (out / "heldout_runs").iterdir()) == ["run01", "run02"]
+  assert sorted(p.name for p in (out / "train_characters").iterdir()) == ["Alpha", "Beta"]
+  scores = [json.loads((out / "distort" / f"omniglot_conv4_ProtoNet_S_5w1s_seed{s}" / "lake_runs.json").read_text())
+            for s in (0, 1)]
+  accuracies = [score["rules"]["head"]["accuracy"] for score in scores]
+  assert all(score["items"] == 40 for score in scores)
+  mean, half = stats.t_interval(accuracies)
+  row = f"| distort | 2 | {accuracies[0]:.2f}, {accuracies[1]:.2f} | {mean:.2f} ± {half:.2f} |"
+  assert row in summary
+  results = sorted(out.glob("distort/*/results.json"))
+  before = [p.stat().st_mtime_ns for p in results]
+  assert f"{row} read back |" in omniglot_oneshot.main(argv)  # a finished group is read back, not retrained
+  assert "distort: done, skipped" in capsys.readouterr().out
+  assert [p.stat().st_mtime_ns for p in results] == before

@@ -18,6 +18,7 @@ from fewshot.rundir import RunDir
 from fewshot.sources import HostSource
 from fewshot.train import train, train_group
 from fewshot.train_state import run_keys
+from devices import FOUR_CPU_DEVICES
 
 TINY = dict(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, episodes=4, eval_every=2,
             val_episodes=3, test_episodes=4)
@@ -132,7 +133,7 @@ train_group(config, (0, 1, 2), dirs, progress=False)
 
 def test_a_group_sharded_over_four_devices_trains_as_on_one(tmp_path):
   """Three runs on 4 forced CPU devices (one padding run) against the same group on one device."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  env = {**os.environ, "XLA_FLAGS": FOUR_CPU_DEVICES}
   for name, environment in (("four", env), ("one", os.environ)):
     done = subprocess.run([sys.executable, "-c", _GROUP_SCRIPT, json.dumps(TINY), str(tmp_path / name)],
                           capture_output=True, text=True, env=environment)

@@ -13,5 +13,6 @@ def test_ruff_finds_no_style_violations():
   ruff = shutil.which("ruff")
   if ruff is None:
     pytest.skip("ruff is not installed (pip install -e '.[dev]' installs it)")
-  result = subprocess.run([ruff, "check", "fewshot", "tests", "experiments"], cwd=REPO, capture_output=True, text=True)
+  folders = ["fewshot", "tests", "experiments", "examples"]
+  result = subprocess.run([ruff, "check", *folders], cwd=REPO, capture_output=True, text=True)
   assert result.returncode == 0, result.stdout[-3000:]

@@ -75,7 +75,7 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
   key = jax.random.key(3)
   drawn = sample_episode(key, built[False].sources["train"], learner.shape)
   train_episode = episodic.augment_training(learner, key, drawn)
-  eval_episode = episodic._transform(learner, drawn, learner.augmentation.eval)
+  eval_episode = episodic._transform(drawn, learner.augmentation.eval, learner.augmentation.enabled)
   assert train_episode.support_images.shape == (2, 28, 28, 3)
   np.testing.assert_array_equal(train_episode.query_images, eval_episode.query_images)
   augmented = episodic.augment_training(built[True].learner, key, drawn)
@@ -147,7 +147,8 @@ def test_dml_protocol_validates_on_held_out_training_classes():
     [
         (["--dataset=cub", "--image_size=0"], "--image_size must be at least 8"),
         (["--dataset=mini_imagenet", "--protocol=dml"], "--protocol dml is not defined for mini_imagenet"),
-        (["--dataset=omniglot", "--augment", "--image_size=32"], "omniglot images are 28x28"),
+        (["--dataset=strokes", "--augment", "--image_size=32"], "strokes images are 28x28"),
+        (["--dataset=omniglot", "--image_size=20"], "--image_size of omniglot must be an integer of at least 28"),
     ],
 )
 def test_bad_image_options_exit_2_and_write_nothing(tmp_path, flags, fragment, assert_one_line_error):

@@ -15,11 +15,11 @@ def default_tfds_dir(tfds_dir: str | None = None) -> str:
   return tfds_io.default_tfds_dir(tfds_dir)
 
 
-def _builder(dataset: str, data_dir: str | None, tfds_dir: str | None):
-  """The tfds builder of strokes or omniglot, prepared if it was not yet."""
+def _builder(dataset: str, data_dir: str | None, tfds_dir: str | None, size: int):
+  """The tfds builder of strokes or omniglot (at ``size`` px), prepared if it was not yet."""
   tfds_dir = default_tfds_dir(tfds_dir)
   if dataset == "omniglot":
-    return omniglot.builder(data_dir, tfds_dir)
+    return omniglot.builder(data_dir, tfds_dir, size)
   b = strokes.Strokes(config=strokes.config(), data_dir=tfds_dir)
   tfds_io.prepare(b)
   return b
@@ -34,7 +34,7 @@ def _read(resolved: options.DataOptions, data_dir: str | None, tfds_dir: str | N
     ids = class_splits.class_splits(resolved.dataset, prepared.class_subsets, protocol=resolved.protocol,
                                     class_order=resolved.class_order, seed=seed)
     return {split: prepared.read(ids[split]) for split in wanted}
-  b = _builder(resolved.dataset, data_dir, tfds_dir)
+  b = _builder(resolved.dataset, data_dir, tfds_dir, resolved.image_size)
   if resolved.protocol in (None, "default"):
     return {split: tfds_io.read_split(b, split) for split in wanted}
   # Another Omniglot protocol: the stored default split's characters, pooled and split again.
@@ -58,12 +58,13 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
       without one is every fourth training class, held out (``holdout.every_fourth_class``).
     image_size: image datasets: the model's input side (default 84); images are
       stored at int(1.15 * image_size) (96 for 84, 257 for 224), each size
-      prepared once. strokes and omniglot are 28x28 and take only None or 28.
+      prepared once. strokes is 28x28 and takes only None or 28; omniglot is
+      28x28 by default and takes any size from 28 up (each prepared once).
     protocol: image datasets: 'fewshot' (train/val/test; default for cub and
       mini_imagenet) or 'dml' (train/test: first and second half of the classes;
       default for cars196 and sop); see class_splits. omniglot: 'default' (the
-      stored 60/20/20), 'vinyals' or 'background_evaluation' (train/test); see
-      omniglot.protocol_splits.
+      stored 60/20/20), 'vinyals', 'background_evaluation' (train/test) or
+      'all_characters'; see omniglot.protocol_splits.
     class_order: 'default' or 'random' (the class order permuted by ``seed`` before
       the split is taken).
     seed: the class order's seed; omniglot's 'vinyals' order.

@@ -2,9 +2,9 @@
 
 Images are 105x105 1-bit PNGs stored as `<anything>/<alphabet>/<character>/NNNN_MM.png`.
 They are inverted to ink 255 on background 0 (the polarity of `strokes`) and
-box-filtered down to 28x28: BOX averages each output pixel's exact footprint,
-which anti-aliases a binary image without the ringing (and non-zero background
-halo) that LANCZOS adds.
+box-filtered down to 28x28 (or the run's larger ``--image_size``, prepared once per
+size): BOX averages each output pixel's exact footprint, which anti-aliases a binary
+image without the ringing (and non-zero background halo) that LANCZOS adds.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 # Class-split protocols (`protocol_splits`, named in `options.PROTOCOLS`): the stored 60/20/20
 # split; Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train +
 # 172 val, and 423 test, of 1,623) in a seeded random order, as Vinyals drew them; Lake et al.'s
-# alphabets: the 30 background alphabets train, the 20 evaluation alphabets test.
+# alphabets: the 30 background alphabets train, the 20 evaluation alphabets test; or every
+# background character found, every fourth (in name order) held out for validation as under
+# `background_evaluation`, tested on the evaluation alphabets when they were found and else on
+# the validation quarter (background-only data has nothing else held out).
 VINYALS_SIZES = (1028, 172, 423)
 EVALUATION_ALPHABETS = frozenset({
     "Angelic", "Atemayar_Qelisayer", "Atlantean", "Aurek-Besh", "Avesta", "Ge_ez", "Glagolitic", "Gurmukhi",
@@ -116,8 +119,10 @@ def scan(data_dir: str | None) -> Source:
   return Source(str(root), {k: tuple(v) for k, v in classes.items()}, digest)
 
 
-def decode(data: bytes, where: str) -> np.ndarray:
-  """One PNG's bytes as the stored 28x28x1 uint8 image (ink 255 on 0); ``where`` names it in the DataError."""
+def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:
+  """One PNG's bytes as the stored ``size`` x ``size`` x 1 uint8 image (ink 255 on 0); ``where`` names it in the
+  DataError.
+  """
   try:
     with Image.open(io.BytesIO(data)) as im:
       im.load()
@@ -125,10 +130,10 @@ def decode(data: bytes, where: str) -> np.ndarray:
       ink = Image.fromarray(255 - np.asarray(im.convert("L"), np.uint8))
   except Exception as e:  # PIL raises many types on corrupt files
     raise DataError(f"Cannot decode image {where} ({one_line(e)}); replace or delete it (re-extract the archive).") from None
-  return np.asarray(ink.resize(_SIZE[::-1], Image.Resampling.BOX), np.uint8)[..., None]
+  return np.asarray(ink.resize((size, size), Image.Resampling.BOX), np.uint8)[..., None]
 
 
-def decode_all(source: Source) -> dict[str, np.ndarray]:
+def decode_all(source: Source, size: int = _SIZE[0]) -> dict[str, np.ndarray]:
   """Decodes every image; raises DataError naming the first unreadable file."""
   zips: dict[str, zipfile.ZipFile] = {}
   out = {}
@@ -147,7 +152,7 @@ def decode_all(source: Source) -> dict[str, np.ndarray]:
           except (zipfile.BadZipFile, OSError) as e:
             raise DataError(f"Cannot read {ref.member} from {ref.archive} ({one_line(e)}); re-download the archive.") from None
           where = f"{ref.archive}:{ref.member}"
-        images.append(decode(data, where))
+        images.append(decode(data, where, size))
       out[cls] = np.stack(images)
   finally:
     for zf in zips.values():
@@ -170,15 +175,21 @@ def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dic
 
   'vinyals' cuts a permutation of the sorted names (seeded by `seed`) in Vinyals's
   proportions, which are exactly 1,028 / 172 / 423 on the full 1,623 characters;
-  'background_evaluation' splits by alphabet. 'default' is `class_split`.
+  'background_evaluation' splits by alphabet; 'all_characters' trains on every background
+  character but every fourth, which validates (and tests, unless evaluation alphabets were
+  found). 'default' is `class_split`.
   """
   options.resolve("omniglot", protocol=protocol)  # refuses an unknown protocol
   names = sorted(class_names)
   if protocol == "default":
     return class_split(names)
+  test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
+  background = [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS]
   if protocol == "background_evaluation":
-    test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
-    chosen = {"train": [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS], "test": test}
+    chosen = {"train": background, "test": test}
+  elif protocol == "all_characters":
+    val = background[3::4]  # holdout.every_fourth_class's rule, on the names in order
+    chosen = {"train": [n for i, n in enumerate(background) if i % 4 != 3], "val": val, "test": test or val}
   else:
     perm = np.random.default_rng(seed).permutation(len(names))
     bounds = np.round(np.cumsum(VINYALS_SIZES)[:-1] / sum(VINYALS_SIZES) * len(names)).astype(int)
@@ -218,18 +229,21 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   # Bump when decoding, resizing or the class split changes.
   VERSION = tfds.core.Version("1.0.0")
 
-  def __init__(self, *, source: Source, **kwargs):
-    self._source = source
+  def __init__(self, *, source: Source, size: int = _SIZE[0], **kwargs):
+    self._source, self._size = source, size
     self.decoded: dict[str, np.ndarray] | None = None
-    super().__init__(config=tfds.core.BuilderConfig(name=f"src_{source.fingerprint}"), **kwargs)
+    # The 28 px data keeps the name it was prepared under before other sizes existed.
+    name = f"src_{source.fingerprint}" if size == _SIZE[0] else f"src_{source.fingerprint}_{size}px"
+    super().__init__(config=tfds.core.BuilderConfig(name=name), **kwargs)
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return tfds_io.dataset_info(self, self._source.class_names, f"Omniglot characters from {self._source.data_dir} (fewshot).")
+    return tfds_io.dataset_info(self, self._source.class_names, f"Omniglot characters from {self._source.data_dir} "
+                                f"(fewshot).", image_shape=(self._size, self._size, 1))
 
   def _split_generators(self, dl_manager):
     del dl_manager
     if self.decoded is None:
-      self.decoded = decode_all(self._source)
+      self.decoded = decode_all(self._source, self._size)
     return {split: self._generate_examples(names) for split, names in class_split(self._source.class_names).items()}
 
   def _generate_examples(self, names):
@@ -238,15 +252,15 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         yield f"{cls}/{i:03d}", {"image": image, "label": cls}
 
 
-def builder(data_dir: str | None, tfds_dir: str) -> Omniglot:
-  """The prepared omniglot builder for `data_dir`; decodes and prepares only on first use.
+def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0]) -> Omniglot:
+  """The prepared omniglot builder for `data_dir` at `size` px; decodes and prepares only on first use.
 
   Every image is decoded before tfds writes anything, so a corrupt file raises
   DataError and leaves the tfds dir untouched.
   """
-  b = Omniglot(source=scan(data_dir), data_dir=tfds_dir)
+  b = Omniglot(source=scan(data_dir), size=size, data_dir=tfds_dir)
   if not b.is_prepared():
-    b.decoded = decode_all(b._source)
+    b.decoded = decode_all(b._source, size)
     tfds_io.prepare(b)
     b.decoded = None
   return b

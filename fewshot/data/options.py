@@ -20,16 +20,20 @@ BBOX_DATASETS = ("cub", "cars196")
 CLASS_ORDERS = ("default", "random")
 
 # Class-split protocols, per dataset, with the splits each defines. Omniglot: the stored
-# 60/20/20 split, Vinyals et al.'s sizes in a seeded order, or Lake et al.'s background /
-# evaluation alphabets; the image datasets: few-shot train/val/test or the DML halves
+# 60/20/20 split, Vinyals et al.'s sizes in a seeded order, Lake et al.'s background /
+# evaluation alphabets, or every background character found (a quarter held out for
+# validation); the image datasets: few-shot train/val/test or the DML halves
 # (fewshot.data.class_splits).
-PROTOCOLS = {"omniglot": ("default", "vinyals", "background_evaluation"), "cub": ("fewshot", "dml"),
+PROTOCOLS = {"omniglot": ("default", "vinyals", "background_evaluation", "all_characters"), "cub": ("fewshot", "dml"),
              "mini_imagenet": ("fewshot",), "cars196": ("dml",), "sop": ("dml",)}
 DEFAULT_PROTOCOL = {dataset: protocols[0] for dataset, protocols in PROTOCOLS.items()}
 PROTOCOL_SPLITS = {"default": SPLITS, "vinyals": SPLITS, "background_evaluation": ("train", "test"),
-                   "fewshot": SPLITS, "dml": ("train", "test")}
+                   "all_characters": SPLITS, "fewshot": SPLITS, "dml": ("train", "test")}
 
-SMALL_IMAGE_SIZE = 28  # strokes and omniglot are stored and used at 28x28
+SMALL_IMAGE_SIZE = 28  # strokes and omniglot are stored and used at 28x28 by default
+# Omniglot's 105x105 originals can also be box-filtered to a larger side (strokes is drawn at 28 only); below 28
+# Conv4's four 2x2 pools would leave less than one pixel.
+RESIZABLE_SMALL_DATASETS = ("omniglot",)
 # Images in every class, where a dataset fixes it (Omniglot: 20 drawers per character; strokes draws 20; mini-ImageNet
 # 600): what default episode sizes are chosen from before any data is read. The loaded split is still checked.
 IMAGES_PER_CLASS = {"strokes": 20, "omniglot": 20, "mini_imagenet": 600}
@@ -102,9 +106,13 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
     if rotations:
       raise ConfigError(f"--rotations turns omniglot characters into new classes; {dataset} has none.")
     return DataOptions(dataset, size, protocol, class_order, bbox_crop, rotations)
-  if image_size not in (None, SMALL_IMAGE_SIZE):
+  size = SMALL_IMAGE_SIZE if image_size is None else image_size
+  if dataset in RESIZABLE_SMALL_DATASETS and image_size is not None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < SMALL_IMAGE_SIZE:
+      raise ConfigError(f"--image_size of {dataset} must be an integer of at least {SMALL_IMAGE_SIZE}, got {size!r}.")
+  elif image_size not in (None, SMALL_IMAGE_SIZE):
     raise ConfigError(f"{dataset} images are {SMALL_IMAGE_SIZE}x{SMALL_IMAGE_SIZE}; --image_size {image_size} applies "
-                      f"to {', '.join(IMAGE_DATASETS)} (use {SMALL_IMAGE_SIZE} or leave it out).")
+                      f"to omniglot and {', '.join(IMAGE_DATASETS)} (use {SMALL_IMAGE_SIZE} or leave it out).")
   fixed = {"class_order": (class_order, "default"), "bbox_crop": (bbox_crop, False)}
   if dataset == "omniglot":
     protocol = DEFAULT_PROTOCOL[dataset] if protocol is None else protocol
@@ -118,4 +126,4 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
       also = " and omniglot." if name in ("protocol", "rotations") else "."
       raise ConfigError(f"{dataset} has fixed class splits and no boxes; --{name} applies to "
                         f"{', '.join(IMAGE_DATASETS)}{also}")
-  return DataOptions(dataset, SMALL_IMAGE_SIZE, protocol, class_order, bbox_crop, rotations)
+  return DataOptions(dataset, size, protocol, class_order, bbox_crop, rotations)

@@ -31,7 +31,8 @@ class DMLConfig(RunOptions):
                                 "--resume may name a new one")
   backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES)
   embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True)
-  loss: str = option("triplet", "the loss", choices=choices.LOSSES)
+  loss: str = option("triplet", f"the loss, one of {', '.join(choices.LOSSES)} (a run of a user-written loss, "
+                     f"trained from Python, records {choices.CUSTOM_PREFIX}<its name>)")
   miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS))
   classes: int | None = option(None, "classes per batch (default 8 for embedding losses, 32 for classification "
                                "losses)", positive=True)
@@ -52,7 +53,10 @@ class DMLConfig(RunOptions):
 
   def __post_init__(self):
     self.check_fields()
-    if self.miner != "none" and self.loss not in choices.TRIPLET_LOSSES:
+    if self.loss not in choices.LOSSES and not self.custom_loss:
+      raise ConfigError(f"unknown --loss {self.loss!r}; choose one of {', '.join(choices.LOSSES)}.")
+    # A user's loss says itself whether it takes triplets: fewshot.dml.embedding.MetricLearner checks it.
+    if self.miner != "none" and self.loss not in choices.TRIPLET_LOSSES and not self.custom_loss:
       takes = ", ".join(choices.TRIPLET_LOSSES)
       raise ConfigError(f"the {self.loss} loss does not take mined triplets; use --miner none, or a miner only with "
                         f"--loss {takes}.")
@@ -73,8 +77,13 @@ class DMLConfig(RunOptions):
         object.__setattr__(self, name, os.path.abspath(os.path.expanduser(getattr(self, name))))
 
   @property
+  def custom_loss(self) -> bool:
+    """Whether the loss is a user-written one (trained from Python, which passes its function again)."""
+    return self.loss.startswith(choices.CUSTOM_PREFIX) and len(self.loss) > len(choices.CUSTOM_PREFIX)
+
+  @property
   def run_name(self) -> str:
-    return f"dml_{self.dataset}_{self.backbone}_{self.loss}_seed{self.seed}"
+    return f"dml_{self.dataset}_{self.backbone}_{self.loss.replace(':', '-')}_seed{self.seed}"
 
   @property
   def protocol(self) -> str | None:

@@ -22,7 +22,8 @@ import optax
 
 from fewshot import distances, sources
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
-from fewshot.dml.losses import LOSSES, check_loss_name
+from fewshot.dml.losses import LOSSES, Loss, get_loss
+from fewshot.errors import ConfigError
 from fewshot.dml.miners import MINERS
 from fewshot.dml.samplers import Batch, BatchShape, batch_from_images
 from fewshot.train_state import TrainState, adam
@@ -42,11 +43,13 @@ class Embedder(nn.Module):
 
 @dataclasses.dataclass(frozen=True)
 class MetricLearner:
-  """An embedder trained with one loss of :data:`fewshot.dml.losses.LOSSES`: configuration only (hashable)."""
+  """An embedder trained with one loss (a name of :data:`fewshot.dml.losses.LOSSES`, or any
+  :class:`~fewshot.dml.losses.Loss`, which it holds): configuration only (hashable).
+  """
 
   model: nn.Module
   batch: BatchShape
-  loss: str = "triplet"
+  loss: str | Loss = "triplet"
   miner: str | None = None
   num_classes: int | None = None  # the training split's classes, for losses with a proxy per class
   loss_options: tuple[tuple[str, object], ...] = ()  # keyword arguments of the loss, as (name, value) pairs
@@ -58,15 +61,15 @@ class MetricLearner:
   batch_sharding: jax.sharding.Sharding | None = None
 
   def __post_init__(self):
-    check_loss_name(self.loss)
-    spec = LOSSES[self.loss]
+    spec = get_loss(self.loss)
+    object.__setattr__(self, "loss", spec)
     if self.miner is not None and self.miner not in MINERS:
       raise ValueError(f"Unknown miner {self.miner!r}; choose one of {', '.join(MINERS)} or none.")
     if self.miner is not None and not spec.takes_triplets:
       takes = ", ".join(name for name, s in LOSSES.items() if s.takes_triplets)
-      raise ValueError(f"the {self.loss} loss does not take mined triplets; use a miner only with {takes}.")
+      raise ConfigError(f"the {spec.label} loss does not take mined triplets; use a miner only with {takes}.")
     if spec.per_class and self.num_classes is None:
-      raise ValueError(f"the {self.loss} loss learns one proxy per class: pass num_classes (the training split's "
+      raise ValueError(f"the {spec.label} loss learns one proxy per class: pass num_classes (the training split's "
                        "classes).")
     object.__setattr__(self, "loss_options", tuple(dict(self.loss_options).items()))
 
@@ -78,7 +81,7 @@ def init_state(learner: MetricLearner, key: jax.Array, image_shape: tuple[int, .
   zeros = learner.augmentation.eval(jnp.zeros((2, *image_shape), jnp.uint8))
   variables = learner.model.init(model_key, zeros, train=False)
   dim = learner.model.apply(variables, zeros[:1], train=False).shape[-1]
-  spec = LOSSES[learner.loss]
+  spec = learner.loss
   loss_params = {} if spec.init is None else spec.init(loss_key, learner.num_classes, dim)
   return TrainState.create({"model": variables["params"], "loss": loss_params}, variables.get("batch_stats", {}),
                            learner.optimizer)
@@ -102,8 +105,24 @@ def _loss(learner: MetricLearner, params, batch_stats, batch: Batch):
   options = dict(learner.loss_options)
   if learner.miner is not None:
     options["triplets"] = MINERS[learner.miner](embeddings, batch.labels)
-  loss = LOSSES[learner.loss].fn(embeddings, batch.labels, **params["loss"], **options)
+  loss = learner.loss.fn(embeddings, batch.labels, **params["loss"], **options)
+  if jnp.shape(loss) != ():  # seen as the step is traced, before it compiles or runs
+    raise ConfigError(f"the loss {learner.loss.label} returned shape {tuple(jnp.shape(loss))} for a batch of "
+                      f"{len(batch.labels)}; a loss must return a scalar (e.g. the mean over the batch).")
   return loss, updates.get("batch_stats", {})
+
+
+def check_loss(learner: MetricLearner, image_shape: tuple[int, ...]) -> None:
+  """Trace one step's loss on a batch of zeros (shapes only: nothing compiles or runs), so a loss that does not
+  return a scalar is a one-line ``ConfigError`` before a run writes or trains anything.
+  """
+  def first_loss(key):
+    state = init_state(learner, key, image_shape)
+    images = learner.augmentation.eval(jnp.zeros((learner.batch.size, *image_shape), jnp.uint8))
+    labels = jnp.repeat(jnp.arange(learner.batch.classes, dtype=jnp.int32), learner.batch.per_class)
+    return _loss(learner, state.params, state.batch_stats, Batch(images=images, labels=labels))
+
+  jax.eval_shape(first_loss, jax.random.key(0))
 
 
 def train_step(learner: MetricLearner, state: TrainState, batch: Batch):

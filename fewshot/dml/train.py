@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from absl import flags, logging
+from absl import flags
 
 from fewshot import cli, options
 from fewshot import rundir as rundirs
+from fewshot.choices import CUSTOM_PREFIX
 from fewshot.dml.config import DMLConfig
+from fewshot.errors import ConfigError
 
 
 def define_flags() -> None:
@@ -47,26 +49,49 @@ FLAGS = flags.FLAGS
 
 
 def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool = True,
-          placement: str = "auto", data_parallel: bool | None = None) -> dict:
+          placement: str = "auto", data_parallel: bool | None = None, loss=None) -> dict:
   """Train, validate and test one configuration; returns the results written to results.json.
 
-  ``data_parallel`` shards each batch over the devices (default: when there are several).
+  ``data_parallel`` shards each batch over the devices (default: when there are several). ``loss``, a
+  :class:`fewshot.dml.losses.Loss` (a user's own), replaces ``config.loss``, which records it as
+  ``custom:<name>``; resuming such a run takes the same ``loss`` again.
   """
+  config = _with_loss(config, loss, [workdir], resume)
   rundir = rundirs.open_for_training(workdir, config, resume)
+  from fewshot import compilation_cache
   from fewshot.dml.trainer import Trainer  # JAX and the data loaders: only once the options and directory passed
 
-  # Trainer fails on bad data before anything is written.
-  return Trainer(config, progress, placement, data_parallel=data_parallel).run([rundir])[0]
+  compilation_cache.enable()
+  # Trainer fails on bad data (and a loss that does not return a scalar) before anything is written.
+  return Trainer(config, progress, placement, data_parallel=data_parallel, loss=loss).run([rundir])[0]
 
 
 def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], resume: bool = False,
-                progress: bool = True, placement: str = "auto") -> list[dict | None]:
+                progress: bool = True, placement: str = "auto", loss=None) -> list[dict | None]:
   """Train ``config`` under each of ``seeds`` as one seed group, run ``k`` in ``workdirs[k]``; each run's results."""
+  config = _with_loss(config, loss, workdirs, resume)
   configs = [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
+  from fewshot import compilation_cache
   from fewshot.dml.trainer import Trainer
 
-  return Trainer(config, progress, placement, tuple(seeds)).run(dirs)
+  compilation_cache.enable()
+  return Trainer(config, progress, placement, tuple(seeds), loss=loss).run(dirs)
+
+
+def _with_loss(config: DMLConfig, loss, workdirs: list[str], resume: bool) -> DMLConfig:
+  """``config`` recording ``loss``; a user-written loss's run without its function is a one-line ConfigError."""
+  if loss is not None:
+    return dataclasses.replace(config, loss=loss.label)
+  for saved in (rundirs.RunDir(workdir) for workdir in workdirs):
+    recorded = str(saved.read_config().get("loss", "")) if resume and saved.holds_run() else ""
+    if recorded.startswith(CUSTOM_PREFIX):
+      raise ConfigError(f"{saved.path} was trained with the user-written loss {recorded}; resume it from Python "
+                        "with fewshot.dml.train.train(config, workdir, resume=True, loss=<that Loss>).")
+  if config.custom_loss:
+    raise ConfigError(f"--loss {config.loss} is a user-written loss, which trains from Python only: pass it, "
+                      "fewshot.dml.train.train(config, workdir, loss=<the Loss>).")
+  return config
 
 
 def format_results(config: DMLConfig, results: dict) -> str:
@@ -86,20 +111,7 @@ def format_results(config: DMLConfig, results: dict) -> str:
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  config = options.from_flags(DMLConfig)
-  group = options.seed_group_from_flags(config)
-  if group is None:
-    results = train(config, FLAGS.workdir or f"runs/{config.run_name}", resume=FLAGS.resume, placement=FLAGS.placement,
-                    data_parallel=FLAGS.data_parallel)
-    print(format_results(config, results))
-    print(f"run directory: {results['workdir']}")
-    return
-  seeds, workdirs = group
-  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=FLAGS.resume,
-                                                                  placement=FLAGS.placement)):
-    if results is not None:  # another host's run
-      print(f"seed {seed} [{workdir}]:\n{format_results(config, results)}")
+  options.train_from_flags(DMLConfig, train, train_group, format_results, data_parallel=FLAGS.data_parallel)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from fewshot.data import Split, holdout
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
+from fewshot.dml.losses import Loss, get_loss
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
 from fewshot.errors import ConfigError
@@ -81,11 +82,14 @@ class Trainer:
 
   ``placement`` (see :func:`fewshot.sources.place`) says where training images live;
   validation and test splits are embedded from host memory in chunks either way. With
-  ``seeds``, every fold trains the group's runs as one vmapped program (:mod:`fewshot.groups`).
+  ``seeds``, every fold trains the group's runs as one vmapped program (:mod:`fewshot.groups`). ``loss`` is
+  a user's :class:`~fewshot.dml.losses.Loss`, which ``config.loss`` records as ``custom:<name>``.
   """
 
   def __init__(self, config: DMLConfig, progress: bool = True, placement: str = "auto",
-               seeds: tuple[int, ...] | None = None, data_parallel: bool | None = None):
+               seeds: tuple[int, ...] | None = None, data_parallel: bool | None = None, loss: Loss | None = None):
+    self.loss = get_loss(config.loss if loss is None else loss)
+    config = config if loss is None else dataclasses.replace(config, loss=self.loss.label)  # what the run records
     self.config, self.progress, self.placement = config, progress, placement
     self.folds, self.test = load_data(config)
     self.image_shape = self.test.image_shape
@@ -101,7 +105,7 @@ class Trainer:
     c = self.config
     model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
     sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
-    return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=c.loss,
+    return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=self.loss,
                          miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
                          optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
                          augmentation=self.augmentation, batch_sharding=sharding)
@@ -172,6 +176,8 @@ class Trainer:
   def run(self, rundirs: list[RunDir]) -> list[dict | None]:
     """Train every fold of every run, test, write results; each run's results (None for another host's)."""
     c = self.config
+    if c.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
+      embedding.check_loss(self.learner(self.folds[0][0].num_classes), self.image_shape)
     configs = [dataclasses.replace(c, seed=s) for s in self.seeds]
     for i in self.indices:
       rundirs[i].record_config({**configs[i].to_dict(), "image_shape": list(self.image_shape)})
@@ -179,21 +185,22 @@ class Trainer:
     embeddings = [self.best_test_embeddings(rundirs, fold) for fold in range(len(self.folds))]
     results = [None] * len(rundirs)
     for k, i in enumerate(self.indices):
-      results[i] = self._results([b[k] for b in bests], [e[k] for e in embeddings], rundirs[i])
+      results[i] = write_results(c, self.test, [b[k] for b in bests], [e[k] for e in embeddings], rundirs[i])
     return results
 
-  def _results(self, bests: list[dict], embeddings: list[np.ndarray], rundir: RunDir) -> dict:
-    c = self.config
-    separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
-                  "dim": int(e.shape[1]), "test": retrieval(e, self.test.labels)}
-                 for k, (best, e) in enumerate(zip(bests, embeddings))]
-    results = {"dataset": c.dataset, "loss": c.loss, "miner": c.miner, "folds": c.folds,
-               "test_classes": self.test.num_classes, "test_images": len(self.test.labels), "separated": separated,
-               "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
-    if c.folds > 1:
-      # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
-      concatenated = distances.l2_normalize(np.concatenate(embeddings, axis=1))
-      results["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, self.test.labels)}
-    results["workdir"] = str(rundir.path)
-    rundir.write_results(results)
-    return results
+
+def write_results(c: DMLConfig, test: Split, bests: list[dict], embeddings: list[np.ndarray], rundir: RunDir) -> dict:
+  """One run's results.json from each fold model's best validation row and test embeddings."""
+  separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
+                "dim": int(e.shape[1]), "test": retrieval(e, test.labels)}
+               for k, (best, e) in enumerate(zip(bests, embeddings))]
+  results = {"dataset": c.dataset, "loss": c.loss, "miner": c.miner, "folds": c.folds,
+             "test_classes": test.num_classes, "test_images": len(test.labels), "separated": separated,
+             "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
+  if c.folds > 1:
+    # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
+    concatenated = distances.l2_normalize(np.concatenate(embeddings, axis=1))
+    results["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, test.labels)}
+  results["workdir"] = str(rundir.path)
+  rundir.write_results(results)
+  return results

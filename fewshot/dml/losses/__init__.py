@@ -2,14 +2,19 @@
 
 Each loss lives in the module of its family; :data:`LOSSES` names them for training
 loops and command lines, with how to initialise the loss's own learnable parameters
-(proxies, scales, thresholds) and whether it accepts mined triplets.
+(proxies, scales, thresholds) and whether it accepts mined triplets. A user-written
+loss is a :class:`Loss` value too and trains the same way (``fewshot.dml.train.train(...,
+loss=)``); its run records it as ``custom:<name>``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable
 
+from fewshot.choices import CUSTOM_PREFIX
+from fewshot.errors import ConfigError
 from fewshot.dml.losses import margin_losses, pair_losses, proxy_losses, tuple_losses
 from fewshot.dml.losses.margin_losses import arcface_loss, cosface_loss, sphereface_loss
 from fewshot.dml.losses.pair_losses import (
@@ -26,6 +31,7 @@ __all__ = [
     "LOSSES",
     "Loss",
     "check_loss_name",
+    "get_loss",
     "arcface_loss",
     "bce_pair_loss",
     "circle_loss",
@@ -55,25 +61,47 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Loss:
-  """A loss as a training loop uses it.
+  """A loss as a training loop uses it: a registered one of :data:`LOSSES`, or a user's.
 
   Attributes:
-    fn: the loss, called as ``fn(embeddings, labels, **params, **options)``.
+    fn: the loss, called as ``fn(embeddings, labels, **params, **options)`` on L2-normalised
+      ``embeddings [B, D]`` and ``labels int [B]``; it returns a scalar.
     init: ``(key, num_classes, dim) -> params``, the loss's learnable parameters keyed
-      by ``fn``'s argument names; None when it has none.
+      by ``fn``'s argument names (Adam trains them at ``--loss_learning_rate``); None when
+      it has none.
     per_class: whether ``init`` learns something per training class (proxies), so the
       number of training classes must be known.
     takes_triplets: whether ``fn`` accepts ``triplets=`` from a miner.
+    name: how runs record it (default ``fn``'s name); a user's loss is ``custom:<name>``.
   """
 
   fn: Callable
   init: Callable | None = None
   per_class: bool = False
   takes_triplets: bool = False
+  name: str | None = None
+
+  def __post_init__(self):
+    if not callable(self.fn) or (self.init is not None and not callable(self.init)):
+      raise ConfigError(f"Loss(fn, init) takes functions, got fn={self.fn!r}, init={self.init!r}.")
+    name = getattr(self.fn, "__name__", "") if self.name is None else self.name
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):  # it becomes part of a record and of a run's name
+      raise ConfigError(f"name the loss with letters, digits, '_', '.' or '-': Loss(fn, name=...), got {name!r}.")
+    object.__setattr__(self, "name", name)
+
+  @property
+  def label(self) -> str:
+    """What a run's config.json records: the registered name, or ``custom:<name>`` for any other loss."""
+    return self.name if LOSSES.get(self.name) == self else CUSTOM_PREFIX + self.name
 
 
 def _unit_proxies(fn, init) -> Loss:
   return Loss(fn, init, per_class=True)
+
+
+def _named(losses: dict[str, Loss]) -> dict[str, Loss]:
+  """Each registered loss carrying its command-line name."""
+  return {name: dataclasses.replace(loss, name=name) for name, loss in losses.items()}
 
 
 def _no_classes(init):
@@ -81,7 +109,7 @@ def _no_classes(init):
   return lambda key, num_classes, dim: init()
 
 
-LOSSES: dict[str, Loss] = {
+LOSSES: dict[str, Loss] = _named({
     # Embedding losses: they need positive pairs in the batch (C x M batches, M >= 2).
     "contrastive": Loss(pair_losses.contrastive_loss),
     "two_margin_contrastive": Loss(pair_losses.two_margin_contrastive_loss),
@@ -102,9 +130,20 @@ LOSSES: dict[str, Loss] = {
     "proxy_nca": _unit_proxies(proxy_losses.proxy_nca_loss, proxy_losses.init_proxies),
     "soft_triple": _unit_proxies(proxy_losses.soft_triple_loss, proxy_losses.init_soft_triple_params),
     "dr_proxy": _unit_proxies(proxy_losses.dr_proxy_loss, proxy_losses.init_dr_proxy_params),
-}
+})
 
 
 def check_loss_name(name: str) -> None:
+  if name.startswith(CUSTOM_PREFIX):  # only its record is a string: the function is the user's
+    raise ConfigError(f"{name} is a user-written loss: pass the Loss value itself (loss=Loss(fn, init, "
+                      f"name={name[len(CUSTOM_PREFIX):]!r})).")
   if name not in LOSSES:
     raise ValueError(f"Unknown loss {name!r}; choose one of {', '.join(LOSSES)}.")
+
+
+def get_loss(loss: str | Loss) -> Loss:
+  """A registered loss by name, or a :class:`Loss` value as it is."""
+  if isinstance(loss, Loss):
+    return loss
+  check_loss_name(loss)
+  return LOSSES[loss]

@@ -81,7 +81,7 @@ class RunPlacement:
 
   def stack(self, trees: list):
     """Per-run pytrees (padded to :attr:`size`) stacked on a leading run axis, sharded over the devices."""
-    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *self.pad(trees))
+    stacked = jax.tree.map(_stack, *self.pad(trees))
     return jax.device_put(stacked, self.runs)
 
   def local_runs(self) -> list[int]:
@@ -89,6 +89,15 @@ class RunPlacement:
     local = {d.id for d in self.mesh.local_devices}
     per_device = self.size // self.num_devices
     return [i for i in range(self.num_runs) if self.mesh.devices.flat[i // per_device].id in local]
+
+
+def _stack(*leaves):
+  """Leaves stacked on the device of the first (runs unstacked from a group live on their own devices)."""
+  devices = getattr(leaves[0], "devices", None)
+  if devices is None:
+    return jnp.stack(leaves)
+  device = next(iter(devices()))
+  return jnp.stack([jax.device_put(leaf, device) for leaf in leaves])
 
 
 def device_memory_limit(device) -> int | None:
@@ -119,5 +128,16 @@ def check_memory(placement: RunPlacement, per_run_bytes, shared_bytes: int) -> N
 
 
 def unstack(tree, index: int):
-  """Run ``index`` of a stacked pytree (a slice of the run axis)."""
-  return jax.tree.map(lambda leaf: leaf[index], tree)
+  """Run ``index`` of a stacked pytree (a slice of the run axis), on the device that holds it.
+
+  Read from that device's shard: indexing the sharded array would compile a gather whose collectives across
+  the devices can deadlock XLA's CPU runtime under load, and would need every process's devices.
+  """
+  def take(leaf):
+    for shard in getattr(leaf, "addressable_shards", ()):
+      rows = range(leaf.shape[0])[shard.index[0]] if shard.index else range(leaf.shape[0])
+      if index in rows:
+        return shard.data[index - rows.start]
+    return leaf[index]  # not a jax.Array (or not held here: indexing says so)
+
+  return jax.tree.map(take, tree)

@@ -163,7 +163,7 @@ def test_reproduce_dr_smoke_with_seed_groups(tmp_path, capsys):
   assert capsys.readouterr().out.count("done, skipped") == 2
 
 
-@pytest.mark.slow  # one seed group trained by python -m fewshot.train in a subprocess: ~30 s on a 2-core CPU
+@pytest.mark.slow  # a seed group trained by python -m fewshot.train in a subprocess: 14 s idle, 35 s under load
 def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsys):
   chars = omniglot_fixtures.characters({"Alpha": 12, "Beta": 12, "Held": 20})
   data_dir = omniglot_fixtures.write_background_zip(chars, tmp_path / "omniglot")

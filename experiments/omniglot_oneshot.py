@@ -52,6 +52,9 @@ OPTIONS = {
     "distort": dict(distort=True),
     "image_size_56": dict(image_size=56),
     "combined": dict(way=20, query=5, rotations=True, distort=True),
+    "combined_dr": dict(way=20, query=5, rotations=True, distort=True, head="dr"),
+    "combined_halving": dict(way=20, query=5, rotations=True, distort=True, lr_halve_every=1000),
+    "combined_way_60": dict(way=60, query=5, rotations=True, distort=True),
 }
 EPISODES = 3000
 # A smoke run (tests): a few episodes, validated and tested 5-way, so a small fixture supplies them.

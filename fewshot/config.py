@@ -55,6 +55,9 @@ class Config(RunOptions):
   val_episodes: int = option(100, "validation episodes per checkpoint", positive=True)
   test_episodes: int = option(600, "test episodes for the final accuracy", positive=True)
   learning_rate: float = option(1e-3, "Adam learning rate", positive=True)
+  lr_halve_every: int | None = option(None, "halve the learning rate every this many episodes (Snell et al.'s "
+                                      "Omniglot schedule: 2000); default never, the paper's constant rate",
+                                      positive=True)
   centring: str = option("points", "centring of the diagnostics: points (the paper) or features (the reference code)",
                          choices=choices.CENTRINGS)
   psi_classifier: str = option("model", "class distance of the diagnostics' psi: model (the paper) or proto (the "

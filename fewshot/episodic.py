@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import backbones, diagnostics, heads, sources
+from fewshot import backbones, diagnostics, groups, heads, sources
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
 from fewshot.episodes import Episode, EpisodeShape, episode_from_images
@@ -243,7 +243,7 @@ def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: 
   stacked over R runs, trains the group at once: outputs gain a leading run axis.
   """
   group = train_key.ndim > 0
-  first = int(state.step[0] if group else state.step)
+  first = groups.local_step(state.step)
   last = jnp.int32(first + num_episodes - 1)
   block = _train_group_block if group else _train_block
   compiled = lambda state, draws, key: block(learner, state, draws, key, last)

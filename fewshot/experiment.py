@@ -8,7 +8,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from fewshot import backbones, choices, data, episodic, heads, sources, stats
+from fewshot import backbones, choices, data, episodic, groups, heads, sources, stats
 from fewshot.affine import Distortion
 from fewshot.augment import Augmentation
 from fewshot.config import Config
@@ -86,7 +86,7 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
       head=config.head if head is None else head,
       classifier=config.classifier,
       distance=config.distance,
-      optimizer=adam(config.learning_rate),
+      optimizer=adam(config.learning_rate, config.lr_halve_every),
       centring=config.centring,
       psi_classifier=config.psi_classifier,
       augmentation=build_augmentation(config),
@@ -159,17 +159,25 @@ class Experiment:
     return self.group.stack([episodic.init_state(self.learner, run_keys(seed)["init"], self.image_shape)
                              for seed in self.seeds])
 
+  @property
+  def written(self) -> tuple[int, ...]:
+    """The runs whose results this process reads and writes: the one run, or its own runs of a group."""
+    return (0,) if self.group is None else tuple(self.group.local_runs())
+
   def accuracies(self, state: TrainState, split: str, num_episodes: int) -> np.ndarray:
-    """Per-episode accuracy on a split, ``[num_episodes]`` (``[R, num_episodes]`` for a group); the same
-    episodes every call (fixed key).
+    """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
+    :attr:`written` runs); the same episodes every call (fixed key).
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = episodic.model_variables(state)
-    return np.asarray(episodic.evaluate(self.learner, variables, self.sources[split], self.keys[split], num_episodes,
-                                        shape))
+    accuracies = episodic.evaluate(self.learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
+    if self.group is None:
+      return np.asarray(accuracies)
+    per_run = [np.asarray(groups.unstack(accuracies, i)) for i in self.written]
+    return np.asarray(per_run, accuracies.dtype).reshape(len(per_run), num_episodes)
 
   def test(self, state: TrainState) -> dict | list[dict]:
-    """Test results of a run (of each run of a group, padding included) from its per-episode accuracies."""
+    """Test results of a run (of each :attr:`written` run of a group) from its per-episode accuracies."""
     accuracies = self.accuracies(state, "test", self.config.test_episodes)
     results = []
     for run_accuracies in (accuracies[None] if self.group is None else accuracies):

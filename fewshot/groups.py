@@ -80,24 +80,53 @@ class RunPlacement:
     return list(items) + [items[-1]] * (self.size - len(items))
 
   def stack(self, trees: list):
-    """Per-run pytrees (padded to :attr:`size`) stacked on a leading run axis, sharded over the devices."""
-    stacked = jax.tree.map(_stack, *self.pad(trees))
-    return jax.device_put(stacked, self.runs)
+    """Per-run pytrees (padded to :attr:`size`) stacked on a leading run axis, sharded over the devices.
+
+    Each device stacks the runs it holds; across processes, each supplies its own devices' runs (the others'
+    entries of ``trees`` are never read, so a process may pass anything of the right structure there).
+    """
+    per_device, devices = self.size // self.num_devices, list(self.mesh.devices.flat)
+    held = [(device, devices.index(device)) for device in self.mesh.local_devices]
+
+    def stacked(*leaves):
+      shards = [_stack_on(leaves[k * per_device:(k + 1) * per_device], device) for device, k in held]
+      return jax.make_array_from_single_device_arrays((self.size, *jnp.shape(leaves[0])), self.runs, shards)
+
+    return jax.tree.map(stacked, *self.pad(trees))
+
+  def held(self) -> list[int]:
+    """Positions on the run axis whose state this process holds, padding included."""
+    per_device, devices = self.size // self.num_devices, list(self.mesh.devices.flat)
+    local = [devices.index(d) for d in self.mesh.local_devices]
+    return [i for i in range(self.size) if i // per_device in local]
 
   def local_runs(self) -> list[int]:
     """The group's runs whose state this process holds (all of them on one host); padding excluded."""
-    local = {d.id for d in self.mesh.local_devices}
-    per_device = self.size // self.num_devices
-    return [i for i in range(self.num_runs) if self.mesh.devices.flat[i // per_device].id in local]
+    return [i for i in self.held() if i < self.num_runs]
 
 
-def _stack(*leaves):
-  """Leaves stacked on the device of the first (runs unstacked from a group live on their own devices)."""
-  devices = getattr(leaves[0], "devices", None)
-  if devices is None:
-    return jnp.stack(leaves)
-  device = next(iter(devices()))
+def _stack_on(leaves, device):
+  """Leaves stacked on ``device`` (runs unstacked from a group live on their own devices)."""
   return jnp.stack([jax.device_put(leaf, device) for leaf in leaves])
+
+
+def local_step(step) -> int:
+  """Steps trained, read from the first run this process holds (a group's runs train in step)."""
+  shards = getattr(step, "addressable_shards", None)
+  return int(np.asarray(shards[0].data if shards else step).ravel()[0])
+
+
+def local_numpy(array) -> np.ndarray:
+  """A group's array in host memory as far as this process holds it: the other processes' runs are zeros.
+
+  With one process this is the whole array.
+  """
+  if getattr(array, "is_fully_addressable", True):
+    return np.asarray(array)
+  out = np.zeros(array.shape, array.dtype)
+  for shard in array.addressable_shards:
+    out[shard.index] = np.asarray(shard.data)
+  return out
 
 
 def device_memory_limit(device) -> int | None:
@@ -113,7 +142,7 @@ def check_memory(placement: RunPlacement, per_run_bytes, shared_bytes: int) -> N
   run's step) estimates one run's training memory; each device holds its runs and ``shared_bytes``
   (its copy of the resident splits).
   """
-  device = placement.mesh.devices.flat[0]
+  device = placement.mesh.local_devices[0]
   limit = device_memory_limit(device)
   if limit is None:
     return

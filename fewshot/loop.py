@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 
+import jax
 import tqdm
 
 from fewshot import groups
@@ -62,17 +63,19 @@ class Runs:
   placement: RunPlacement | None = None
   indices: tuple[int, ...] = (0,)  # each dir's position on the run axis
 
-  def states(self, state) -> list:
-    return [state] if self.placement is None else [groups.unstack(state, i) for i in self.indices]
+  def states(self, tree) -> list:
+    """Each written run's part of a value the state's way: the value itself for one run, else its slices."""
+    return [tree] if self.placement is None else [groups.unstack(tree, i) for i in self.indices]
 
   def join(self, states: list, like):
-    """The state of every run from those of the written runs (a padding run repeats the last)."""
+    """The stacked state of every run from those of the written runs; the positions this process holds but
+    writes none of (padding) repeat a written run, or take ``like``'s (a stacked state) where it writes none.
+    """
     if self.placement is None:
       return states[0]
     by_index = dict(zip(self.indices, states))
-    full = [by_index.get(i) for i in range(self.placement.size)]
-    full = [s if s is not None else by_index[self.indices[-1]] for s in full]
-    return self.placement.stack(full)
+    filler = states[-1] if states else groups.unstack(like, self.placement.held()[0])
+    return self.placement.stack([by_index.get(i, filler) for i in range(self.placement.size)])
 
 
 def train_until(runs: Runs, state: TrainState, schedule: Schedule,
@@ -93,10 +96,11 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   rows = [r for _, r in resumed]
   # max keeps the earliest of ties
   bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]
-  done = int(runs.states(state)[0].step)
+  done = groups.local_step(state.step)
   _set_position(runs, schedule, done)
-  # None: shown on a terminal only, so logs hold no carriage returns and cursor escapes.
-  bar = tqdm.tqdm(total=schedule.total_steps, initial=done, unit=unit, disable=None if progress else True, desc=desc)
+  # None: shown on a terminal only, so logs hold no carriage returns and cursor escapes; one bar for all processes.
+  shown = progress and jax.process_index() == 0
+  bar = tqdm.tqdm(total=schedule.total_steps, initial=done, unit=unit, disable=None if shown else True, desc=desc)
   key = schedule.step_key
   try:
     while done < schedule.total_steps:
@@ -122,7 +126,8 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
         rundir.save_checkpoint("last", done, run_state)
       _set_position(runs, schedule, done)
       bar.update(steps)
-      bar.set_postfix(postfix(rows[0][-1], bests[0]))
+      if rows:
+        bar.set_postfix(postfix(rows[0][-1], bests[0]))
   except KeyboardInterrupt:
     raise Interrupted(interrupted_message()) from None
   finally:
@@ -142,7 +147,7 @@ def _set_position(runs: Runs, schedule: Schedule, saved: int) -> None:
 
 def interrupted_message() -> str:
   """One line saying where training stopped and that ``--resume`` continues it (or just "interrupted.")."""
-  if not _position:
+  if not _position or not _position["runs"].dirs:
     return "interrupted."
   runs, schedule, saved = _position["runs"], _position["schedule"], _position["saved"]
   others = f" and {len(runs.dirs) - 1} more runs" if len(runs.dirs) > 1 else ""

@@ -16,6 +16,7 @@ import dataclasses
 import math
 import typing
 
+from fewshot.distributed import Processes
 from fewshot.errors import ConfigError
 
 _ABSL_DEFINE = {bool: "DEFINE_bool", int: "DEFINE_integer", float: "DEFINE_float", str: "DEFINE_string"}
@@ -95,6 +96,12 @@ def define_run_flags(default_workdir: str) -> None:
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
                     "--tfds_dir may name new places, which the resumed run then reads (and records)")
   flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
+  # A seed group over several processes (hosts): fewshot.distributed.
+  flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: HOST:PORT "
+                      "of process 0, the same for every process (with --num_processes and --process_id)")
+  flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")
+  flags.DEFINE_integer("process_id", None, "this process's index, 0 to --num_processes - 1 (with "
+                       "--coordinator_address)")
 
 
 def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
@@ -121,6 +128,11 @@ def train_from_flags(config_type, train, train_group, format_results, **train_op
   values = flags.FLAGS
   config = from_flags(config_type)
   group = seed_group_from_flags(config)
+  processes = Processes(values.coordinator_address, values.num_processes, values.process_id)
+  if processes.several and group is None:
+    raise ConfigError("several processes train a seed group, each writing its own runs; pass --seeds (a single run "
+                      "trains in one process).")
+  processes.initialize()
   if group is None:
     results = train(config, values.workdir or f"runs/{config.run_name}", resume=values.resume,
                     placement=values.placement, **train_options)

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fewshot import local_checkpoints
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.outputs import check_writable, finite_json, make_dirs, write_json_atomic
 
@@ -100,15 +101,32 @@ class RunDir:
                                                    item_handlers=ocp.StandardCheckpointHandler())
     return self._managers[kind]
 
+  def _local(self, kind: str, writing: bool = False) -> bool:
+    """Whether this kind's checkpoint is (or, ``writing``, will be) a :mod:`fewshot.local_checkpoints` one: a
+    run written by one of several processes, which orbax cannot write; a run then stays in that kind.
+    """
+    if local_checkpoints.holds(self.path / "checkpoints" / kind):
+      return True
+    if not writing:
+      return False
+    import jax
+
+    return jax.process_count() > 1
+
   def checkpoint_step(self, kind: str) -> int | None:
     """Steps trained at the saved checkpoint of this kind, or None if there is none."""
-    if not (self.path / "checkpoints" / kind).exists():
+    folder = self.path / "checkpoints" / kind
+    if not folder.exists():
       return None
+    if self._local(kind):
+      return local_checkpoints.steps(folder)[-1]
     return self._manager(kind).latest_step()
 
   def save_checkpoint(self, kind: str, step: int, state: Any) -> None:
     import orbax.checkpoint as ocp
 
+    if self._local(kind, writing=True):
+      return local_checkpoints.save(self.path / "checkpoints" / kind, step, state)
     manager = self._manager(kind)
     if step in manager.all_steps():  # a resumed run replaying a checkpoint it had saved
       manager.delete(step)
@@ -124,6 +142,8 @@ class RunDir:
     step = self.checkpoint_step(kind)
     if step is None:
       raise RunDirError(f"{self.path} has no {kind} checkpoint; train it first (or use the other checkpoint).")
+    if self._local(kind):
+      return local_checkpoints.restore(self.path / "checkpoints" / kind, step, like)
     manager = self._manager(kind)
     stored = set(manager.item_metadata(step).keys())
     if "episode" in stored and "step" not in stored and hasattr(like, "step"):
@@ -135,7 +155,10 @@ class RunDir:
     for kind in CHECKPOINT_KINDS:
       saved = self.checkpoint_step(kind)
       if saved is not None and saved > step:
-        self._manager(kind).delete(saved)
+        if self._local(kind):
+          local_checkpoints.delete(self.path / "checkpoints" / kind, saved)
+        else:
+          self._manager(kind).delete(saved)
 
   def resume(self, state: Any, step_key: str) -> tuple[Any, list[dict]]:
     """Continue from the ``last`` checkpoint: ``(state, metrics rows up to it)``; ``(state, [])`` if none.

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot import groups
 from fewshot.choices import PLACEMENTS
 from fewshot.data.options import DEVICE_BUDGET_BYTES, fits_on_device
 from fewshot.data.split import Split
@@ -235,7 +236,7 @@ class HostSource:
     if count <= 0:
       return
     steps = jnp.arange(first, first + count, dtype=jnp.int32)
-    classes, indices = jax.device_get(_draw_indices_jit(key, steps, self.layout, num_classes, per_class))
+    classes, indices = map(groups.local_numpy, _draw_indices_jit(key, steps, self.layout, num_classes, per_class))
     steps, runs = np.asarray(steps), 1 if key.ndim == 0 else key.shape[0]
     bounds = np.cumsum([0, *self.block_sizes(count, runs * num_classes * per_class)])
     slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -244,12 +245,16 @@ class HostSource:
 
     def gather(block: slice) -> GatheredDraws:
       # Fancy indexing copies (so a zero-copy device_put never aliases the split) and releases the GIL.
-      drawn = GatheredDraws(steps=steps[block], classes=classes[at(block)], images=self.images[indices[at(block)]])
       if self.run_sharding is None or key.ndim == 0:
-        return jax.device_put(drawn, self.device)
-      return drawn.replace(steps=jax.device_put(drawn.steps, self.device),
-                           classes=jax.device_put(drawn.classes, self.run_sharding),
-                           images=jax.device_put(drawn.images, self.run_sharding))
+        return jax.device_put(GatheredDraws(steps=steps[block], classes=classes[at(block)],
+                                            images=self.images[indices[at(block)]]), self.device)
+      # A group's draws: each device's runs only, gathered by the process that holds them.
+      drawn, chosen = classes[at(block)], indices[at(block)]
+      sharded = lambda shape, part: jax.make_array_from_callback(shape, self.run_sharding, part)  # noqa: E731
+      return GatheredDraws(steps=jax.device_put(steps[block], self.device),
+                           classes=sharded(drawn.shape, lambda at_runs: drawn[at_runs]),
+                           images=sharded((*chosen.shape, *self.images.shape[1:]),
+                                          lambda at_runs: self.images[chosen[at_runs[:chosen.ndim]]]))
 
     # One worker per block in flight: gathers overlap one another as well as the training.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.prefetch)) as pool:

@@ -60,16 +60,16 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
   configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
   import jax  # the training machinery: only once the options and run directories passed
-  import numpy as np
 
-  from fewshot import compilation_cache, episodic, groups, loop
+  from fewshot import compilation_cache, distributed, episodic, groups, loop
   from fewshot.experiment import Experiment
 
   compilation_cache.enable()
   # Fails on bad data, or a backbone or head returning the wrong shapes, and writes nothing.
   experiment = Experiment.build(config, placement=placement, seeds=seeds, head=head, backbone=backbone)
   _explain_missing_diagnostics(experiment.learner)
-  indices = (0,) if seeds is None else tuple(experiment.group.local_runs())
+  indices = experiment.written
+  distributed.barrier("fewshot: every process checked the group's run directories")  # before any is written
   runs = loop.Runs(tuple(dirs[i] for i in indices), experiment.group, indices)
   for i, rundir in zip(indices, runs.dirs):
     rundir.record_config({**configs[i].to_dict(), "image_shape": list(experiment.image_shape)})
@@ -81,11 +81,11 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
 
   def make_rows(state, outputs):
     val = 100.0 * experiment.accuracies(state, "val", config.val_episodes)
+    val = [val] if seeds is None else list(val)
+    per_run = runs.states({"metrics": outputs[0], "diagnosed": outputs[1], "rho": state.params.get("rho")})
     # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
-    fetched = jax.device_get({"diagnosed": outputs[1], "rho": state.params.get("rho"), "val": val})
-    values = {"metrics": outputs[0], **fetched}
-    per_run = [values] if seeds is None else [groups.unstack(values, i) for i in indices]
-    return [_row(int(np.asarray(state.step).ravel()[0]), v) for v in per_run]
+    per_run = [{**v, **jax.device_get({"diagnosed": v["diagnosed"], "rho": v["rho"]})} for v in per_run]
+    return [_row(groups.local_step(state.step), {**v, "val": run_val}) for v, run_val in zip(per_run, val)]
 
   def postfix(row, best):
     return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
@@ -95,10 +95,10 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
   desc = config.model_name if seeds is None else f"{config.model_name} x{len(seeds)} seeds"
   _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
                               progress=progress, desc=desc, unit="ep")
-  like = runs.states(experiment.init_state())
-  best_states = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, like)], None)
+  initial = experiment.init_state()
+  best_states = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, runs.states(initial))], initial)
   tested = experiment.test(best_states)
-  tested = [tested] if seeds is None else [tested[i] for i in indices]
+  tested = [tested] if seeds is None else tested
   results = [None] * len(workdirs)
   for i, rundir, best, result in zip(indices, runs.dirs, bests, tested):
     result.update(best_episode=best["episode"], best_val_accuracy=best["val_accuracy"], workdir=str(rundir.path))

@@ -50,8 +50,16 @@ def fold_keys(seed: int, fold: int) -> tuple[jax.Array, jax.Array]:
   return tuple(jax.random.split(jax.random.fold_in(jax.random.key(seed), fold)))
 
 
-def adam(learning_rate: float = 1e-3) -> optax.GradientTransformation:
-  """The paper's optimiser: Adam (0.9, 0.999, eps 1e-8), no weight decay, no schedule."""
+def adam(learning_rate: float = 1e-3, halve_every: int | None = None) -> optax.GradientTransformation:
+  """The paper's optimiser: Adam (0.9, 0.999, eps 1e-8), no weight decay, no schedule.
+
+  ``halve_every`` halves the rate after every that many updates (Snell et al.'s Omniglot schedule, every
+  2,000 episodes): ``lr_t = learning_rate * 0.5 ** (t // halve_every)``. Its optimiser state then counts the
+  updates, so checkpoints of a run without it keep their structure.
+  """
+  if halve_every is not None:
+    learning_rate = optax.exponential_decay(learning_rate, transition_steps=halve_every, decay_rate=0.5,
+                                            staircase=True)
   return optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
 
 

@@ -74,7 +74,8 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
 
   tfds writes into an `incomplete.*` directory and renames it only on success,
   and deletes it on failure; we also remove the empty parent directories it
-  leaves, so a failed run leaves the tfds dir as it found it.
+  leaves, so a failed run leaves the tfds dir as it found it. Two processes preparing one
+  dataset at once both succeed: the first to finish is kept.
   """
   if builder.is_prepared():
     return
@@ -88,6 +89,12 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
     # Nothing is downloaded, but tfds would otherwise create <tfds_dir>/downloads.
     with tempfile.TemporaryDirectory(prefix="fewshot_tfds_dl_") as dl, _progress_bars_on_terminal_only():
       builder.download_and_prepare(download_dir=dl, file_format="array_record")
+  except FileExistsError:
+    # Another process (a group's other host) prepared the same dataset while this one did: its records are whole
+    # (tfds renames them into place), and the folders above them are now its.
+    if builder.is_prepared():
+      return
+    raise
   except BaseException as e:
     for p in pathlib.Path(builder.data_dir).parents:
       if p == root or not p.is_relative_to(root):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fewshot import distances, sources
+from fewshot import distances, groups, sources
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.dml.losses import LOSSES, Loss, get_loss
 from fewshot.errors import ConfigError
@@ -162,7 +162,7 @@ def train_chunk(learner: MetricLearner, state: TrainState, source, train_key: ja
   group = train_key.ndim > 0
   block = _train_group_block if group else _train_block
   compiled = lambda state, draws, key: block(learner, state, draws, key)
-  first = int(state.step[0] if group else state.step)
+  first = groups.local_step(state.step)
   return sources.run_blocks(compiled, state, source, train_key, first, num_steps, learner.batch.classes,
                             learner.batch.per_class)
 
@@ -173,17 +173,25 @@ _embed_group_chunk = jax.jit(jax.vmap(embed, in_axes=(None, 0, None)), static_ar
 
 
 def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk: int = 256,
-              group: bool = False) -> np.ndarray:
+              runs: tuple[int, ...] | None = None) -> np.ndarray:
   """Embeddings of a whole split in host memory, ``chunk`` images per compiled call (the last one padded);
-  ``[R, N, D]`` for a group's stacked ``variables`` (``group=True``).
+  ``[len(runs), N, D]`` for a group's stacked ``variables``: those of its ``runs`` (this process's).
 
   Chunk i's result is read back only after chunk i + 1 is dispatched, so copying one chunk
   to the device overlaps embedding the previous one, with at most two chunks on the device.
   """
+  group = runs is not None
   embed_chunk, axis = (_embed_group_chunk, 1) if group else (_embed_chunk, 0)
   if learner.batch_sharding is not None:
     chunk -= chunk % learner.batch_sharding.mesh.devices.size
-  take = lambda done: np.asarray(done[0])[(slice(None),) * axis + (slice(0, done[1]),)]  # noqa: E731
+
+  def take(done):
+    embedded, count = done
+    if not group:
+      return np.asarray(embedded)[:count]
+    per_run = [np.asarray(groups.unstack(embedded, i))[:count] for i in runs]
+    return np.asarray(per_run, embedded.dtype).reshape(len(runs), count, *embedded.shape[2:])
+
   out, in_flight = [], None
   for start in range(0, len(images), chunk):
     part = images[start : start + chunk]

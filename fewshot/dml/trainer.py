@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, data, distances, groups, loop, sources, stats
+from fewshot import backbones, data, distances, distributed, groups, loop, sources, stats
 from fewshot.augment import Augmentation
 from fewshot.data import Split, holdout
 from fewshot.dml import embedding
@@ -119,7 +119,12 @@ class Trainer:
 
   def _run_values(self, values) -> list:
     """Each written run's slice of a value with a leading run axis (the value itself for one run)."""
-    return [values] if self.group is None else [values[i] for i in self.indices]
+    return [values] if self.group is None else [groups.unstack(values, i) for i in self.indices]
+
+  def _embedded(self, fold: int, state, split: Split) -> list[np.ndarray]:
+    """Each written run's embeddings of ``split``."""
+    embedded = self.embed(fold, state, split)
+    return [embedded] if self.group is None else list(embedded)
 
   def fold_dir(self, rundir: RunDir, fold: int) -> RunDir:
     return rundir if self.config.folds == 1 else RunDir(rundir.path / f"fold{fold}")
@@ -132,7 +137,7 @@ class Trainer:
   def embed(self, fold: int, state, split: Split) -> np.ndarray:
     learner = self.learner(self.folds[fold][0].num_classes)
     variables = embedding.model_variables(state)
-    return embedding.embed_all(learner, variables, split.images, group=self.group is not None)
+    return embedding.embed_all(learner, variables, split.images, runs=None if self.group is None else self.indices)
 
   def train_fold(self, rundirs: list[RunDir], fold: int) -> list[dict]:
     """Train (or finish training) one fold model of each run; returns each run's best validation row."""
@@ -146,8 +151,8 @@ class Trainer:
       source = sources.place(train, self.placement, device=self.group.replicated, run_sharding=self.group.runs)
 
     def make_rows(state, losses):
-      step = int(np.asarray(state.step).ravel()[0])
-      embedded = self._run_values(self.embed(fold, state, val_split))
+      step = groups.local_step(state.step)
+      embedded = self._embedded(fold, state, val_split)
       rows = []
       for run_losses, run_embedded in zip(self._run_values(losses), embedded):
         val = retrieval(run_embedded, val_split.labels)
@@ -169,9 +174,9 @@ class Trainer:
   def best_test_embeddings(self, rundirs: list[RunDir], fold: int) -> list[np.ndarray]:
     """Each written run's test embeddings by its best checkpoint of fold ``fold``."""
     runs = loop.Runs(tuple(self.fold_dir(rundirs[i], fold) for i in self.indices), self.group, self.indices)
-    like = runs.states(self.initial_state(fold))
-    best = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, like)], None)
-    return self._run_values(self.embed(fold, best, self.test))
+    initial = self.initial_state(fold)
+    best = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, runs.states(initial))], initial)
+    return self._embedded(fold, best, self.test)
 
   def run(self, rundirs: list[RunDir]) -> list[dict | None]:
     """Train every fold of every run, test, write results; each run's results (None for another host's)."""
@@ -179,6 +184,7 @@ class Trainer:
     if c.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
       embedding.check_loss(self.learner(self.folds[0][0].num_classes), self.image_shape)
     configs = [dataclasses.replace(c, seed=s) for s in self.seeds]
+    distributed.barrier("fewshot: every process checked the group's run directories")  # before any is written
     for i in self.indices:
       rundirs[i].record_config({**configs[i].to_dict(), "image_shape": list(self.image_shape)})
     bests = [self.train_fold(rundirs, fold) for fold in range(len(self.folds))]  # [fold][run]

@@ -28,7 +28,7 @@ from fewshot import tables as tables_mod
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.measures import LABELS, MEASURES, PROPERLY_LEARNED
-from fewshot.rundir import Run, protocol_warning, read_run, run_labels
+from fewshot.run_records import Run, protocol_warning, read_run, run_labels
 from fewshot.tables import MISSING, Cell, Table, format_p, format_proportion, format_value, render_csv
 
 PAIRINGS = ("first", "all")

@@ -18,7 +18,7 @@ import numpy as np
 from fewshot import stats
 from fewshot.errors import ConfigError
 from fewshot.measures import LABELS, MEASURES
-from fewshot.rundir import Run
+from fewshot.run_records import Run
 from fewshot.tables import MISSING, Cell, Table, format_p, format_value
 
 # What must agree between the arms for a comparison to mean anything.

@@ -36,7 +36,8 @@ from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.measures import BY_NAME, LABELS, PROPERLY_LEARNED
 from fewshot.outputs import check_writable, make_dirs
-from fewshot.rundir import LOCATION_FIELDS, protocol_warning, read_run, run_labels
+from fewshot.rundir import LOCATION_FIELDS
+from fewshot.run_records import protocol_warning, read_run, run_labels
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))

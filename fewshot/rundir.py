@@ -8,22 +8,22 @@ Layout::
   <workdir>/checkpoints/best  the train state with the best validation score
   <workdir>/results.json      test results of the best checkpoint
 
-Every file is written atomically (a temporary file renamed into place; orbax does the
-same for checkpoints), so a run killed at any moment leaves each file whole. Both
-trainers write through :class:`RunDir`, and ``evaluate``, ``fewshot.load``, ``analyze`` and
-``plot`` read through it: :func:`open_for_training` is the one rule for reusing a
-directory, :func:`existing_run` the one check that a directory holds a run.
+Every file is written atomically (a temporary file renamed into place; orbax, or
+:mod:`fewshot.local_checkpoints` for a group over several processes, does the same for
+checkpoints), so a run killed at any moment leaves each file whole. Both trainers write
+through :class:`RunDir`, and ``evaluate`` and ``fewshot.load`` read through it
+(``analyze`` and ``plot`` read the records through :mod:`fewshot.run_records`):
+:func:`open_for_training` is the one rule for reusing a directory, :func:`existing_run`
+the one check that a directory holds a run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import pathlib
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 
 from fewshot import local_checkpoints
 from fewshot.errors import ConfigError, RunDirError
@@ -275,59 +275,3 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
   if not rundir.holds_run():
     raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
   return rundir
-
-
-@dataclasses.dataclass(frozen=True)
-class Run:
-  """One run directory's records, as analysis reads them."""
-
-  path: str
-  config: Any
-  rows: tuple[dict, ...]
-  results: dict | None
-
-  def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
-    episodes = np.array([row["episode"] for row in self.rows], dtype=np.int64)
-    values = np.array([np.nan if row.get(key) is None else float(row[key]) for row in self.rows])
-    return episodes, values
-
-  def values(self, measure: str) -> np.ndarray:
-    return self.series(measure)[1]
-
-
-def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
-  """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
-  rundir = existing_run(path)
-  try:
-    config = config_type(rundir.read_config())
-    rows = tuple(rundir.read_metrics())
-    results = rundir.read_results()
-  except (json.JSONDecodeError, TypeError, AttributeError) as e:
-    raise RunDirError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
-  if not rows:
-    raise RunDirError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
-  if not all(isinstance(row, dict) and "episode" in row for row in rows):
-    raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
-  return Run(path=str(path), config=config, rows=rows, results=results)
-
-
-# The options that make runs comparable: analysis warns when they differ.
-PROTOCOL = ("dataset", "way", "shot", "backbone")
-
-
-def run_labels(runs: list[Run]) -> list[str]:
-  """Model names, made unique with the directory name (and then a position) where they repeat."""
-  names = [run.config.model_name for run in runs]
-  labels = [f"{name} [{pathlib.Path(run.path).name}]" if names.count(name) > 1 else name
-            for name, run in zip(names, runs)]
-  return [label if labels.count(label) == 1 else f"{label} #{i + 1}" for i, label in enumerate(labels)]
-
-
-def protocol_warning(runs: list[Run]) -> str | None:
-  """One line naming the protocol options in which the runs differ, or None if they agree."""
-  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL}
-  differ = [f"{name} " + " vs ".join(v) for name, v in values.items() if len(set(v)) > 1]
-  if not differ:
-    return None
-  return f"warning: the runs come from different protocols ({'; '.join(differ)}); comparing them anyway."

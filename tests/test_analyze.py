@@ -13,7 +13,8 @@ import scipy.stats
 from fewshot import analyze, stats
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.config import Config
-from fewshot.rundir import RunDir, protocol_warning, read_run, run_labels
+from fewshot.rundir import RunDir
+from fewshot.run_records import protocol_warning, read_run, run_labels
 
 N = 20  # checkpoints per synthetic run: the ">= 20 checkpoints"
 

@@ -10,7 +10,7 @@ import scipy.stats
 from fewshot import analyze, arms, stats
 from fewshot.config import Config
 from fewshot.errors import ConfigError
-from fewshot.rundir import read_run
+from fewshot.run_records import read_run
 from test_analyze import write_run
 
 

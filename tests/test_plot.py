@@ -11,7 +11,8 @@ from PIL import Image
 from fewshot import plot
 from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.config import Config
-from fewshot.rundir import Run, RunDir
+from fewshot.rundir import RunDir
+from fewshot.run_records import Run
 
 PROTOTYPES = np.array(plot.PROTOTYPES)
 

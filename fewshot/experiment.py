@@ -143,6 +143,7 @@ class Experiment:
       # The learner is initialised on what the backbone sees, after the transforms.
       return cls(config, learner, placed, config.input_shape, run_keys(config.seed))
     group = RunPlacement.over(len(seeds))
+    group.check_processes()
     stored_shape = next(iter(loaded.values())).image_shape
     shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
     check_memory(group, lambda: episodic.step_memory_bytes(learner, config.input_shape, stored_shape), shared)

@@ -94,15 +94,26 @@ class RunPlacement:
 
     return jax.tree.map(stacked, *self.pad(trees))
 
-  def held(self) -> list[int]:
-    """Positions on the run axis whose state this process holds, padding included."""
-    per_device, devices = self.size // self.num_devices, list(self.mesh.devices.flat)
-    local = [devices.index(d) for d in self.mesh.local_devices]
-    return [i for i in range(self.size) if i // per_device in local]
+  def held(self, process: int | None = None) -> list[int]:
+    """Positions on the run axis whose state a process (default this one) holds, padding included."""
+    process = jax.process_index() if process is None else process
+    per_device = self.size // self.num_devices
+    return [i for i in range(self.size) if self.mesh.devices.flat[i // per_device].process_index == process]
 
   def local_runs(self) -> list[int]:
     """The group's runs whose state this process holds (all of them on one host); padding excluded."""
     return [i for i in self.held() if i < self.num_runs]
+
+  def check_processes(self) -> None:
+    """Refuse, in one line, a group that leaves a process padding only: it would hold no run to resume from."""
+    processes = sorted({d.process_index for d in self.mesh.devices.flat})
+    empty = [p for p in processes if not any(i < self.num_runs for i in self.held(p))]
+    if empty:
+      enough = next(r for r in range(self.num_runs + 1, self.num_runs + self.num_devices + 1)
+                    if all(any(i < r for i in dataclasses.replace(self, num_runs=r).held(p)) for p in processes))
+      raise ConfigError(f"a group of {self.num_runs} runs over {len(processes)} processes ({self.num_devices} devices, "
+                        f"consecutive runs on each) leaves process {empty[0]} with padding only; pass at least {enough} "
+                        "seeds, or use fewer processes.")
 
 
 def _stack_on(leaves, device):

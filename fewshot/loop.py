@@ -67,15 +67,14 @@ class Runs:
     """Each written run's part of a value the state's way: the value itself for one run, else its slices."""
     return [tree] if self.placement is None else [groups.unstack(tree, i) for i in self.indices]
 
-  def join(self, states: list, like):
-    """The stacked state of every run from those of the written runs; the positions this process holds but
-    writes none of (padding) repeat a written run, or take ``like``'s (a stacked state) where it writes none.
+  def join(self, states: list):
+    """The stacked state of every run from those of the written runs (a padding run repeats the last; every
+    process writes at least one run, :meth:`fewshot.groups.RunPlacement.check_processes`).
     """
     if self.placement is None:
       return states[0]
     by_index = dict(zip(self.indices, states))
-    filler = states[-1] if states else groups.unstack(like, self.placement.held()[0])
-    return self.placement.stack([by_index.get(i, filler) for i in range(self.placement.size)])
+    return self.placement.stack([by_index.get(i, states[-1]) for i in range(self.placement.size)])
 
 
 def train_until(runs: Runs, state: TrainState, schedule: Schedule,
@@ -92,7 +91,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   what the progress bar shows.
   """
   resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.dirs, runs.states(state))]
-  state = runs.join([s for s, _ in resumed], state)
+  state = runs.join([s for s, _ in resumed])
   rows = [r for _, r in resumed]
   # max keeps the earliest of ties
   bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]

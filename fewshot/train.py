@@ -96,7 +96,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
   _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
                               progress=progress, desc=desc, unit="ep")
   initial = experiment.init_state()
-  best_states = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, runs.states(initial))], initial)
+  best_states = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, runs.states(initial))])
   tested = experiment.test(best_states)
   tested = [tested] if seeds is None else tested
   results = [None] * len(workdirs)

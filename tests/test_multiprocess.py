@@ -131,3 +131,20 @@ def test_a_metric_learning_group_over_two_processes_trains_as_in_one(tmp_path):
     # Across processes the compiled step rounds differently in its last bits (~1e-7 relative per step).
     np.testing.assert_allclose([r["loss"] for r in two.read_metrics()], [r["loss"] for r in one.read_metrics()],
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("processes, per_process, runs, enough", [(2, 1, 1, 2), (4, 1, 5, 7), (2, 2, 2, 3)])
+def test_a_group_that_leaves_a_process_padding_only_is_refused_naming_a_size_that_works(processes, per_process, runs,
+                                                                                          enough):
+  from types import SimpleNamespace  # noqa: PLC0415
+
+  from fewshot.errors import ConfigError  # noqa: PLC0415
+  from fewshot.groups import RunPlacement  # noqa: PLC0415
+
+  devices = np.array([SimpleNamespace(process_index=p) for p in range(processes) for _ in range(per_process)])
+  placement = RunPlacement(SimpleNamespace(devices=devices), runs)
+  with pytest.raises(ConfigError, match=f"leaves process {processes - 1} with padding only; pass at least {enough} "):
+    placement.check_processes()
+  RunPlacement(SimpleNamespace(devices=devices), enough).check_processes()  # the size it names is accepted
+  held = [RunPlacement(SimpleNamespace(devices=devices), enough).held(p) for p in range(processes)]
+  assert sorted(i for h in held for i in h) == list(range(RunPlacement(SimpleNamespace(devices=devices), enough).size))

@@ -96,6 +96,8 @@ class Trainer:
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
     self.group = None if seeds is None else groups.RunPlacement.over(len(seeds))
+    if self.group is not None:
+      self.group.check_processes()
     self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
     self.indices = (0,) if seeds is None else tuple(self.group.local_runs())
     self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
@@ -175,7 +177,7 @@ class Trainer:
     """Each written run's test embeddings by its best checkpoint of fold ``fold``."""
     runs = loop.Runs(tuple(self.fold_dir(rundirs[i], fold) for i in self.indices), self.group, self.indices)
     initial = self.initial_state(fold)
-    best = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, runs.states(initial))], initial)
+    best = runs.join([d.restore_checkpoint("best", s) for d, s in zip(runs.dirs, runs.states(initial))])
     return self._embedded(fold, best, self.test)
 
   def run(self, rundirs: list[RunDir]) -> list[dict | None]:

@@ -71,11 +71,12 @@ def test_a_group_over_two_processes_writes_each_run_once_and_trains_as_in_one(tm
     # Orbax cannot write one process's own arrays among several: these are flax msgpack checkpoints.
     assert local_checkpoints.holds(two.path / "checkpoints" / "last")
     assert not local_checkpoints.holds(one.path / "checkpoints" / "last")
-  # One process reads them back (evaluate), and the two processes resume the finished group from them.
+  # One process reads them back (evaluate), and the two processes resume the finished group from them, testing
+  # again with each process gathering its own runs' test episodes from host memory: the same results.
   run2 = _run_dir(tmp_path / "two", 2)
   assert evaluate(str(run2.path))["test_accuracy"] == run2.read_results()["test_accuracy"]
   results = {s: _run_dir(tmp_path / "two", s).read_results() for s in SEEDS}
-  _launch(tmp_path / "two", "--resume")
+  _launch(tmp_path / "two", "--resume", "--placement=host")
   for seed in SEEDS:
     again = _run_dir(tmp_path / "two", seed)
     assert again.read_results() == results[seed] and len(_rows(again)) == 2

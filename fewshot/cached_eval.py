@@ -19,7 +19,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from fewshot import episodic, heads, sources
+from fewshot import class_draws, episodic, heads
 from fewshot.episodes import EpisodeShape, episode_from_images
 from fewshot.episodic import EpisodicLearner
 
@@ -50,28 +50,28 @@ def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = 
   return jnp.concatenate(chunks)
 
 
-def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: sources.ClassLayout,
+def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
                      key: jax.Array, shape: EpisodeShape) -> jax.Array:
   """Query accuracy of the episode keyed ``key``, its embeddings gathered from ``embeddings`` (traceable).
 
-  The draw (:func:`fewshot.sources.sample_class_images`) and the support/query split
+  The draw (:func:`fewshot.class_draws.sample_class_images`) and the support/query split
   (:func:`fewshot.episodes.episode_from_images`, indifferent to the trailing shape) are
   those of :func:`episodic.evaluate`; only the images are replaced by their embeddings.
   """
-  classes, indices = sources.sample_class_images(key, layout, shape.way, shape.per_class)
+  classes, indices = class_draws.sample_class_images(key, layout, shape.way, shape.per_class)
   episode = episode_from_images(embeddings[indices], classes, shape)
   episode_logits = episodic.logits(learner, variables["params"], episode.support_images, episode.query_images, episode)
   return heads.loss_and_accuracy(episode_logits, episode.query_labels)[1]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 5))
-def _block(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: sources.ClassLayout,
+def _block(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
            key: jax.Array, shape: EpisodeShape, steps: jax.Array) -> jax.Array:
   one = lambda step: episode_accuracy(learner, variables, embeddings, layout, jax.random.fold_in(key, step), shape)
   return jax.vmap(one)(steps)
 
 
-def evaluate_cached(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: sources.ClassLayout,
+def evaluate_cached(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
                     key: jax.Array, num_episodes: int, shape: EpisodeShape) -> jax.Array:
   """Per-episode query accuracy ``[num_episodes]`` of :func:`episodic.evaluate`'s episodes, over ``embeddings``.
 

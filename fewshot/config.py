@@ -79,6 +79,9 @@ class Config(RunOptions):
   split_seed: int = option(0, "seed of --class_order random")
   bbox_crop: bool = option(False, "crop images to their bounding boxes before resizing (cub, cars196)")
   rotations: bool = option(False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)")
+  within_alphabet: bool = option(False, "omniglot: every training episode draws its classes from one alphabet (its "
+                                 "rotated characters included), as Lake's runs do; validation and test episodes are "
+                                 "untouched")
   distort: bool = option(False, "strokes/omniglot: each training image through its own small random affine map "
                          "(rotation 10 degrees, shear 0.3, scale 0.8-1.2, shift 2 px per 28 px, each at most; Koch "
                          "et al.), drawn per episode on the device; evaluation is untouched")
@@ -94,6 +97,8 @@ class Config(RunOptions):
     object.__setattr__(self, "protocol", data.protocol)
     self.set_default("augment", data.is_image_dataset)
     self.set_default("test_way", self.way)
+    if self.within_alphabet and self.dataset != "omniglot":
+      raise ConfigError(f"--within_alphabet draws episodes from one Omniglot alphabet; {self.dataset} has none.")
     if self.distort and data.is_image_dataset:
       raise ConfigError(f"--distort moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
     # Where the dataset's classes are too small for shot + the paper's queries, as many queries as they hold.

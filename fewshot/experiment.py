@@ -8,11 +8,11 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from fewshot import backbones, choices, data, episodic, groups, heads, sources, stats
+from fewshot import backbones, choices, class_draws, data, episodic, groups, heads, sources, stats
 from fewshot.affine import Distortion
 from fewshot.augment import Augmentation
 from fewshot.config import Config
-from fewshot.data import SPLITS, Split
+from fewshot.data import SPLITS, Split, omniglot
 from fewshot.episodes import EpisodeShape
 from fewshot.episodic import EpisodicLearner
 from fewshot.errors import ConfigError, DataError
@@ -134,12 +134,17 @@ class Experiment:
       shape = shapes[name]
       query_flag = "--test_query" if name == "test" else "--query"
       way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
-      sources.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
+      class_draws.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
     stored = next(iter(loaded.values())).image_shape
     if stored[-1] != config.channels:
       raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
+    class_groups = {}
+    if config.within_alphabet and "train" in loaded:
+      class_groups["train"] = omniglot.alphabets(loaded["train"].class_names)
+      class_draws.check_groups_fit(class_groups["train"], "train", "--way", config.way)
     if seeds is None:
-      placed = {name: sources.place(split, placement) for name, split in loaded.items()}
+      placed = {name: sources.place(split, placement, class_groups=class_groups.get(name))
+                for name, split in loaded.items()}
       # The learner is initialised on what the backbone sees, after the transforms.
       return cls(config, learner, placed, config.input_shape, run_keys(config.seed))
     group = RunPlacement.over(len(seeds))
@@ -148,7 +153,8 @@ class Experiment:
     shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
     check_memory(group, lambda: episodic.step_memory_bytes(learner, config.input_shape, stored_shape), shared)
     padded = tuple(group.pad(list(seeds)))
-    placed = {name: sources.place(split, placement, device=group.replicated, run_sharding=group.runs)
+    placed = {name: sources.place(split, placement, device=group.replicated, run_sharding=group.runs,
+                                  class_groups=class_groups.get(name))
               for name, split in loaded.items()}
     keys = {stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
     return cls(config, learner, placed, config.input_shape, keys, group, padded)

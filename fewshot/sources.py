@@ -7,7 +7,7 @@ the key ``fold_in(key, step)``. A source hands a compiled chunk those draws as *
 * :class:`DeviceSource`: the split is resident on the device, and one
   :class:`ResidentDraws` block lets the compiled scan draw and gather every step itself;
 * :class:`HostSource`: a split too large for the device stays in host memory; the index
-  draw (the same :func:`sample_class_images`, same keys) runs for a whole chunk, the host
+  draw (the same :func:`fewshot.class_draws.sample_class_images`, same keys) runs for a whole chunk, the host
   gathers the images, and :class:`GatheredDraws` blocks go to the device ``PREFETCH`` ahead
   of the one training.
 
@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fewshot import groups
+from fewshot.class_draws import ClassLayout, sample_class_images
 from fewshot.choices import PLACEMENTS
 from fewshot.data.options import DEVICE_BUDGET_BYTES, fits_on_device
 from fewshot.data.split import Split
@@ -37,63 +38,6 @@ from fewshot.errors import DataError
 
 BLOCK_BYTES = 256 << 20  # images per transfer: large enough to amortise it, small enough to keep 3 in flight
 PREFETCH = 2  # blocks being gathered or copied while one trains
-
-
-@flax.struct.dataclass
-class ClassLayout:
-  """Where each class of a split starts and how many images it has: all that drawing indices needs."""
-
-  class_offsets: jax.Array  # int32 [num_classes]
-  class_counts: jax.Array  # int32 [num_classes]
-  max_count: int = flax.struct.field(pytree_node=False)
-
-  @classmethod
-  def from_split(cls, split: Split, device=None) -> ClassLayout:
-    put = lambda a: jax.device_put(a, device)
-    return cls(class_offsets=put(split.class_offsets), class_counts=put(split.class_counts),
-               max_count=int(split.class_counts.max()))
-
-  @property
-  def num_classes(self) -> int:
-    return self.class_offsets.shape[0]
-
-
-def sample_class_images(key: jax.Array, layout: ClassLayout, num_classes: int,
-                        per_class: int) -> tuple[jax.Array, jax.Array]:
-  """Draw ``num_classes`` distinct classes ``[C]`` and ``per_class`` images of each, ``[C, per_class]`` indices.
-
-  Images are distinct within a class while the class has enough of them; a smaller class
-  repeats its images (pytorch-metric-learning's M-per-class sampler does the same).
-  Episodes never hit that case, since :func:`check_fits` rejects such splits up front.
-  """
-  class_key, image_key = jax.random.split(key)
-  classes = jax.random.choice(class_key, layout.num_classes, (num_classes,), replace=False)
-  counts = layout.class_counts[classes]
-  # Distinct images per class: the top per_class of uniform scores over the class's
-  # slots, with slots past the class's size scored below any real one.
-  scores = jax.random.uniform(image_key, (num_classes, max(layout.max_count, per_class)))
-  scores = jnp.where(jnp.arange(scores.shape[1])[None, :] < counts[:, None], scores, -1.0)
-  _, within_class = jax.lax.top_k(scores, per_class)
-  return classes, layout.class_offsets[classes][:, None] + within_class % counts[:, None]
-
-
-def check_fits(split: Split, split_name: str, classes: tuple[str, int], images: dict[str, int] | None = None) -> None:
-  """Raise a one-line ``DataError`` if the split cannot supply the draws of a step.
-
-  ``classes`` is the option and value of the classes drawn (``("--way", 5)``); ``images``,
-  the options whose values sum to the distinct images drawn per class (``{"--shot": 1,
-  "--query": 16}``), or None where a small class may repeat its images (metric-learning batches).
-  """
-  flag, num_classes = classes
-  if num_classes > split.num_classes:
-    raise DataError(f"{flag} {num_classes} is larger than the {split.num_classes} classes of the {split_name} "
-                    f"split; use {flag} {split.num_classes} or less.")
-  smallest = int(split.class_counts.min())
-  if images is not None and sum(images.values()) > smallest:
-    worst = split.class_names[int(np.argmin(split.class_counts))]
-    raise DataError(f"class {worst!r} of the {split_name} split has only {smallest} images but every class needs "
-                    f"{' + '.join(images)} = {' + '.join(map(str, images.values()))}; lower {' or '.join(images)} "
-                    f"so they sum to {smallest} or less.")
 
 
 # ---- blocks: what a compiled chunk scans over -----------------------------------------------------
@@ -179,8 +123,8 @@ class DeviceSource:
   layout: ClassLayout
 
   @classmethod
-  def from_split(cls, split: Split, device=None) -> DeviceSource:
-    return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device))
+  def from_split(cls, split: Split, device=None, class_groups: np.ndarray | None = None) -> DeviceSource:
+    return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device, class_groups))
 
   @property
   def num_classes(self) -> int:
@@ -208,12 +152,12 @@ class HostSource:
   """A split in host memory: images as numpy, the class layout on the device for the index draws."""
 
   def __init__(self, split: Split, device=None, block_bytes: int = BLOCK_BYTES, prefetch: int = PREFETCH,
-               run_sharding=None):
+               run_sharding=None, class_groups: np.ndarray | None = None):
     """``device``: a device or a (replicated) sharding; ``run_sharding``: where a group's blocks go (their
     leading run axis sharded over the devices), None to put them like the rest.
     """
     self.images, self.device, self.run_sharding = split.images, device, run_sharding
-    self.layout = ClassLayout.from_split(split, device)
+    self.layout = ClassLayout.from_split(split, device, class_groups)
     self.block_bytes, self.prefetch = block_bytes, prefetch
 
   @property
@@ -268,15 +212,18 @@ class HostSource:
 
 
 def place(split: Split, placement: str = "auto", budget_bytes: int = DEVICE_BUDGET_BYTES, device=None,
-          run_sharding=None) -> DeviceSource | HostSource:
+          run_sharding=None, class_groups: np.ndarray | None = None) -> DeviceSource | HostSource:
   """The split as a source: resident on the device, or streamed from host memory.
 
   ``auto`` keeps a split on the device when :func:`fits_on_device`; ``device`` and ``host``
   force one path. Either way a run sees the same draws. ``device`` may be a sharding: a
   group of runs sharded over several devices keeps a copy of the split on each
   (``NamedSharding(mesh, P())``) and streams its draws sharded by run (``run_sharding``).
+  ``class_groups`` (see :class:`ClassLayout`) makes each draw's classes one group's.
   """
   if placement not in PLACEMENTS:
     raise DataError(f"Unknown placement {placement!r}; choose one of {', '.join(PLACEMENTS)}.")
   on_host = placement == "host" or (placement == "auto" and not fits_on_device(split.images.nbytes, budget_bytes))
-  return HostSource(split, device, run_sharding=run_sharding) if on_host else DeviceSource.from_split(split, device)
+  if on_host:
+    return HostSource(split, device, run_sharding=run_sharding, class_groups=class_groups)
+  return DeviceSource.from_split(split, device, class_groups)

@@ -9,7 +9,7 @@ from fewshot import episodes
 from fewshot.config import Config
 from fewshot.data.split import Split
 from fewshot.errors import ConfigError, DataError
-from fewshot.sources import ClassLayout, sample_class_images
+from fewshot.class_draws import ClassLayout, sample_class_images
 
 
 def _split(num_classes=6, per_class=5):

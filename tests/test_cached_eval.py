@@ -19,7 +19,8 @@ from fewshot.episodes import EpisodeShape
 from fewshot.episodic import EpisodicLearner
 from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
-from fewshot.sources import DeviceSource, HostSource, sample_class_images
+from fewshot.class_draws import sample_class_images
+from fewshot.sources import DeviceSource, HostSource
 from fewshot.train import train
 
 EPISODES = 40

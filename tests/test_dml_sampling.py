@@ -9,7 +9,7 @@ from fewshot.errors import DataError
 from fewshot.data.split import Split
 from fewshot.dml import miners, samplers
 from fewshot.dml.samplers import BatchShape
-from fewshot import sources
+from fewshot import class_draws
 from fewshot.sources import DeviceSource
 
 COUNTS = (6, 2, 5, 7, 4, 6)
@@ -61,7 +61,7 @@ def test_batches_are_seeded_and_vary_with_the_key():
 
 def test_more_classes_than_the_split_is_a_one_line_error():
   with pytest.raises(DataError, match="use --classes 6 or less") as info:
-    sources.check_fits(_split(), "train", ("--classes", 7))
+    class_draws.check_fits(_split(), "train", ("--classes", 7))
   assert "\n" not in str(info.value)
   with pytest.raises(ValueError, match="per_class"):
     BatchShape(2, 0)

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot import episodes, sources
+from fewshot import class_draws, episodes, sources
 from fewshot.errors import DataError
 from fewshot.data.split import Split
 from fewshot.episodes import EpisodeShape
@@ -135,7 +135,7 @@ def test_sampler_covers_the_split_uniformly():
 
 
 def fits(split, shape, name):
-  sources.check_fits(split, name, ("--way", shape.way), {"--shot": shape.shot, "--query": shape.query})
+  class_draws.check_fits(split, name, ("--way", shape.way), {"--shot": shape.shot, "--query": shape.query})
 
 
 def test_check_fits_accepts_the_largest_shapes_that_fit():
@@ -164,3 +164,25 @@ def test_episode_shape_rejects_non_positive_sizes(way, shot, query):
   bad = next(name for name, v in (("way", way), ("shot", shot), ("query", query)) if v < 1)
   with pytest.raises(ValueError, match=f"--{bad} must be a positive integer"):
     EpisodeShape(way, shot, query)
+
+
+def test_grouped_draws_take_every_episode_s_classes_from_one_large_enough_group():
+  groups = np.array([0, 1, 1, 2, 2, 2, 1], np.int32)  # group 0 has one class: too small for 2-way episodes
+  grouped = sources.DeviceSource.from_split(SPLIT, class_groups=groups)
+  keys = jax.random.split(jax.random.key(3), N_EPISODES)
+  shape = EpisodeShape(2, 1, 4)
+  draw = jax.jit(lambda keys, source: jax.lax.map(lambda k: episodes.sample_episode(k, source, shape), keys))
+  eps = jax.tree.map(np.asarray, draw(keys, grouped))
+  drawn_groups = groups[eps.classes]
+  assert np.all(drawn_groups == drawn_groups[:, :1]) and np.all(eps.classes[:, 0] != eps.classes[:, 1])
+  # A group in proportion to its classes (3 and 3 of the 6 in groups 1 and 2), then a uniform pair within it.
+  group_freq = np.bincount(drawn_groups[:, 0], minlength=3)
+  assert group_freq[0] == 0 and chi_square(group_freq[1:], np.full(2, N_EPISODES / 2)) < loose_bound(1)
+  class_freq = np.bincount(eps.classes.ravel(), minlength=NUM_CLASSES)
+  expected = np.where(groups == 0, 0, 2 * group_freq[groups] / 3)
+  assert class_freq[0] == 0 and chi_square(class_freq[1:], expected[1:]) < loose_bound(NUM_CLASSES - 3)
+  # The images of a drawn class are still the class's own.
+  np.testing.assert_array_equal(CLASS_OF[index_of(eps.support_images)], eps.classes)
+  with pytest.raises(DataError, match="larger than the largest group of the train split .3 classes.*--way 3 or less"):
+    class_draws.check_groups_fit(groups, "train", "--way", 4)
+  class_draws.check_groups_fit(groups, "train", "--way", 3)

@@ -139,3 +139,24 @@ def test_image_size_56_trains_and_its_run_is_scored_on_lake_runs(omniglot_folder
   assert train(config, tmp_path / "run", progress=False)["test_episodes"] == 1
   assert json.loads((tmp_path / "run" / "config.json").read_text())["image_shape"] == [56, 56, 1]
   assert lake.evaluate(fewshot.load(str(tmp_path / "run")), runs_dir)["items"] == 40
+
+
+def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leaves_evaluation(omniglot_folder, tmp_path):
+  from fewshot import episodes  # noqa: PLC0415
+
+  train_dir, _, _ = omniglot_folder
+  config = Config(dataset="omniglot", data_dir=str(train_dir), tfds_dir=str(tmp_path), protocol="all_characters",
+                  rotations=True, within_alphabet=True, **{**TINY, "way": 5})
+  built = experiment.Experiment.build(config)
+  train_split = experiment.load_data(config, ("train",))["train"]
+  alphabet = np.array([name.split("/")[0] for name in train_split.class_names])
+  assert sorted(set(alphabet)) == ["Alpha", "Beta"] and train_split.class_names[0].endswith("/rot000")
+  keys = jax.random.split(jax.random.key(0), 64)
+  classes = np.stack([np.asarray(episodes.sample_episode(k, built.sources["train"], EpisodeShape(5, 1, 1)).classes)
+                      for k in keys])
+  assert all(len(set(alphabet[c])) == 1 for c in classes) and len(set(alphabet[classes[:, 0]])) == 2
+  assert built.sources["val"].layout.class_groups is None and built.sources["test"].layout.class_groups is None
+  with pytest.raises(ConfigError, match="one Omniglot alphabet; strokes has none"):
+    Config(dataset="strokes", within_alphabet=True)
+  with pytest.raises(DataError, match="--way 28 or less"):  # the larger alphabet trains 7 characters x 4 rotations
+    experiment.Experiment.build(dataclasses.replace(config, way=29, test_way=2))

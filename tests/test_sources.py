@@ -16,7 +16,8 @@ from fewshot.episodes import EpisodeShape
 from fewshot.episodic import EpisodicLearner
 from fewshot.errors import DataError
 from fewshot.experiment import Experiment
-from fewshot.sources import DeviceSource, HostSource, sample_class_images
+from fewshot.class_draws import sample_class_images
+from fewshot.sources import DeviceSource, HostSource
 
 
 def _indexed_split(counts=(5, 9, 6, 7, 8, 5, 10)):

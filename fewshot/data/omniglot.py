@@ -215,6 +215,15 @@ def rotated(split: Split) -> Split:
   return Split(np.ascontiguousarray(images[order]), labels[order].astype(np.int32), names)
 
 
+def alphabets(class_names) -> np.ndarray:
+  """Each class's alphabet, numbered in name order: Omniglot's classes are ``alphabet/character[/rotNNN]``, so a
+  rotated character stays its alphabet's.
+  """
+  names = [name.split("/")[0] for name in class_names]
+  number = {name: k for k, name in enumerate(sorted(set(names)))}
+  return np.array([number[name] for name in names], np.int32)
+
+
 def by_characters(pooled: Split, characters: list[str]) -> Split:
   """The images of ``characters`` (names) in ``pooled``, classes in name order."""
   wanted = set(characters)

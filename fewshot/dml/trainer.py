@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, data, distances, distributed, groups, loop, sources, stats
+from fewshot import backbones, class_draws, data, distances, distributed, groups, loop, sources, stats
 from fewshot.augment import Augmentation
 from fewshot.data import Split, holdout
 from fewshot.dml import embedding
@@ -41,7 +41,7 @@ def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
                             protocol=config.protocol, class_order=config.class_order, seed=config.split_seed)
   folds = fold_splits(config, splits)
   for k, (train, _) in enumerate(folds):
-    sources.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
+    class_draws.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
   return folds, splits["test"]
 
 

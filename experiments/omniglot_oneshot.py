@@ -56,6 +56,7 @@ OPTIONS = {
     "combined_halving": dict(way=20, query=5, rotations=True, distort=True, lr_halve_every=1000),
     "combined_way_60": dict(way=60, query=5, rotations=True, distort=True),
     "combined_dr_halving": dict(way=20, query=5, rotations=True, distort=True, head="dr", lr_halve_every=3000),
+    "combined_dr_halving_way_60": dict(way=60, query=5, rotations=True, distort=True, head="dr", lr_halve_every=3000),
     "combined_dr_within_alphabet": dict(way=20, query=5, rotations=True, distort=True, head="dr", within_alphabet=True),
 }
 EPISODES = 3000

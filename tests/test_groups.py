@@ -1,8 +1,6 @@
 """Seed groups: the runs of a group train like the same runs alone, on one device or sharded over four."""
 
 import dataclasses
-import json
-import os
 import subprocess
 import sys
 
@@ -18,7 +16,6 @@ from fewshot.rundir import RunDir
 from fewshot.sources import HostSource
 from fewshot.train import train, train_group
 from fewshot.train_state import run_keys
-from devices import FOUR_CPU_DEVICES
 
 TINY = dict(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, episodes=4, eval_every=2,
             val_episodes=3, test_episodes=4)
@@ -119,32 +116,6 @@ def test_a_group_at_different_checkpoints_or_with_another_run_is_refused_whole(t
   with pytest.raises(RunDirError, match="differs in --seed"):
     train_group(config, (3, 1), [done, fresh], resume=True, progress=False)
   assert sorted(p.name for p in tmp_path.iterdir()) == before and not (tmp_path / "fresh").exists()
-
-
-_GROUP_SCRIPT = """
-import json, sys
-from fewshot.config import Config
-from fewshot.train import train_group
-config = Config(**json.loads(sys.argv[1]))
-dirs = [f"{sys.argv[2]}/seed{s}" for s in range(3)]
-train_group(config, (0, 1, 2), dirs, progress=False)
-"""
-
-
-def test_a_group_sharded_over_four_devices_trains_as_on_one(tmp_path):
-  """Three runs on 4 forced CPU devices (one padding run) against the same group on one device."""
-  env = {**os.environ, "XLA_FLAGS": FOUR_CPU_DEVICES}
-  for name, environment in (("four", env), ("one", os.environ)):
-    done = subprocess.run([sys.executable, "-c", _GROUP_SCRIPT, json.dumps(TINY), str(tmp_path / name)],
-                          capture_output=True, text=True, env=environment)
-    assert done.returncode == 0, done.stderr[-2000:]
-  assert sorted(p.name for p in (tmp_path / "four").iterdir()) == ["seed0", "seed1", "seed2"]
-  for s in range(3):
-    four, one = _rows(tmp_path / "four" / f"seed{s}"), _rows(tmp_path / "one" / f"seed{s}")
-    assert [r["episode"] for r in four] == [r["episode"] for r in one]
-    for x, y in zip(four, one):
-      np.testing.assert_allclose(x["train_loss"], y["train_loss"], rtol=1e-3)
-      np.testing.assert_allclose(x["theta"], y["theta"], rtol=1e-4)
 
 
 def test_a_group_too_large_for_the_device_memory_is_refused_with_the_estimate(monkeypatch):

@@ -60,6 +60,8 @@ OPTIONS = {
     "combined_dr_within_alphabet": dict(way=20, query=5, rotations=True, distort=True, head="dr", within_alphabet=True),
 }
 EPISODES = 3000
+# The documented recipe (README.md, "Omniglot one-shot recipe"): the best option measured, for as long as it ran.
+RECIPE = dict(**OPTIONS["combined_dr_halving_way_60"], episodes=6000, eval_every=1000)
 # A smoke run (tests): a few episodes, validated and tested 5-way, so a small fixture supplies them.
 SMOKE = dict(episodes=2, eval_every=2, val_episodes=1, test_episodes=1, test_way=5, query=2, test_query=2)
 

@@ -1,4 +1,6 @@
-"""Seed groups: the runs of a group train like the same runs alone, on one device or sharded over four."""
+"""Seed groups: the runs of a group train like the same runs alone (sharded over devices and processes:
+``test_multiprocess.py``).
+"""
 
 import dataclasses
 import subprocess

@@ -65,9 +65,9 @@ def test_a_group_over_two_processes_writes_each_run_once_and_trains_as_in_one(tm
   _launch(tmp_path / "unsharded", processes=1, devices="--xla_force_host_platform_device_count=1")
   for seed in SEEDS:
     # On one device the compiler may fuse the group's program differently: equal within float tolerance.
-    four, one = _rows(_run_dir(tmp_path / "one", seed)), _rows(_run_dir(tmp_path / "unsharded", seed))
-    assert [r["episode"] for r in four] == [r["episode"] for r in one]
-    for x, y in zip(four, one):
+    sharded, unsharded = _rows(_run_dir(tmp_path / "one", seed)), _rows(_run_dir(tmp_path / "unsharded", seed))
+    assert [r["episode"] for r in sharded] == [r["episode"] for r in unsharded]
+    for x, y in zip(sharded, unsharded):
       np.testing.assert_allclose(x["train_loss"], y["train_loss"], rtol=1e-3)
       np.testing.assert_allclose(x["theta"], y["theta"], rtol=1e-4)
   for seed in SEEDS:

@@ -163,20 +163,19 @@ def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leave
     experiment.Experiment.build(dataclasses.replace(config, way=29, test_way=2))
 
 
-
-def _flag_values(words: list[str]) -> dict[str, str | None]:
-  """``--name value`` and bare ``--name`` words as {name: value or None}."""
-  return {word: (None if i + 1 == len(words) or words[i + 1].startswith("--") else words[i + 1])
-          for i, word in enumerate(words) if word.startswith("--")}
-
-
 def test_the_readme_recipe_is_the_measured_option_at_the_held_out_runs_shape():
   """README's one command trains what experiments/omniglot_oneshot.py measured, so the number it quotes holds."""
+  from absl import flags
+
+  from fewshot import options
+
   readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
   commands = [line.split() for line in readme.splitlines()
               if line.startswith("python -m fewshot.train --dataset omniglot") and "--protocol all_characters" in line]
   assert len(commands) == 1
-  documented = _flag_values(commands[0][3:])
-  assert documented.pop("--data_dir") == "DIR" and documented.pop("--dataset") == "omniglot"
+  values = flags.FlagValues()
+  options.define_flags(Config, values)
+  values(["prog", *commands[0][3:]])  # the command's own flags, parsed as fewshot.train parses them
   shape = {k: omniglot_oneshot.BASE[k] for k in ("protocol", "test_way", "test_query")}
-  assert documented == _flag_values(omniglot_oneshot.command_flags({**shape, **omniglot_oneshot.RECIPE}))
+  assert options.from_flags(Config, values) == Config(dataset="omniglot", data_dir="DIR", **shape,
+                                                      **omniglot_oneshot.RECIPE)

@@ -12,6 +12,9 @@ input at :math:`A^{-1}(p - o - t) + o` by bilinear interpolation, zero outside t
 >>> images = jnp.zeros((2, 28, 28, 1)).at[:, 10:18, 12:16].set(1.0)
 >>> distort(jax.random.key(0), images, Distortion()).shape
 (2, 28, 28, 1)
+
+At test time, :func:`translations` gives every whole-pixel shift of an image within a square,
+the views whose embeddings evaluation averages (``--test_shifts``).
 """
 
 from __future__ import annotations
@@ -67,3 +70,20 @@ def distort(key: jax.Array, images: jax.Array, distortion: Distortion) -> jax.Ar
   """``images`` (float ``[B, H, W, C]``, background 0) each through its own random affine distortion."""
   matrices, shifts = affine_matrices(key, images.shape[0], distortion)
   return warp(images, matrices, shifts)
+
+
+def translations(images: jax.Array, max_shift: int) -> jax.Array:
+  """Every translation of ``images`` ``[B, H, W, C]`` (background 0) by whole pixels, zero filled.
+
+  View ``(dy, dx)``, each in ``-max_shift..max_shift``, moves the content ``dy`` down and ``dx`` right;
+  returns ``[(2·max_shift + 1)², B, H, W, C]``, ``dy`` major, the unshifted images in the middle.
+
+  >>> views = translations(jnp.arange(9.0).reshape(1, 3, 3, 1), 1)
+  >>> views.shape, float(views[4].sum()), views[0, 0, :, :, 0].tolist()  # view 0: (dy, dx) = (-1, -1), up and left
+  ((9, 1, 3, 3, 1), 36.0, [[4.0, 5.0, 0.0], [7.0, 8.0, 0.0], [0.0, 0.0, 0.0]])
+  """
+  _, h, w, _ = images.shape
+  s = max_shift
+  padded = jnp.pad(images, ((0, 0), (s, s), (s, s), (0, 0)))
+  return jnp.stack([padded[:, s - dy : s - dy + h, s - dx : s - dx + w]
+                    for dy in range(-s, s + 1) for dx in range(-s, s + 1)])

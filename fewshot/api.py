@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +47,7 @@ class TrainedModel:
     """
     images = jnp.asarray(images)
     self._check_images(images, "images")
-    return _embed(self.learner, self.variables, images)
+    return episodic.embed_for_eval(self.learner, self.variables, images)
 
   def _check_images(self, images, name: str) -> None:
     """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""
@@ -100,12 +99,6 @@ def _episode_labels(labels, num_support: int) -> jax.Array:
   return jnp.asarray(values)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _embed(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.Array:
-  images = episodic.eval_images(learner, images)
-  return episodic.embed(learner, variables["params"], variables["batch_stats"], images, train=False)[0]
-
-
 def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int | None = None, *, head=None,
           backbone=None) -> TrainedModel:
   """An untrained model of a configuration, initialised as ``python -m fewshot.train`` would.
@@ -121,17 +114,21 @@ def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int 
   return TrainedModel(config, learner, episodic.model_variables(state))
 
 
-def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None) -> TrainedModel:
+def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
+         test_shifts: int | None = None) -> TrainedModel:
   """The trained model in a run directory (its ``best`` or ``last`` checkpoint).
 
   A run of a head or backbone passed as a value from Python (recorded as ``custom:<name>``) needs the same
   value again: ``fewshot.load(workdir, head=my_head)``; without it, a one-line ``ConfigError`` says so.
+  ``test_shifts`` replaces the run's ``--test_shifts`` in :meth:`TrainedModel.embed` (None keeps it).
   """
   if checkpoint not in CHECKPOINT_KINDS:
     raise ConfigError(f"unknown checkpoint {checkpoint!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
   rundir = existing_run(workdir)
   saved = rundir.read_config()
   config = Config.from_dict(saved)
+  if test_shifts is not None:
+    config = dataclasses.replace(config, test_shifts=test_shifts)
   compilation_cache.enable()
   learner = build_learner(config, head, backbone)
   like = episodic.init_state(learner, run_keys(config.seed)["init"], tuple(saved["image_shape"]))

@@ -27,12 +27,6 @@ EMBED_BATCH = 256  # images per forward pass of embed_split: one compiled shape,
 BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (128 MiB of float32)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _embed_eval(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.Array:
-  images = episodic.eval_images(learner, images)
-  return episodic.embed(learner, variables["params"], variables["batch_stats"], images, train=False)[0]
-
-
 def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = EMBED_BATCH) -> jax.Array:
   """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform.
 
@@ -46,7 +40,7 @@ def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = 
     pad = batch - chunk.shape[0]
     if pad:
       chunk = jnp.concatenate([chunk, jnp.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
-    chunks.append(_embed_eval(learner, variables, chunk)[: batch - pad])
+    chunks.append(episodic.embed_for_eval(learner, variables, chunk)[: batch - pad])
   return jnp.concatenate(chunks)
 
 

@@ -85,6 +85,9 @@ class Config(RunOptions):
   distort: bool = option(False, "strokes/omniglot: each training image through its own small random affine map "
                          "(rotation 10 degrees, shear 0.3, scale 0.8-1.2, shift 2 px per 28 px, each at most; Koch "
                          "et al.), drawn per episode on the device; evaluation is untouched")
+  test_shifts: int = option(0, "strokes/omniglot: test episodes and Lake's runs embed each image as the mean over "
+                            "its whole-pixel shifts by up to this many pixels each way ((2N+1)^2 views, zero fill; "
+                            "validation one view, so training is unchanged); 0: the image alone")
   augment: bool | None = option(None, "the paper's training augmentation on the device (default: on for the image "
                                 "datasets, off for strokes/omniglot)")
 
@@ -101,6 +104,11 @@ class Config(RunOptions):
       raise ConfigError(f"--within_alphabet draws episodes from one Omniglot alphabet; {self.dataset} has none.")
     if self.distort and data.is_image_dataset:
       raise ConfigError(f"--distort moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
+    if not 0 <= self.test_shifts < data.image_size / 2:
+      raise ConfigError(f"--test_shifts must be 0 or more and below half the {data.image_size} px side, got "
+                        f"{self.test_shifts}.")
+    if self.test_shifts and data.is_image_dataset:
+      raise ConfigError(f"--test_shifts moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
     # Where the dataset's classes are too small for shot + the paper's queries, as many queries as they hold.
     room = max(1, data_options.IMAGES_PER_CLASS.get(self.dataset, PAPER_QUERY + self.shot) - self.shot)
     self.set_default("query", min(PAPER_QUERY, room))

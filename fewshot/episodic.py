@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import backbones, diagnostics, groups, heads, sources
+from fewshot import affine, backbones, diagnostics, groups, heads, sources
 from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
 from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
 from fewshot.episodes import Episode, EpisodeShape, episode_from_images
@@ -38,6 +38,8 @@ class EpisodicLearner:
   ``model`` is any flax module mapping images ``[n, H, W, C]`` to embeddings ``[n, D]``
   (:mod:`fewshot.backbones`); ``head`` a head value (:class:`fewshot.heads.Head`), or a ``--head``
   name that ``classifier`` and ``distance`` complete into one (they are unused beside a value).
+  ``test_shifts`` > 0: evaluation embeds each image as the mean over its whole-pixel translations
+  within ``±test_shifts`` (:func:`eval_embeddings`); training is untouched (validation: see ``Experiment``).
   """
 
   model: nn.Module
@@ -49,6 +51,7 @@ class EpisodicLearner:
   centring: str = "points"  # of the diagnostics; "features" reproduces the reference code
   psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
   augmentation: Augmentation = NO_AUGMENTATION
+  test_shifts: int = 0
 
   def __post_init__(self):
     # Resolved once here, so that every function below sees a head value.
@@ -152,6 +155,20 @@ def eval_images(learner: EpisodicLearner, images: jax.Array) -> jax.Array:
   return learner.augmentation.eval(images) if learner.augmentation.enabled else images
 
 
+def eval_embeddings(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.Array:
+  """Embeddings ``[n, D]`` of stored images as every evaluation computes them: the evaluation transform,
+  BatchNorm in evaluation mode (so an image's embedding does not depend on its batch), and with
+  ``learner.test_shifts`` the mean over the image's translations (:func:`fewshot.affine.translations`).
+  """
+  images = eval_images(learner, images)
+  one = lambda view: embed(learner, variables["params"], variables["batch_stats"], view, train=False)[0]
+  # Shifted views one at a time (lax.map): the activations stay those of a single view's batch.
+  return jax.lax.map(one, affine.translations(images, learner.test_shifts)).mean(0) if learner.test_shifts else one(images)
+
+
+embed_for_eval = jax.jit(eval_embeddings, static_argnums=0)  # the compiled form, for whole splits and runs
+
+
 # ---- steps ---------------------------------------------------------------------------------------
 def _loss(learner: EpisodicLearner, params, batch_stats, episode: Episode):
   support, query, batch_stats = episode_embeddings(learner, params, batch_stats, episode, train=True)
@@ -199,9 +216,10 @@ def step_memory_bytes(learner: EpisodicLearner, image_shape: tuple[int, ...], st
 
 
 def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode) -> jax.Array:
-  """Query accuracy of a drawn episode, through the evaluation transform, BatchNorm in evaluation mode."""
-  episode = _transform(episode, learner.augmentation.eval, learner.augmentation.enabled)
-  support, query, _ = episode_embeddings(learner, variables["params"], variables["batch_stats"], episode, train=False)
+  """Query accuracy of a drawn episode, its images embedded by :func:`eval_embeddings`."""
+  n_support = episode.support_images.shape[0]
+  embeddings = eval_embeddings(learner, variables, jnp.concatenate([episode.support_images, episode.query_images]))
+  support, query = embeddings[:n_support], embeddings[n_support:]
   return heads.loss_and_accuracy(logits(learner, variables["params"], support, query, episode),
                                  episode.query_labels)[1]
 

@@ -47,6 +47,8 @@ def define_flags() -> None:
   flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
                       "(a dataset not prepared there yet is prepared there)")
   flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
+  flags.DEFINE_integer("test_shifts", None, "embed each image as the mean over its shifts by up to this many pixels "
+                       "(strokes/omniglot; 0: the image alone; default: the run's --test_shifts)")
   flags.DEFINE_enum("test_by", "episode", TEST_BY, "episode: embed each test episode (the paper's protocol); cached: "
                     "the same episodes over the test split embedded once (seconds for 10,000); both: report both")
   flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
@@ -121,18 +123,21 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   return results
 
 
-def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best") -> dict:
+def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_shifts: int | None = None) -> dict:
   """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json``.
 
   The runs are read (and refused) before the model is loaded, so bad input writes nothing.
+  ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
   """
   from fewshot import api, lake  # the model machinery, only where a model is tested
 
   rundir = _checkpoint(workdir, checkpoint)
   config = Config.from_dict(rundir.read_config())
+  if test_shifts is not None:
+    config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)
   runs = lake.read_runs(lake_runs, config.image_size)
-  results = lake.evaluate(api.load(workdir, checkpoint), runs)
+  results = lake.evaluate(api.load(workdir, checkpoint, test_shifts=test_shifts), runs)
   results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))
   write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
@@ -160,15 +165,16 @@ def main(argv):
     if given:
       raise ConfigError(f"{', '.join(given)} choose test-split episodes; --lake_runs scores Lake's runs instead "
                         "(leave them out, or run without --lake_runs).")
-    results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint)
+    results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint, FLAGS.test_shifts)
+    views = f", mean over shifts by up to {results['test_shifts']} px" if results["test_shifts"] else ""
     print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
-          f"one-shot runs ({results['runs']} runs, {results['items']} items):")
+          f"one-shot runs ({results['runs']} runs, {results['items']} items{views}):")
     print(lake_table(results))
     print(f"wrote {existing_run(FLAGS.workdir).path / LAKE_FILE}")
     return
   results = evaluate(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes,
                      test_episodes=FLAGS.test_episodes, test_query=FLAGS.test_query, seed=FLAGS.seed,
-                     data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir)
+                     data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir, test_shifts=FLAGS.test_shifts)
   where = f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']})"
   lines = [("", results["test_by"] == "cached")] + [("cached_", True)] * (results["test_by"] == "both")
   for prefix, cached in lines:

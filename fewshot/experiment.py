@@ -90,6 +90,7 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
       centring=config.centring,
       psi_classifier=config.psi_classifier,
       augmentation=build_augmentation(config),
+      test_shifts=config.test_shifts,
   )
 
 
@@ -177,7 +178,10 @@ class Experiment:
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = episodic.model_variables(state)
-    accuracies = episodic.evaluate(self.learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
+    # Validation embeds one view: test shifts multiply its cost, and without them a run trains and chooses its
+    # checkpoints exactly as it would without --test_shifts.
+    learner = self.learner if split == "test" else dataclasses.replace(self.learner, test_shifts=0)
+    accuracies = episodic.evaluate(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
     if self.group is None:
       return np.asarray(accuracies)
     per_run = [np.asarray(groups.unstack(accuracies, i)) for i in self.written]

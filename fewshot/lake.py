@@ -224,7 +224,8 @@ def check_model(config) -> None:
 def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   """Score a model (:func:`fewshot.load`) on Lake's runs (a folder, a zip, or :func:`read_runs`'s runs).
 
-  Returns the run's head and the 1-NN rule's accuracy over all items, their mean ± 95%
+  Returns the run's head and the 1-NN rule's accuracy over all items (embeddings as :meth:`TrainedModel.embed`
+  computes them, over the model's ``test_shifts`` views), their mean ± 95%
   interval over runs, and a per-run table (``labels`` and predictions are class indices,
   class ``c`` being the run's ``c``-th ``training/*.png`` in name order).
   """
@@ -256,5 +257,5 @@ def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   rules = {"head": {"name": config.model_name, "classifier": config.classifier, "head": config.head,
                     "distance": config.distance, "theta": model.theta, **summarise(correct["head"])},
            "nn": {"name": "1-NN (Euclidean)", **summarise(correct["nn"])}}
-  return {"source": source, "model": config.model_name, "runs": len(runs), "items": sum(sizes[1::2]), "rules": rules,
-          "per_run": table}
+  return {"source": source, "model": config.model_name, "test_shifts": config.test_shifts, "runs": len(runs),
+          "items": sum(sizes[1::2]), "rules": rules, "per_run": table}

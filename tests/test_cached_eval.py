@@ -43,15 +43,18 @@ def _variables(learner, input_shape):
 
 
 @pytest.mark.parametrize(
-    "head, classifier, stored, augmentation",
-    [("softmax", "proto", (28, 28, 1), Augmentation()),
-     ("dr", "nn", (28, 28, 1), Augmentation()),
+    "head, classifier, stored, augmentation, test_shifts",
+    [("softmax", "proto", (28, 28, 1), Augmentation(), 0),
+     ("dr", "nn", (28, 28, 1), Augmentation(), 0),
+     # Each image embedded as the mean over its 9 shifts by up to one pixel, in both paths.
+     ("softmax", "proto", (28, 28, 1), Augmentation(), 1),
      # An image dataset: stored at 18 px, evaluated through resize + centre crop to 16 px + normalisation.
-     ("dr", "proto", (18, 18, 3), Augmentation.for_dataset(16, 3, True, False))],
+     ("dr", "proto", (18, 18, 3), Augmentation.for_dataset(16, 3, True, False), 0)],
 )
-def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, augmentation):
+def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, augmentation, test_shifts):
   split, shape = _split(stored), EpisodeShape(4, 2, 3)
-  learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, augmentation=augmentation)
+  learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, augmentation=augmentation,
+                            test_shifts=test_shifts)
   input_shape = (16, 16, 3) if augmentation.enabled else stored
   variables, key = _variables(learner, input_shape), jax.random.key(2)
   per_episode = np.asarray(episodic.evaluate(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
@@ -67,8 +70,7 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   # The embeddings gathered for an episode are those the per-episode path computes for it.
   _, indices = sample_class_images(jax.random.fold_in(key, 7), DeviceSource.from_split(split).layout, shape.way,
                                    shape.per_class)
-  images = episodic.eval_images(learner, split.images[np.asarray(indices).reshape(-1)])
-  alone, _ = episodic.embed(learner, variables["params"], variables["batch_stats"], images, train=False)
+  alone = episodic.eval_embeddings(learner, variables, split.images[np.asarray(indices).reshape(-1)])
   np.testing.assert_allclose(np.asarray(embeddings)[np.asarray(indices).reshape(-1)], alone, rtol=1e-5, atol=1e-5)
 
   # A split in host memory embeds alike; small blocks of episodes give the same accuracies.

@@ -186,3 +186,9 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
   assert f"{row} read back |" in omniglot_oneshot.main(argv)  # a finished group is read back, not retrained
   assert "distort: done, skipped" in capsys.readouterr().out
   assert [p.stat().st_mtime_ns for p in results] == before
+  # Scored again over shifted views: nothing retrained, each run's lake_runs.json says how it was scored.
+  assert "mean over shifts by up to 1 px" in omniglot_oneshot.main([*argv, "--test_shifts", "1"])
+  assert [p.stat().st_mtime_ns for p in results] == before
+  for s in (0, 1):
+    assert json.loads((out / "distort" / f"omniglot_conv4_ProtoNet_S_5w1s_seed{s}" / "lake_runs.json").read_text())[
+        "test_shifts"] == 1

@@ -195,3 +195,23 @@ def test_lake_runs_refuse_test_split_options(runs, trained_run, assert_one_line_
   result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={runs[0]}", "--test_episodes=10")
   assert_one_line_error(result, "--test_episodes", "--lake_runs")
   assert not (trained_run / "lake_runs.json").exists()
+
+
+def test_cli_test_shifts_score_the_mean_of_shifted_embeddings_and_are_recorded(runs, trained_run,
+                                                                               assert_one_line_error):
+  folder = runs[0]
+  result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={folder}", "--test_shifts=2")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "mean over shifts by up to 2 px" in result.stdout.splitlines()[0]
+  written = json.loads((trained_run / "lake_runs.json").read_text())
+  shifted = fewshot.load(str(trained_run), test_shifts=2)
+  assert written["test_shifts"] == 2 == shifted.config.test_shifts
+  expected = _numpy_scores(shifted, lake.read_runs(folder))
+  assert [row["nn_predicted"] for row in written["per_run"]] == [p.tolist() for p in expected]
+  # The run's own (one view) and the shifted model embed differently: the flag reached the model.
+  assert not np.allclose(fewshot.load(str(trained_run)).embed(lake.read_runs(folder)[0].support),
+                         shifted.embed(lake.read_runs(folder)[0].support), atol=1e-4)
+  (trained_run / "lake_runs.json").unlink()
+  result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={folder}", "--test_shifts=14")
+  assert_one_line_error(result, "--test_shifts must be 0 or more and below half the 28 px side, got 14")
+  assert not (trained_run / "lake_runs.json").exists()

@@ -43,7 +43,8 @@ class TrainedModel:
     """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1]) as stored by ``fewshot.data``.
 
     The run's evaluation transform is applied first (image datasets: resize to
-    ``int(1.15·size)``, centre crop, normalise), so ``embed(split.images)`` is what testing sees.
+    ``int(1.15·size)``, centre crop, normalise), and with ``--test_shifts N`` each embedding is the
+    mean over the image's shifts by up to N px, so ``embed(split.images)`` is what testing sees.
     """
     images = jnp.asarray(images)
     self._check_images(images, "images")

@@ -224,10 +224,10 @@ def check_model(config) -> None:
 def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   """Score a model (:func:`fewshot.load`) on Lake's runs (a folder, a zip, or :func:`read_runs`'s runs).
 
-  Returns the run's head and the 1-NN rule's accuracy over all items (embeddings as :meth:`TrainedModel.embed`
-  computes them, over the model's ``test_shifts`` views), their mean ± 95%
-  interval over runs, and a per-run table (``labels`` and predictions are class indices,
-  class ``c`` being the run's ``c``-th ``training/*.png`` in name order).
+  Returns the run's head and the 1-NN rule's accuracy over all items, their mean ± 95% interval
+  over runs, and a per-run table (``labels`` and predictions are class indices, class ``c`` being
+  the run's ``c``-th ``training/*.png`` in name order). Images are embedded as
+  :meth:`TrainedModel.embed` embeds them: with the model's ``--test_shifts`` views.
   """
   source, config = None, model.config
   check_model(config)

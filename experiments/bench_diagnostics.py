@@ -1,6 +1,6 @@
 """Overhead of the training diagnostics: one diagnosed update vs a checkpoint's chunk of training.
 
-``episodic.train_chunk`` diagnoses only the last update of a chunk (an extra forward pass and
+``learning.train_chunk`` diagnoses only the last update of a chunk (an extra forward pass and
 the diagnostics' arithmetic, behind a ``lax.cond``). This times that work alone, jitted, against
 a whole ``--episodes``-episode chunk, and prints the ratio.
 
@@ -16,12 +16,13 @@ import time
 import jax
 import jax.numpy as jnp
 
-from experiments.bench_episodes import random_split
 from fewshot.backbones import Conv4
-from fewshot import episodic
-from fewshot.episodes import EpisodeShape, sample_episode
-from fewshot.episodic import EpisodicLearner
-from fewshot.sources import DeviceSource
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape, sample_episode
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training.sources import DeviceSource
+
+from experiments.bench_episodes import random_split
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -46,20 +47,20 @@ def main() -> None:
   shape = EpisodeShape(5, 1, 16)
   source = DeviceSource.from_split(random_split(args.size, args.channels, 64, 20))
   learner = EpisodicLearner(Conv4(), shape, head=args.head)
-  state = episodic.init_state(learner, jax.random.key(0), (args.size, args.size, args.channels))
+  state = learning.init_state(learner, jax.random.key(0), (args.size, args.size, args.channels))
   episode = sample_episode(jax.random.key(1), source, shape)
 
   @jax.jit
   def diagnosed_update(state):
-    new_state, _, before = episodic.train_step(learner, state, episode)
-    return episodic.diagnose(learner, before, new_state, state.batch_stats, episode)
+    new_state, _, before = learning.train_step(learner, state, episode)
+    return learning.diagnose(learner, before, new_state, state.batch_stats, episode)
 
   @jax.jit
   def update(state):
-    return episodic.train_step(learner, state, episode)[1]
+    return learning.train_step(learner, state, episode)[1]
 
   # Not donated: the same state is timed again and again.
-  chunk = lambda s: episodic.train_chunk(learner, jax.tree.map(jnp.copy, s), source, jax.random.key(2), args.episodes)[1]
+  chunk = lambda s: learning.train_chunk(learner, jax.tree.map(jnp.copy, s), source, jax.random.key(2), args.episodes)[1]
   diagnostics = median_seconds(lambda: diagnosed_update(state), args.repeats) - median_seconds(
       lambda: update(state), args.repeats)
   chunk_seconds = median_seconds(lambda: chunk(state), args.repeats)

@@ -3,10 +3,10 @@
 For each image size and head (classifier ``proto``), 5-way 1-shot 16-query, on
 ``jax.devices()[0]`` with a random uint8 split resident on the device:
 
-* ``scan``: ``episodic.train_chunk`` (one ``lax.scan`` over ``--episodes`` episodes drawn
+* ``scan``: ``learning.train_chunk`` (one ``lax.scan`` over ``--episodes`` episodes drawn
   on the device, plus the diagnostics of its last update: one extra forward pass per
   chunk, so short chunks overstate the per-episode cost of 100-episode checkpoints);
-* ``loop``: the same per-episode work (draw + ``episodic.train_step``) jitted once and
+* ``loop``: the same per-episode work (draw + ``learning.train_step``) jitted once and
   called from a Python loop ``--episodes`` times;
 * ``torch`` (with ``--torch``): the eager PyTorch reference of ``experiments/torch_conv4.py``.
 
@@ -34,10 +34,10 @@ import numpy as np
 
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
-from fewshot import episodic
-from fewshot.episodes import EpisodeShape, sample_episode
-from fewshot.episodic import EpisodicLearner
-from fewshot.sources import DeviceSource
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape, sample_episode
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training.sources import DeviceSource
 
 
 def random_split(size: int, channels: int, num_classes: int, per_class: int, seed: int = 0) -> Split:
@@ -61,12 +61,12 @@ def init_on_device(learner: EpisodicLearner, seed: int, image_shape, source: Dev
   A state left uncommitted next to a committed source makes the second call compile
   again (the first call's outputs come back committed, which changes the cache key).
   """
-  state = episodic.init_state(learner, jax.random.key(seed), image_shape)
+  state = learning.init_state(learner, jax.random.key(seed), image_shape)
   return jax.device_put(state, next(iter(source.images.devices())))
 
 
 class JaxScan:
-  """``episodic.train_chunk`` over a chunk of episodes."""
+  """``learning.train_chunk`` over a chunk of episodes."""
 
   def __init__(self, learner: EpisodicLearner, source: DeviceSource, image_shape, episodes: int, seed: int):
     self.learner, self.source, self.episodes = learner, source, episodes
@@ -75,7 +75,7 @@ class JaxScan:
 
   def run(self):
     # (state, per-episode metrics, ...): the state always comes first
-    out = episodic.train_chunk(self.learner, self.state, self.source, self.key, self.episodes)
+    out = learning.train_chunk(self.learner, self.state, self.source, self.key, self.episodes)
     self.state = out[0]
     block(out)
 
@@ -91,7 +91,7 @@ class JaxLoop:
 
     def step(state, source, key):
       episode = sample_episode(jax.random.fold_in(key, state.step), source, shape)
-      return episodic.train_step(learner, state, episode)
+      return learning.train_step(learner, state, episode)
 
     self.step = jax.jit(step, donate_argnums=0)
 

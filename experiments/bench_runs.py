@@ -3,7 +3,7 @@
 For each image size, head and group size R (Conv4 ProtoNet, 5-way 1-shot 16-query, a random
 uint8 split resident on the device), side by side in one process:
 
-* ``group``: one ``episodic.train_chunk`` of R stacked runs (one vmapped program, the run axis
+* ``group``: one ``learning.train_chunk`` of R stacked runs (one vmapped program, the run axis
   sharded over ``jax.devices()``), ``--episodes`` episodes per run per chunk;
 * ``sequential``: the same R runs one after another: R times the single run's chunk (the
   single run is measured in the same repetitions, so R x its time is what training them one
@@ -31,14 +31,15 @@ import time
 
 import jax
 
-from experiments.bench_episodes import TorchRef, random_split
-from fewshot import episodic
 from fewshot.backbones import Conv4
-from fewshot.episodes import Episode, EpisodeShape
-from fewshot.episodic import EpisodicLearner
-from fewshot.groups import RunPlacement
-from fewshot.sources import DeviceSource
-from fewshot.train_state import run_keys
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import Episode, EpisodeShape
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training.seed_groups import RunPlacement
+from fewshot.training.sources import DeviceSource
+from fewshot.training.train_state import run_keys
+
+from experiments.bench_episodes import TorchRef, random_split
 
 SHAPE = EpisodeShape(5, 1, 16)
 
@@ -46,21 +47,21 @@ SHAPE = EpisodeShape(5, 1, 16)
 def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int) -> float:
   """Device memory of the compiled group chunk (arguments, outputs, temporaries), per run."""
   draws = source.blocks(keys, 0, episodes, SHAPE.way, SHAPE.per_class)[0]
-  compiled = episodic._train_group_block.lower(learner, states, draws, keys, jax.numpy.int32(episodes - 1)).compile()
+  compiled = learning._train_group_block.lower(learner, states, draws, keys, jax.numpy.int32(episodes - 1)).compile()
   m = compiled.memory_analysis()
   return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / runs
 
 
 def episode_flops(learner, image_shape: tuple[int, ...]) -> float:
   """Floating-point operations of one training step, as XLA counts them (a scan's body would count once)."""
-  state = jax.eval_shape(lambda: episodic.init_state(learner, jax.random.key(0), image_shape))
+  state = jax.eval_shape(lambda: learning.init_state(learner, jax.random.key(0), image_shape))
   n_support, n_query = SHAPE.way * SHAPE.shot, SHAPE.way * SHAPE.query
   episode = Episode(support_images=jax.ShapeDtypeStruct((n_support, *image_shape), jax.numpy.uint8),
                     support_labels=jax.ShapeDtypeStruct((n_support,), jax.numpy.int32),
                     query_images=jax.ShapeDtypeStruct((n_query, *image_shape), jax.numpy.uint8),
                     query_labels=jax.ShapeDtypeStruct((n_query,), jax.numpy.int32),
                     classes=jax.ShapeDtypeStruct((SHAPE.way,), jax.numpy.int32))
-  step = jax.jit(lambda s, e: episodic.train_step(learner, s, e)[:2])
+  step = jax.jit(lambda s, e: learning.train_step(learner, s, e)[:2])
   return float(step.lower(state, episode).compile().cost_analysis()["flops"])
 
 
@@ -92,11 +93,11 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
   image_shape = (size, size, channels)
   single_source = DeviceSource.from_split(split)
   single_keys = run_keys(0)
-  single = episodic.init_state(learner, single_keys["init"], image_shape)
+  single = learning.init_state(learner, single_keys["init"], image_shape)
 
   def run_single():
     nonlocal single
-    single, metrics, _ = episodic.train_chunk(learner, single, single_source, single_keys["train"], episodes)
+    single, metrics, _ = learning.train_chunk(learner, single, single_source, single_keys["train"], episodes)
     jax.block_until_ready(metrics)
 
   flops = episode_flops(learner, image_shape) * episodes  # the chunk's one diagnosed update is left out
@@ -106,13 +107,13 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
     placement = RunPlacement.over(runs)
     source = DeviceSource.from_split(split, placement.replicated)
     seeds = placement.pad(list(range(runs)))
-    states = placement.stack([episodic.init_state(learner, run_keys(s)["init"], image_shape) for s in seeds])
+    states = placement.stack([learning.init_state(learner, run_keys(s)["init"], image_shape) for s in seeds])
     keys = placement.stack([run_keys(s)["train"] for s in seeds])
     memory = group_bytes_per_run(learner, states, source, keys, episodes, placement.size)
 
     def run_group():
       nonlocal states
-      states, metrics, _ = episodic.train_chunk(learner, states, source, keys, episodes)
+      states, metrics, _ = learning.train_chunk(learner, states, source, keys, episodes)
       jax.block_until_ready(metrics)
 
     variants = {"group": run_group, "single": run_single, **({"torch": torch_ref.run} if torch_ref else {})}

@@ -2,7 +2,7 @@
 
   python -m experiments.bench_streaming --size 84 --episodes 20 --repeats 3 --gather_sizes 84,224
 
-* ``train``: ``episodic.train_chunk`` (Conv4 ProtoNet, 5-way 1-shot 16-query, the paper's
+* ``train``: ``learning.train_chunk`` (Conv4 ProtoNet, 5-way 1-shot 16-query, the paper's
   augmentation, RGB stored at int(1.15 * size)) on the same episodes from a ``DeviceSource``
   and from a ``HostSource``, the two alternating within every repetition; the median seconds
   per episode of each and their ratio (streamed / resident). Compile time is excluded (a first
@@ -22,14 +22,15 @@ import time
 import jax
 import numpy as np
 
-from experiments.bench_episodes import random_split
 from fewshot.augment import Augmentation
 from fewshot.backbones import Conv4
 from fewshot.data.images import stored_size
-from fewshot import episodic
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner
-from fewshot.sources import DeviceSource, HostSource
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training.sources import DeviceSource, HostSource
+
+from experiments.bench_episodes import random_split
 
 SHAPE = EpisodeShape(5, 1, 16)
 
@@ -38,11 +39,11 @@ def train_ratio(size: int, episodes: int, repeats: int) -> dict:
   split = random_split(stored_size(size), 3, num_classes=32, per_class=20)
   learner = EpisodicLearner(Conv4(), SHAPE, augmentation=Augmentation.paper(size, 3))
   sources = {"resident": DeviceSource.from_split(split), "streamed": HostSource(split)}
-  states = {name: episodic.init_state(learner, jax.random.key(0), (size, size, 3)) for name in sources}
+  states = {name: learning.init_state(learner, jax.random.key(0), (size, size, 3)) for name in sources}
   key = jax.random.key(1)
 
   def chunk(name):
-    states[name], metrics, _ = episodic.train_chunk(learner, states[name], sources[name], key, episodes)
+    states[name], metrics, _ = learning.train_chunk(learner, states[name], sources[name], key, episodes)
     jax.block_until_ready(metrics)
     return metrics
 

@@ -21,7 +21,7 @@ from fewshot.dml import embedding
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
-from fewshot.sources import DeviceSource
+from fewshot.training.sources import DeviceSource
 
 DEFAULT_OMNIGLOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "omniglot")
 

@@ -7,7 +7,7 @@ import pathlib
 from typing import Callable, Hashable
 
 from fewshot.errors import RunDirError
-from fewshot.rundir import LOCATION_FIELDS, RunDir
+from fewshot.records.rundir import LOCATION_FIELDS, RunDir
 
 
 def finished_results(workdir: pathlib.Path, config) -> dict | None:

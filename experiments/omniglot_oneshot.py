@@ -5,7 +5,7 @@ background alphabets only, this script builds the same kind of runs from alphabe
 training: every run is 20 characters of one held-out alphabet, one drawer's image of each as the
 support and another drawer's as the query, in the ``all_runs`` layout (``run01/class_labels.txt``,
 ``training/classNN.png``, ``test/itemNN.png``, the original 105x105 PNGs), so that
-``fewshot.lake`` scores a trained run on them exactly as it would score Lake's.
+``fewshot.episodic.lake`` scores a trained run on them exactly as it would score Lake's.
 
     python -m experiments.omniglot_oneshot --data_dir DIR --out runs/oneshot \
         --options baseline,rotations,distort --seeds 0-2 --episodes 3000
@@ -32,10 +32,12 @@ import zipfile
 
 import numpy as np
 
-from experiments import grid
-from fewshot import groups, stats
+from fewshot.analysis import stats
 from fewshot.config import Config
-from fewshot.rundir import RunDir
+from fewshot.records.rundir import RunDir
+from fewshot.training import seed_groups
+
+from experiments import grid
 
 # Held out by default: the two largest background-small alphabets after katakana, so that each gives
 # many distinct 20-character runs (Korean 40, Sanskrit 42 characters).
@@ -204,7 +206,7 @@ def main(argv=None) -> str:
                       "over shifts by up to this many pixels (default: each run's own --test_shifts)")
   parser.add_argument("--smoke", action="store_true", help="a few episodes validated 5-way (tests)")
   args = parser.parse_args(argv)
-  out, held_out, seeds = pathlib.Path(args.out), tuple(args.held_out.split(",")), groups.parse_seeds(args.seeds)
+  out, held_out, seeds = pathlib.Path(args.out), tuple(args.held_out.split(",")), seed_groups.parse_seeds(args.seeds)
   unknown = [o for o in args.options.split(",") if o not in OPTIONS]
   if unknown:
     raise SystemExit(f"unknown option {unknown[0]!r}; choose among {', '.join(OPTIONS)}")

@@ -17,10 +17,11 @@ import sys
 
 from absl import logging
 
-from experiments import grid
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.train import train
 from fewshot.dml.trainer import REPORTED
+
+from experiments import grid
 
 LOSSES = {"contrastive": "none", "triplet": "semi_hard", "npair": "none", "nsl": "none"}  # loss -> miner
 PROTOCOL = dict(embedding_dim=128, folds=4)

@@ -1,7 +1,7 @@
 """Reference eager-PyTorch episode trainer: Conv4 + ProtoNet (softmax or DR head), Adam.
 
 Used only by ``experiments/bench_episodes.py`` to time the same episode as
-``fewshot.episodic.train_chunk`` the way the paper's reference code runs it
+``fewshot.episodic.learning.train_chunk`` the way the paper's reference code runs it
 (CloserLookFewShot style, eager mode, one episode per optimiser step). Not a dependency
 of the ``fewshot`` package; ``import torch`` happens here only.
 

@@ -2,15 +2,15 @@
 
     python -m fewshot.analyze runs/A runs/B [runs/C ...] [--pairs first|all]
         [--format table|markdown|csv|latex] [--out FILE]
-    python -m fewshot.analyze runs/A_seed* -- runs/B_seed*      # two arms of seed groups (fewshot.arms)
+    python -m fewshot.analyze runs/A_seed* -- runs/B_seed*      # two arms of seed groups (fewshot.analysis.arms)
 
-For every measure of :data:`fewshot.measures.MEASURES` one table with a row per pair of runs:
+For every measure of :data:`fewshot.analysis.measures.MEASURES` one table with a row per pair of runs:
 checkpoints used (n) and left out as undefined, the geometric mean of each run, the two-sided
 Mann–Whitney U p-value, and (except for the norm ratio) the proportion of properly learned
 checkpoints of each run and Fisher's exact p-value; p < 0.05 is marked (``*`` in the terminal
 table, bold in markdown and LaTeX, a ``*_significant`` column in CSV). Pairs are the first run
 against each other run (``--pairs first``, the paper's baseline-vs-model layout) or every pair
-(``--pairs all``). The statistics are :func:`fewshot.stats.compare_runs`; this module only
+(``--pairs all``). The statistics are :func:`fewshot.analysis.stats.compare_runs`; this module only
 reads run directories and lays out tables.
 """
 
@@ -23,13 +23,14 @@ import sys
 
 from absl import flags
 
-from fewshot import arms, cli, stats
-from fewshot import tables as tables_mod
+from fewshot import cli
+from fewshot.analysis import arms, stats
+from fewshot.analysis import tables as tables_mod
+from fewshot.analysis.measures import LABELS, MEASURES, PROPERLY_LEARNED
+from fewshot.analysis.tables import MISSING, Cell, Table, format_p, format_proportion, format_value, render_csv
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
-from fewshot.measures import LABELS, MEASURES, PROPERLY_LEARNED
-from fewshot.run_records import Run, protocol_warning, read_run, run_labels
-from fewshot.tables import MISSING, Cell, Table, format_p, format_proportion, format_value, render_csv
+from fewshot.records.reading import Run, protocol_warning, read_run, run_labels
 
 PAIRINGS = ("first", "all")
 FORMATS = ("table", "markdown", "csv", "latex")

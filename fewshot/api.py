@@ -16,13 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import compilation_cache, episodic, heads
+from fewshot import heads
 from fewshot.config import Config
-from fewshot.episodic import EpisodicLearner
+from fewshot.episodic import learning
+from fewshot.episodic.experiment import build_learner, with_values
+from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
-from fewshot.experiment import build_learner, with_values
-from fewshot.rundir import CHECKPOINT_KINDS, existing_run
-from fewshot.train_state import run_keys
+from fewshot.records.rundir import CHECKPOINT_KINDS, existing_run
+from fewshot.training import compilation_cache
+from fewshot.training.train_state import run_keys
 
 
 @dataclasses.dataclass
@@ -48,7 +50,7 @@ class TrainedModel:
     """
     images = jnp.asarray(images)
     self._check_images(images, "images")
-    return episodic.embed_for_eval(self.learner, self.variables, images)
+    return learning.embed_for_eval(self.learner, self.variables, images)
 
   def _check_images(self, images, name: str) -> None:
     """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""
@@ -78,7 +80,7 @@ class TrainedModel:
       chosen = heads.DistanceHead(head or names.formulation, classifier or names.classifier, distance or names.distance)
     else:
       chosen = heads.resolve(head)
-    params = {**chosen.init(jax.random.key(0)), **episodic.head_params(self.variables["params"])}
+    params = {**chosen.init(jax.random.key(0)), **learning.head_params(self.variables["params"])}
     return chosen.logits(params, self.embed(support_images), support_labels, self.embed(query_images), way)
 
   def probabilities(self, support_images, support_labels, query_images, **head_options) -> jax.Array:
@@ -111,8 +113,8 @@ def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int 
   config = with_values(config, head, backbone)
   learner = build_learner(config, head, backbone)
   image_shape = config.input_shape if image_shape is None else image_shape
-  state = episodic.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
-  return TrainedModel(config, learner, episodic.model_variables(state))
+  state = learning.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
+  return TrainedModel(config, learner, learning.model_variables(state))
 
 
 def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
@@ -132,5 +134,5 @@ def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
     config = dataclasses.replace(config, test_shifts=test_shifts)
   compilation_cache.enable()
   learner = build_learner(config, head, backbone)
-  like = episodic.init_state(learner, run_keys(config.seed)["init"], tuple(saved["image_shape"]))
-  return TrainedModel(config, learner, episodic.model_variables(rundir.restore_checkpoint(checkpoint, like)))
+  like = learning.init_state(learner, run_keys(config.seed)["init"], tuple(saved["image_shape"]))
+  return TrainedModel(config, learner, learning.model_variables(rundir.restore_checkpoint(checkpoint, like)))

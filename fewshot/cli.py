@@ -18,7 +18,6 @@ from absl import app, flags
 
 from fewshot.errors import FewshotError
 
-
 INTERRUPTED = 130  # 128 + SIGINT
 
 
@@ -54,7 +53,7 @@ _wakeup_sockets: list = []
 
 
 def _interrupted_message() -> str:
-  loop = sys.modules.get("fewshot.loop")  # imported only by commands that train
+  loop = sys.modules.get("fewshot.training.loop")  # imported only by commands that train
   return "interrupted." if loop is None else loop.interrupted_message()
 
 

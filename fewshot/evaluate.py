@@ -4,10 +4,10 @@ Uses the run's own configuration and test key, so it reproduces the accuracy the
 reported; ``--test_episodes`` or ``--seed`` draw a different set of test episodes.
 
 ``--test_by cached`` draws the same episodes over the test split embedded once
-(:mod:`fewshot.cached_eval`), so ``--test_episodes 10000`` costs seconds; ``--test_by both``
+(:mod:`fewshot.episodic.cached_test`), so ``--test_episodes 10000`` costs seconds; ``--test_by both``
 reports the per-episode protocol (the paper's, the default) beside it, the cached path
 testing ``--cached_episodes`` episodes (default as many). ``--lake_runs`` scores Lake et
-al.'s one-shot runs instead of the test split (:mod:`fewshot.lake`) and writes
+al.'s one-shot runs instead of the test split (:mod:`fewshot.episodic.lake`) and writes
 ``lake_runs.json`` into the run directory.
 """
 
@@ -22,14 +22,14 @@ from absl import flags, logging
 from fewshot import cli
 from fewshot.config import Config
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.outputs import finite_json
-from fewshot.rundir import CHECKPOINT_KINDS, RunDir, existing_run, write_json_atomic
+from fewshot.records.files import finite_json
+from fewshot.records.rundir import CHECKPOINT_KINDS, RunDir, existing_run, write_json_atomic
 
 if TYPE_CHECKING:  # the model machinery is imported where a model is tested, after the flags are checked
   import numpy as np
 
-  from fewshot.experiment import Experiment
-  from fewshot.train_state import TrainState
+  from fewshot.episodic.experiment import Experiment
+  from fewshot.training.train_state import TrainState
 
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
@@ -73,17 +73,17 @@ def cached_accuracies(experiment: Experiment, state: TrainState, num_episodes: i
   """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once."""
   import numpy as np
 
-  from fewshot import cached_eval, episodic  # the model machinery, only where a model is tested
-  from fewshot.experiment import test_shape
+  from fewshot.episodic import cached_test, learning  # the model machinery, only where a model is tested
+  from fewshot.episodic.experiment import test_shape
 
-  variables, source = episodic.model_variables(state), experiment.sources["test"]
-  embeddings = cached_eval.embed_split(experiment.learner, variables, source.images)
-  return np.asarray(cached_eval.evaluate_cached(experiment.learner, variables, embeddings, source.layout,
+  variables, source = learning.model_variables(state), experiment.sources["test"]
+  embeddings = cached_test.embed_split(experiment.learner, variables, source.images)
+  return np.asarray(cached_test.evaluate_cached(experiment.learner, variables, embeddings, source.layout,
                                                 experiment.keys["test"], num_episodes, test_shape(experiment.config)))
 
 
 def _summary(accuracies: np.ndarray, prefix: str = "") -> dict:
-  from fewshot import stats
+  from fewshot.analysis import stats
 
   mean, half_width = stats.mean_confidence_interval(100.0 * accuracies)
   return {f"{prefix}test_accuracy": mean, f"{prefix}test_ci95": half_width, f"{prefix}test_episodes": len(accuracies)}
@@ -105,8 +105,8 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   rundir = _checkpoint(workdir, checkpoint)
   config = Config.from_dict(rundir.read_config())
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
-  from fewshot import compilation_cache
-  from fewshot.experiment import Experiment  # the model machinery, once the options and run passed
+  from fewshot.episodic.experiment import Experiment  # the model machinery, once the options and run passed
+  from fewshot.training import compilation_cache
 
   compilation_cache.enable()
   experiment = Experiment.build(config, splits=("test",))
@@ -129,7 +129,8 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   The runs are read (and refused) before the model is loaded, so bad input writes nothing.
   ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
   """
-  from fewshot import api, lake  # the model machinery, only where a model is tested
+  from fewshot import api  # the model machinery, only where a model is tested
+  from fewshot.episodic import lake
 
   rundir = _checkpoint(workdir, checkpoint)
   config = Config.from_dict(rundir.read_config())

@@ -16,8 +16,8 @@ import dataclasses
 import math
 import typing
 
-from fewshot.distributed import Processes
 from fewshot.errors import ConfigError
+from fewshot.training.distributed import Processes
 
 _ABSL_DEFINE = {bool: "DEFINE_bool", int: "DEFINE_integer", float: "DEFINE_float", str: "DEFINE_string"}
 
@@ -96,7 +96,7 @@ def define_run_flags(default_workdir: str) -> None:
   flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
                     "--tfds_dir may name new places, which the resumed run then reads (and records)")
   flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
-  # A seed group over several processes (hosts): fewshot.distributed.
+  # A seed group over several processes (hosts): fewshot.training.distributed.
   flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: HOST:PORT "
                       "of process 0, the same for every process (with --num_processes and --process_id)")
   flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")
@@ -108,7 +108,7 @@ def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
   """A seed group's seeds and run directories (``<--workdir>/<run name>``) from ``--seeds``; None for one run."""
   from absl import flags
 
-  from fewshot.groups import parse_seeds
+  from fewshot.training.seed_groups import parse_seeds
 
   values = flags.FLAGS
   if values.seeds is None:

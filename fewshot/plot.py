@@ -12,7 +12,7 @@ Writes into ``--out``:
   under softmax and under the distance ratio (Fig 1); needs no runs.
 
 The alpha-ratio panels draw a line at 1 and shade the side where a checkpoint counts as properly
-learned (con-alpha and con-div below 1, div-alpha above; :data:`fewshot.measures.PROPERLY_LEARNED`).
+learned (con-alpha and con-div below 1, div-alpha above; :data:`fewshot.analysis.measures.PROPERLY_LEARNED`).
 Undefined (null) diagnostics are left out of the curves. A single run's validation curve carries its
 95% interval (``val_ci95``) as a band; runs of one configuration under several seeds (a seed group)
 are drawn as their median line with a band from the 25th to the 75th percentile of the seeds at each
@@ -32,12 +32,12 @@ import numpy as np
 from absl import flags, logging
 
 from fewshot import cli
+from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
-from fewshot.measures import BY_NAME, LABELS, PROPERLY_LEARNED
-from fewshot.outputs import check_writable, make_dirs
-from fewshot.rundir import LOCATION_FIELDS
-from fewshot.run_records import protocol_warning, read_run, run_labels
+from fewshot.records.files import check_writable, make_dirs
+from fewshot.records.reading import protocol_warning, read_run, run_labels
+from fewshot.records.rundir import LOCATION_FIELDS
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))

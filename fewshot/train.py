@@ -5,7 +5,7 @@ keeps the best checkpoint by validation accuracy, and ends with the test accurac
 that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
 
 ``--seeds 0-7`` trains the configuration under several seeds as one seed group
-(:mod:`fewshot.groups`): one compiled program, the runs sharded over the devices, each
+(:mod:`fewshot.training.seed_groups`): one compiled program, the runs sharded over the devices, each
 run written to its own directory exactly as a single run is.
 
 JAX, Flax and the data loaders are imported inside the functions that train, so the command
@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 
 from fewshot import cli, options
-from fewshot import rundir as rundirs
 from fewshot.config import Config
 from fewshot.errors import ConfigError
+from fewshot.records import rundir as rundirs
 
 
 def define_flags() -> None:
@@ -34,7 +34,7 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
 
   ``head`` (a :class:`fewshot.heads.Head` value) and ``backbone`` (a flax module, images ``[n, H, W, C]`` to
   embeddings ``[n, D]``) replace the configuration's; the run records them as ``custom:<name>``
-  (:func:`fewshot.experiment.with_values`), and ``fewshot.load`` takes them again.
+  (:func:`fewshot.episodic.experiment.with_values`), and ``fewshot.load`` takes them again.
   """
   return _train(config, None, [workdir], resume, progress, placement, head, backbone)[0]
 
@@ -54,15 +54,16 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
            placement: str, head=None, backbone=None) -> list[dict]:
   _check_values_passed(config, head, backbone)
   if head is not None or backbone is not None:
-    from fewshot.experiment import with_values  # JAX: only for values passed from Python
+    from fewshot.episodic.experiment import with_values  # JAX: only for values passed from Python
 
     config = with_values(config, head, backbone)
   configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
   import jax  # the training machinery: only once the options and run directories passed
 
-  from fewshot import compilation_cache, distributed, episodic, groups, loop
-  from fewshot.experiment import Experiment
+  from fewshot.episodic import learning
+  from fewshot.episodic.experiment import Experiment
+  from fewshot.training import compilation_cache, distributed, loop, seed_groups
 
   compilation_cache.enable()
   # Fails on bad data, or a backbone or head returning the wrong shapes, and writes nothing.
@@ -75,7 +76,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
     rundir.record_config({**configs[i].to_dict(), "image_shape": list(experiment.image_shape)})
 
   def train_chunk(state, episodes):
-    state, metrics, diagnosed = episodic.train_chunk(experiment.learner, state, experiment.sources["train"],
+    state, metrics, diagnosed = learning.train_chunk(experiment.learner, state, experiment.sources["train"],
                                                      experiment.keys["train"], episodes)
     return state, (metrics, diagnosed)
 
@@ -85,7 +86,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
     per_run = runs.states({"metrics": outputs[0], "diagnosed": outputs[1], "rho": state.params.get("rho")})
     # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
     per_run = [{**v, **jax.device_get({"diagnosed": v["diagnosed"], "rho": v["rho"]})} for v in per_run]
-    return [_row(groups.local_step(state.step), {**v, "val": run_val}) for v, run_val in zip(per_run, val)]
+    return [_row(seed_groups.local_step(state.step), {**v, "val": run_val}) for v, run_val in zip(per_run, val)]
 
   def postfix(row, best):
     return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
@@ -112,7 +113,7 @@ def _row(episode: int, v: dict) -> dict:
   import jax.numpy as jnp
   import numpy as np
 
-  from fewshot import stats
+  from fewshot.analysis import stats
 
   return {
       "episode": episode,

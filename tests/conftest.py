@@ -27,7 +27,7 @@ def shared_compilation_cache(tmp_path_factory):
   """Tests (and their subprocesses) compile the same episode programs again and again: compile once, into a
   temporary cache (never the user's ~/.cache/fewshot/jax), the package's default cache pointed elsewhere.
   """
-  from fewshot import compilation_cache
+  from fewshot.training import compilation_cache
 
   path = str(tmp_path_factory.mktemp("jax_cache"))
   os.environ[compilation_cache.ENV] = path

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.ndimage
 
-from fewshot import affine
+from fewshot.augment import affine
 
 
 def _images(seed=0, b=3):

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fewshot import analyze, stats
-from fewshot.errors import ConfigError, RunDirError
+from fewshot import analyze
+from fewshot.analysis import stats
 from fewshot.config import Config
-from fewshot.rundir import RunDir
-from fewshot.run_records import protocol_warning, read_run, run_labels
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.records.reading import protocol_warning, read_run, run_labels
+from fewshot.records.rundir import RunDir
 
 N = 20  # checkpoints per synthetic run: the ">= 20 checkpoints"
 
@@ -96,7 +97,7 @@ def test_numbers_equal_compare_runs_and_scipy(separated):
   for measure in stats.MEASURES:
     a, b = runs[0].values(measure), runs[1].values(measure)
     assert pair.comparisons[measure] == stats.compare_runs(a, b, measure)
-    # Independently of fewshot.stats:
+    # Independently of fewshot.analysis.stats:
     p_mwu = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic", use_continuity=True).pvalue
     record = records[measure]
     assert float(record["mannwhitney_p"]) == pytest.approx(p_mwu, rel=1e-12)

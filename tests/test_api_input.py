@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 import fewshot
-from fewshot import episodes
 from fewshot.config import Config
 from fewshot.data.split import Split
+from fewshot.episodic import episodes
 from fewshot.errors import ConfigError, DataError
-from fewshot.class_draws import ClassLayout, sample_class_images
+from fewshot.training.class_draws import ClassLayout, sample_class_images
 
 
 def _split(num_classes=6, per_class=5):

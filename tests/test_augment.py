@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance
 
-from fewshot import augment, augment_params
+from fewshot.augment import random_params, transforms
+from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 
-MEAN = np.asarray(augment.IMAGENET_MEAN, np.float32)
-STD = np.asarray(augment.IMAGENET_STD, np.float32)
+MEAN = np.asarray(transforms.IMAGENET_MEAN, np.float32)
+STD = np.asarray(transforms.IMAGENET_STD, np.float32)
 # Crop covering the whole (square) image, no flip, no jitter, no normalisation: isolates one step.
 WHOLE = dict(scale=(1.0, 1.0), ratio=(1.0, 1.0), brightness=0.0, contrast=0.0, saturation=0.0, flip_prob=0.0,
              mean=None, std=None)
@@ -22,7 +23,7 @@ WHOLE = dict(scale=(1.0, 1.0), ratio=(1.0, 1.0), brightness=0.0, contrast=0.0, s
 def params_of(key, images, config):
   """The draws train_transform(key, images, size, **config) made (the same static arguments: one compile)."""
   batch, height, width, _ = np.shape(images)
-  return augment_params.sample_params(key, batch, height, width, **{k: v for k, v in config.items() if k not in ("mean", "std")})
+  return random_params.sample_params(key, batch, height, width, **{k: v for k, v in config.items() if k not in ("mean", "std")})
 
 
 def random_uint8(shape, seed=0):
@@ -45,7 +46,7 @@ def pil_crop_resize(image: np.ndarray, box, size: int) -> np.ndarray:
 
 def numpy_jitter(image: np.ndarray, factors) -> np.ndarray:
   """PIL ImageEnhance Brightness → Contrast → Color as float formulas: blend(degenerate, image, f), clipped."""
-  luma = (lambda x: x) if image.shape[-1] == 1 else (lambda x: (x @ np.asarray(augment.LUMA))[..., None])
+  luma = (lambda x: x) if image.shape[-1] == 1 else (lambda x: (x @ np.asarray(transforms.LUMA))[..., None])
   x = np.clip(image * factors[0], 0, 1)
   mean = luma(x).mean()
   x = np.clip(mean + factors[1] * (x - mean), 0, 1)
@@ -58,52 +59,52 @@ def numpy_jitter(image: np.ndarray, factors) -> np.ndarray:
 def test_shapes_dtypes_and_ranges(channels):
   images = random_uint8((6, 32, 32, channels))
   key = jax.random.key(0)
-  plain = augment.train_transform(key, images, 28, mean=None, std=None)
+  plain = transforms.train_transform(key, images, 28, mean=None, std=None)
   assert plain.shape == (6, 28, 28, channels) and plain.dtype == jnp.float32
   assert float(plain.min()) >= 0.0 and float(plain.max()) <= 1.0
-  assert augment.eval_transform(images, 28, mean=None, std=None).shape == (6, 28, 28, channels)
-  mean, std = (augment.IMAGENET_MEAN, augment.IMAGENET_STD) if channels == 3 else ((0.5,), (0.25,))
+  assert transforms.eval_transform(images, 28, mean=None, std=None).shape == (6, 28, 28, channels)
+  mean, std = (transforms.IMAGENET_MEAN, transforms.IMAGENET_STD) if channels == 3 else ((0.5,), (0.25,))
   lo, hi = -np.asarray(mean) / np.asarray(std), (1 - np.asarray(mean)) / np.asarray(std)
-  for out in (augment.train_transform(key, images, 28, mean=mean, std=std),
-              augment.eval_transform(images, 28, mean=mean, std=std)):
+  for out in (transforms.train_transform(key, images, 28, mean=mean, std=std),
+              transforms.eval_transform(images, 28, mean=mean, std=std)):
     out = np.asarray(out)
     assert out.dtype == np.float32 and out.shape == (6, 28, 28, channels)
     assert np.all(out >= lo - 1e-5) and np.all(out <= hi + 1e-5)
     assert np.any(out < 0)  # normalised, not left in [0, 1]
   # uint8 and the same pixels as float in [0, 1] give the same result
-  np.testing.assert_allclose(augment.train_transform(key, images.astype(np.float32) / 255, 28, mean=mean, std=std),
-                             augment.train_transform(key, images, 28, mean=mean, std=std), atol=1e-5)
+  np.testing.assert_allclose(transforms.train_transform(key, images.astype(np.float32) / 255, 28, mean=mean, std=std),
+                             transforms.train_transform(key, images, 28, mean=mean, std=std), atol=1e-5)
 
 
 def test_same_key_same_output_different_keys_differ():
   images = random_uint8((8, 32, 32, 3))
-  a = augment.train_transform(jax.random.key(1), images, 28)
-  np.testing.assert_array_equal(a, augment.train_transform(jax.random.key(1), images, 28))
-  b = augment.train_transform(jax.random.key(2), images, 28)
+  a = transforms.train_transform(jax.random.key(1), images, 28)
+  np.testing.assert_array_equal(a, transforms.train_transform(jax.random.key(1), images, 28))
+  b = transforms.train_transform(jax.random.key(2), images, 28)
   assert not np.allclose(a, b)
   pa, pb = params_of(jax.random.key(1), images, {}), params_of(jax.random.key(2), images, {})
   assert not np.array_equal(np.stack(pa[:4]), np.stack(pb[:4]))  # different crops
   assert not np.array_equal(pa.flip, pb.flip) or not np.array_equal(pa.factors, pb.factors)
   # one key per image: a batch of copies of one image still gets different crops
-  same = augment.train_transform(jax.random.key(3), np.repeat(images[:1], 8, 0), 28)
+  same = transforms.train_transform(jax.random.key(3), np.repeat(images[:1], 8, 0), 28)
   assert len({np.asarray(x).tobytes() for x in same}) == 8
 
 
 # ---- evaluation ------------------------------------------------------------------------------
 @pytest.mark.parametrize("size,stored", [(84, 96), (224, 257)])
 def test_eval_is_an_exact_center_crop_when_stored_at_the_resize(size, stored):
-  assert augment.eval_resize(size) == stored
+  assert transforms.eval_resize(size) == stored
   images = random_uint8((2, stored, stored, 3))
   off = int(round((stored - size) / 2))  # torchvision CenterCrop: 6 for 96→84, round(16.5) = 16 for 257→224
   crop = images[:, off:off + size, off:off + size].astype(np.float32) * np.float32(1 / 255)
-  np.testing.assert_array_equal(augment.eval_transform(images, size, mean=None, std=None), crop)
+  np.testing.assert_array_equal(transforms.eval_transform(images, size, mean=None, std=None), crop)
   # normalised: XLA may fuse/contract (x·(1/255) − mean)/std differently from numpy, a few ulp at most
-  np.testing.assert_allclose(augment.eval_transform(images, size), (crop - MEAN) / STD, rtol=0, atol=1e-6)
+  np.testing.assert_allclose(transforms.eval_transform(images, size), (crop - MEAN) / STD, rtol=0, atol=1e-6)
 
 
 def test_eval_general_resize_matches_pil_bilinear():
   image = random_uint8((45, 70, 3), seed=3)  # not square, downscaled in one axis, upscaled in the other
-  out = np.asarray(augment.eval_transform(image[None], 48, resize=55, mean=None, std=None))[0]
+  out = np.asarray(transforms.eval_transform(image[None], 48, resize=55, mean=None, std=None))[0]
   off = int(round((55 - 48) / 2))
   # float reference: PIL mode "F", the same arithmetic without uint8 rounding
   ref = pil_crop_resize(image.astype(np.float32) / 255, (0, 0, 45, 70), 55)[off:off + 48, off:off + 48]
@@ -114,7 +115,7 @@ def test_eval_general_resize_matches_pil_bilinear():
   assert np.abs(out * 255 - ref8).max() < 1.0 and np.abs(out * 255 - ref8).mean() < 0.35
   # the default resize is int(1.15·size), also on 1-channel images
   gray = random_uint8((40, 40, 1), seed=4)
-  out = np.asarray(augment.eval_transform(gray[None], 28, mean=None, std=None))[0]
+  out = np.asarray(transforms.eval_transform(gray[None], 28, mean=None, std=None))[0]
   ref = pil_crop_resize(gray.astype(np.float32) / 255, (0, 0, 40, 40), 32)[2:30, 2:30]
   np.testing.assert_allclose(out, ref, atol=1e-5)
 
@@ -124,11 +125,11 @@ def test_resample_weights_share_scale_and_translate_conventions_but_clip_to_the_
   # whole image: identical to jax.image.scale_and_translate (half-pixel centres, antialias)
   resize = jax.jit(jax.image.scale_and_translate, static_argnums=(1, 2, 5))
   for out, scale in ((20, 20 / 30), (50, 50 / 30)):
-    w = augment.resample_weights(30, out, 0, 30)
+    w = transforms.resample_weights(30, out, 0, 30)
     ref = resize(image, (out, 30, 1), (0,), jnp.array([scale]), jnp.array([0.0]), "linear")
     np.testing.assert_allclose(jnp.einsum("oh,hwc->owc", w, image), ref, atol=1e-5)  # 1/scale vs length/out
   # a crop: inner rows agree, the border row uses no pixel outside the crop (torchvision crops first)
-  w = np.asarray(augment.resample_weights(30, 20, 5, 10))
+  w = np.asarray(transforms.resample_weights(30, 20, 5, 10))
   assert np.all(w[:, :5] == 0) and np.all(w[:, 15:] == 0)
   np.testing.assert_allclose(w.sum(1), 1, rtol=1e-6)
   ref = resize(image, (20, 30, 1), (0,), jnp.array([2.0]), jnp.array([-10.0]), "linear")
@@ -142,7 +143,7 @@ def test_train_crop_resize_matches_pil_on_the_drawn_box():
   images = np.random.default_rng(6).random((12, 40, 52, 3)).astype(np.float32)
   key = jax.random.key(7)
   config = dict(WHOLE, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3))
-  out = np.asarray(augment.train_transform(key, images, 24, **config))
+  out = np.asarray(transforms.train_transform(key, images, 24, **config))
   params = params_of(key, images, config)
   for image, o, *box in zip(images, out, params.top, params.left, params.height, params.width):
     np.testing.assert_allclose(o, pil_crop_resize(image, tuple(int(b) for b in box), 24), atol=2e-5)
@@ -151,14 +152,14 @@ def test_train_crop_resize_matches_pil_on_the_drawn_box():
 def test_crop_box_picks_the_first_attempt_that_fits_like_torchvision():
   """torchvision's Python loop (float64) on the same uniform draws; scale up to 1.5 makes attempts fail."""
   n, height, width, scale, ratio = 300, 30, 40, (0.5, 1.5), (3 / 4, 4 / 3)
-  uniforms = np.random.default_rng(20).random((n, augment_params.CROP_UNIFORMS), np.float32)
-  boxes = jax.jit(jax.vmap(lambda u: augment_params.crop_box(u, height, width, scale, ratio)))(uniforms)
+  uniforms = np.random.default_rng(20).random((n, random_params.CROP_UNIFORMS), np.float32)
+  boxes = jax.jit(jax.vmap(lambda u: random_params.crop_box(u, height, width, scale, ratio)))(uniforms)
   boxes = np.stack([np.asarray(b) for b in boxes], 1)
   fallbacks = 0
   for u, box in zip(uniforms.astype(np.float64), boxes):
-    for a in range(augment_params.ATTEMPTS):  # torchvision.transforms.RandomResizedCrop.get_params
+    for a in range(random_params.ATTEMPTS):  # torchvision.transforms.RandomResizedCrop.get_params
       area = height * width * (scale[0] + (scale[1] - scale[0]) * u[a])
-      log_r = math.log(ratio[0]) + (math.log(ratio[1]) - math.log(ratio[0])) * u[augment_params.ATTEMPTS + a]
+      log_r = math.log(ratio[0]) + (math.log(ratio[1]) - math.log(ratio[0])) * u[random_params.ATTEMPTS + a]
       w, h = int(round(math.sqrt(area * math.exp(log_r)))), int(round(math.sqrt(area / math.exp(log_r))))
       if 0 < w <= width and 0 < h <= height:
         expected = (int(u[-2] * (height - h + 1)), int(u[-1] * (width - w + 1)), h, w)
@@ -176,7 +177,7 @@ def test_crop_geometry_from_an_image_that_encodes_coordinates():
   rows, cols = np.meshgrid(np.arange(stored, dtype=np.float32), np.arange(stored, dtype=np.float32), indexing="ij")
   coords = np.repeat(np.stack([rows, cols], -1)[None], n, 0)  # value = pixel index; no jitter: no clipping
   config = dict(WHOLE, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3))
-  out = np.asarray(augment.train_transform(jax.random.key(8), coords, size, **config))
+  out = np.asarray(transforms.train_transform(jax.random.key(8), coords, size, **config))
   inner = np.arange(size // 4, 3 * size // 4)  # away from the border, where the kernel is clipped to the crop
   # interior output pixel o samples index start + (o + 0.5)·length/size − 0.5 of a linear ramp
   slope_r, icpt_r = np.polyfit(inner + 0.5, out[:, inner, size // 2, 0].T, 1)
@@ -214,7 +215,7 @@ def test_fallback_when_no_crop_fits(height, width, box):
   images = np.repeat(image[None], 4, 0)
   params = params_of(jax.random.key(10), images, config)
   assert all(np.all(np.asarray(v) == b) for v, b in zip(params[:4], box))
-  out = augment.train_transform(jax.random.key(10), images, 20, **config)
+  out = transforms.train_transform(jax.random.key(10), images, 20, **config)
   for o in np.asarray(out):
     np.testing.assert_allclose(o, pil_crop_resize(image, box, 20), atol=2e-5)
 
@@ -224,7 +225,7 @@ def test_brightness_alone_multiplies_a_constant_image():
   n = 200
   images = np.full((n, 8, 8, 3), 0.5, np.float32)
   config = dict(WHOLE, brightness=0.4)
-  out = np.asarray(augment.train_transform(jax.random.key(11), images, 8, **config))
+  out = np.asarray(transforms.train_transform(jax.random.key(11), images, 8, **config))
   factors = out[:, 0, 0, 0] / 0.5
   np.testing.assert_allclose(out, 0.5 * factors[:, None, None, None] * np.ones_like(out), rtol=1e-6)
   assert factors.min() >= 0.6 and factors.max() <= 1.4
@@ -239,7 +240,7 @@ def test_jitter_matches_the_imageenhance_formulas_for_the_drawn_factors(channels
   images = skewed_uint8((16, 20, 20, channels), seed=12)
   config = dict(WHOLE, brightness=0.4, contrast=0.4, saturation=0.4)
   key = jax.random.key(13)
-  out = np.asarray(augment.train_transform(key, images, 20, **config))
+  out = np.asarray(transforms.train_transform(key, images, 20, **config))
   factors = np.asarray(params_of(key, images, config).factors)
   assert np.all((factors >= 0.6) & (factors <= 1.4))
   for image, o, f in zip(images.astype(np.float32) / 255, out, factors):
@@ -256,7 +257,7 @@ def test_color_jitter_against_pil_imageenhance(mode, channels):
     for enhancer, f in zip((ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color), factors):
       ref = enhancer(ref).enhance(f)
     ref = np.asarray(ref, np.float32).reshape(image.shape)
-    out = augment.color_jitter(jnp.asarray(image, jnp.float32) / 255, jnp.asarray(factors, jnp.float32))
+    out = transforms.color_jitter(jnp.asarray(image, jnp.float32) / 255, jnp.asarray(factors, jnp.float32))
     error = np.abs(np.asarray(out) * 255 - ref)
     assert error.max() <= 4.0 and error.mean() < 1.5
 
@@ -266,7 +267,7 @@ def test_flip_about_half_and_exact():
   image = random_uint8((1, 12, 12, 3), seed=15)
   images = np.repeat(image, n, 0)
   config = dict(WHOLE, flip_prob=0.5)
-  out = np.asarray(augment.train_transform(jax.random.key(16), images, 12, **config))
+  out = np.asarray(transforms.train_transform(jax.random.key(16), images, 12, **config))
   flip = np.asarray(params_of(jax.random.key(16), images, config).flip)
   assert 150 < flip.sum() < 250  # Binomial(400, 0.5): ±5 standard deviations
   base = image[0].astype(np.float32) * np.float32(1 / 255)  # to_float's exact arithmetic
@@ -278,7 +279,7 @@ def test_flip_about_half_and_exact():
 @pytest.mark.parametrize("channels", [1, 3])
 def test_under_jit_and_inside_scan(channels):
   images = jnp.asarray(random_uint8((5, 32, 32, channels), seed=17))
-  aug = augment.Augmentation.paper(28, channels)
+  aug = Augmentation.paper(28, channels)
 
   def body(carry, key):
     out = aug.train(key, images)
@@ -295,23 +296,23 @@ def test_under_jit_and_inside_scan(channels):
 
 def test_augmentation_config_and_no_augmentation():
   images = random_uint8((3, 10, 10, 1))
-  none = augment.NO_AUGMENTATION
+  none = NO_AUGMENTATION
   assert not none.enabled
   for out in (none.train(jax.random.key(0), images), none.eval(images)):
     np.testing.assert_array_equal(out, images.astype(np.float32) * np.float32(1 / 255))
-  gray = augment.Augmentation.paper(8, channels=1)
+  gray = Augmentation.paper(8, channels=1)
   assert gray.mean is None and gray.std is None and gray.enabled
   assert float(gray.train(jax.random.key(0), images).min()) >= 0
-  assert augment.Augmentation.paper(84) == augment.Augmentation(size=84)
-  listed = augment.Augmentation(size=84, scale=[0.08, 1], mean=[0.485, 0.456, 0.406])
+  assert Augmentation.paper(84) == Augmentation(size=84)
+  listed = Augmentation(size=84, scale=[0.08, 1], mean=[0.485, 0.456, 0.406])
   hash(listed)  # frozen, sequences made tuples: usable as a static argument
-  assert listed == augment.Augmentation(size=84)
-  fixed = augment.Augmentation(size=8, mean=None, std=None, random=False)  # augmentation off, input size kept
+  assert listed == Augmentation(size=84)
+  fixed = Augmentation(size=8, mean=None, std=None, random=False)  # augmentation off, input size kept
   np.testing.assert_array_equal(fixed.train(jax.random.key(0), images), fixed.eval(images))
   assert fixed.train(jax.random.key(0), images).shape == (3, 8, 8, 1)
   with pytest.raises(ValueError, match="mean=None"):
-    augment.Augmentation(size=8).eval(images)  # ImageNet statistics on one channel
+    Augmentation(size=8).eval(images)  # ImageNet statistics on one channel
   with pytest.raises(ValueError, match="ratio"):
-    augment_params.crop_box(jax.random.key(0), 10, 10, ratio=(4 / 3, 3 / 4))
+    random_params.crop_box(jax.random.key(0), 10, 10, ratio=(4 / 3, 3 / 4))
   with pytest.raises(ValueError, match="at least"):
-    augment.eval_transform(images, 12, resize=11)
+    transforms.eval_transform(images, 12, resize=11)

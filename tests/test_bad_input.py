@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from fewshot import outputs
 from fewshot.config import Config
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import ConfigError, OutputError, RunDirError, one_line
-from fewshot.rundir import RunDir, open_for_training
+from fewshot.records import files
+from fewshot.records.rundir import RunDir, open_for_training
 
 TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
 
@@ -146,7 +146,7 @@ def test_unwritable_places_are_refused_in_one_line(tmp_path, monkeypatch):
   def refuse(*args, **kwargs):
     raise PermissionError(13, "Permission denied")
 
-  monkeypatch.setattr(outputs.tempfile, "mkstemp", refuse)
+  monkeypatch.setattr(files.tempfile, "mkstemp", refuse)
   with pytest.raises(OutputError, match=r"cannot write .*results.json \(Permission denied\)"):
     RunDir(tmp_path / "run").write_results({"test_accuracy": 50.0})
 
@@ -178,7 +178,7 @@ def test_records_are_strict_json(tmp_path):
   strict = json.loads(rundir.metrics_path.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
   assert strict == {"episode": 1, "train_loss": None, "theta": None, "x": [None]}
   with pytest.raises(ValueError):
-    outputs.write_json_atomic(tmp_path / "x.json", {"a": float("nan")})
+    files.write_json_atomic(tmp_path / "x.json", {"a": float("nan")})
   assert not (tmp_path / "x.json").exists() and not list(tmp_path.glob(".x.json.*"))
 
 

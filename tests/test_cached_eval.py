@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict, unflatten_dict
 
-from fewshot import cached_eval, episodic
 from fewshot.augment import Augmentation
 from fewshot.backbones import Conv4
 from fewshot.config import Config
 from fewshot.data.split import Split
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner
+from fewshot.episodic import cached_test, learning
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
-from fewshot.class_draws import sample_class_images
-from fewshot.sources import DeviceSource, HostSource
 from fewshot.train import train
+from fewshot.training.class_draws import sample_class_images
+from fewshot.training.sources import DeviceSource, HostSource
 
 EPISODES = 40
 
@@ -35,7 +35,7 @@ def _split(image_shape, classes=10, per_class=9):
 
 def _variables(learner, input_shape):
   """Initial variables with running statistics away from (0, 1), as after training (without compiling a step)."""
-  variables = episodic.model_variables(episodic.init_state(learner, jax.random.key(0), input_shape))
+  variables = learning.model_variables(learning.init_state(learner, jax.random.key(0), input_shape))
   rng = np.random.default_rng(1)
   moved = lambda name, x: (rng.normal(0.0, 0.1, x.shape) if name[-1] == "mean" else rng.uniform(0.5, 2.0, x.shape))
   stats = {name: moved(name, x).astype(np.float32) for name, x in flatten_dict(variables["batch_stats"]).items()}
@@ -57,12 +57,12 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
                             test_shifts=test_shifts)
   input_shape = (16, 16, 3) if augmentation.enabled else stored
   variables, key = _variables(learner, input_shape), jax.random.key(2)
-  per_episode = np.asarray(episodic.evaluate(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
+  per_episode = np.asarray(learning.evaluate(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
 
   # 90 images in chunks of 32: the last chunk is padded.
-  embeddings = cached_eval.embed_split(learner, variables, split.images, batch=32)
+  embeddings = cached_test.embed_split(learner, variables, split.images, batch=32)
   assert embeddings.shape == (len(split.labels), 8)
-  cached = np.asarray(cached_eval.evaluate_cached(learner, variables, embeddings, DeviceSource.from_split(split).layout,
+  cached = np.asarray(cached_test.evaluate_cached(learner, variables, embeddings, DeviceSource.from_split(split).layout,
                                                   key, EPISODES, shape))
   assert cached.shape == (EPISODES,) and len(set(cached.tolist())) > 1, "the check needs varied accuracies"
   np.testing.assert_array_equal(cached, per_episode)
@@ -70,18 +70,18 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   # The embeddings gathered for an episode are those the per-episode path computes for it.
   _, indices = sample_class_images(jax.random.fold_in(key, 7), DeviceSource.from_split(split).layout, shape.way,
                                    shape.per_class)
-  alone = episodic.eval_embeddings(learner, variables, split.images[np.asarray(indices).reshape(-1)])
+  alone = learning.eval_embeddings(learner, variables, split.images[np.asarray(indices).reshape(-1)])
   np.testing.assert_allclose(np.asarray(embeddings)[np.asarray(indices).reshape(-1)], alone, rtol=1e-5, atol=1e-5)
 
   # A split in host memory embeds alike; small blocks of episodes give the same accuracies.
   host = HostSource(split)
-  np.testing.assert_array_equal(cached_eval.embed_split(learner, variables, host.images, batch=32), embeddings)
-  blocked = cached_eval.BLOCK_FLOATS
+  np.testing.assert_array_equal(cached_test.embed_split(learner, variables, host.images, batch=32), embeddings)
+  blocked = cached_test.BLOCK_FLOATS
   try:
-    cached_eval.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded
-    small = cached_eval.evaluate_cached(learner, variables, embeddings, host.layout, key, EPISODES, shape)
+    cached_test.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded
+    small = cached_test.evaluate_cached(learner, variables, embeddings, host.layout, key, EPISODES, shape)
   finally:
-    cached_eval.BLOCK_FLOATS = blocked
+    cached_test.BLOCK_FLOATS = blocked
   np.testing.assert_array_equal(np.asarray(small), per_episode)
 
 

@@ -7,9 +7,9 @@ import pytest
 from PIL import Image
 
 from fewshot.config import Config
-from fewshot.errors import RunDirError
 from fewshot.data import DataError
-from fewshot.rundir import RunDir
+from fewshot.errors import RunDirError
+from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
 TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)

@@ -5,12 +5,12 @@ import pathlib
 import subprocess
 import sys
 
-from fewshot import compilation_cache
+from fewshot.training import compilation_cache
 
 # Compiles one small program and prints how many compilations the persistent cache answered.
 PROGRAM = """
 import jax, jax.numpy as jnp
-from fewshot import compilation_cache
+from fewshot.training import compilation_cache
 hits = []
 jax.monitoring.register_event_listener(lambda event, **_: hits.append(event == "/jax/compilation_cache/cache_hits"))
 print(compilation_cache.enable())

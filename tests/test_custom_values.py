@@ -14,10 +14,10 @@ import pytest
 import fewshot
 from fewshot import analyze, heads
 from fewshot.config import Config
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner, check_shapes
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.experiment import with_values
+from fewshot.episodic.learning import EpisodicLearner, check_shapes
 from fewshot.errors import ConfigError
-from fewshot.experiment import with_values
 from fewshot.train import train
 
 TINY = dict(episodes=2, eval_every=1, val_episodes=1, test_episodes=2)

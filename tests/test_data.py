@@ -13,7 +13,6 @@ from fewshot.data import omniglot, strokes
 from fewshot.errors import ConfigError
 
 
-
 def write_character_pngs(root: pathlib.Path, alphabet: str, character: str, n: int, seed: int) -> None:
   """1-bit 105x105 PNGs in the real layout: white background, a black random polyline."""
   rng = np.random.default_rng(seed)

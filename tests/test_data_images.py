@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from fewshot import data
+from fewshot.data import class_splits, images, memory, options, readers
+
 import dataset_fixtures as fixtures
 from dataset_fixtures import one_line_error
-from fewshot import data
-from fewshot.data import class_splits, images, memory, options, sources
 
 SIZE = 20  # model input side in these tests; stored at int(1.15 * 20) = 23
 STORED = 23
@@ -216,9 +217,9 @@ def test_second_load_reuses_prepared_data(cars, monkeypatch):
   before = {p: p.stat().st_mtime_ns for p in pathlib.Path(tfds_dir).rglob("*") if p.is_file()}
 
   def fail(*args, **kwargs):
-    raise AssertionError("sources were read again")
+    raise AssertionError("the dataset files were read again")
 
-  monkeypatch.setattr(sources, "read", fail)
+  monkeypatch.setattr(readers, "read", fail)
   again = data.load_splits("cars196", str(fx.data_dir), tfds_dir, image_size=SIZE, class_order="random", seed=7)
   for name in first:
     np.testing.assert_array_equal(again[name].images, first[name].images)

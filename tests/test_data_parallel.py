@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+
 from devices import FOUR_CPU_DEVICES
 
 _SCRIPT = r"""
@@ -18,7 +19,7 @@ from fewshot.dml import embedding, knn, metrics
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.samplers import BatchShape
 from fewshot.backbones import Conv4
-from fewshot.sources import DeviceSource
+from fewshot.training.sources import DeviceSource
 
 assert len(jax.devices()) == 4
 mesh = Mesh(np.array(jax.devices()), ("data",))

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from fewshot.data import archives, readers
+
 import dataset_fixtures as fixtures
 from dataset_fixtures import one_line_error
-from fewshot.data import archives, sources
 
 
-def check_records(recs: sources.DatasetRecords, fx: fixtures.Fixture) -> None:
+def check_records(recs: readers.DatasetRecords, fx: fixtures.Fixture) -> None:
   """Class names, records and the exact image bytes (or pixels) match what the fixture wrote."""
   assert list(recs.class_names) == fx.class_names
   assert [(r.member, r.label, r.subset, r.bbox, r.index) for r in recs.records] == fx.records
@@ -175,22 +176,22 @@ def _encoded(fmt: str, size=(64, 80)) -> bytes:
 
 def test_check_image():
   jpeg, png = _encoded("JPEG"), _encoded("PNG")
-  sources.check_image(jpeg)
-  sources.check_image(png)
+  readers.check_image(jpeg)
+  readers.check_image(png)
   # a JPEG cut inside its scan data still passes PIL's verify(); only decoding finds it
-  one_line_error(lambda: sources.check_image(jpeg[:len(jpeg) * 3 // 4], "a/b.jpg"), "a/b.jpg", "truncated or corrupt")
-  one_line_error(lambda: sources.check_image(b"<html>404</html>", "x.jpg"), "x.jpg", "not an image")
+  one_line_error(lambda: readers.check_image(jpeg[:len(jpeg) * 3 // 4], "a/b.jpg"), "a/b.jpg", "truncated or corrupt")
+  one_line_error(lambda: readers.check_image(b"<html>404</html>", "x.jpg"), "x.jpg", "not an image")
   flipped = bytearray(png)
   flipped[60] ^= 0xFF
-  one_line_error(lambda: sources.check_image(bytes(flipped), "p.png"), "p.png", "truncated or corrupt")
+  one_line_error(lambda: readers.check_image(bytes(flipped), "p.png"), "p.png", "truncated or corrupt")
 
 
 def _check_corrupt_image(recs, fx):
   for record, data in recs.iter_images():
     if record.member == fx.broken:
-      one_line_error(lambda: sources.check_image(data, recs.source.where(record.member)), fx.broken, "truncated")
+      one_line_error(lambda: readers.check_image(data, recs.source.where(record.member)), fx.broken, "truncated")
     else:
-      sources.check_image(data)
+      readers.check_image(data)
 
 
 # ---------------------------------------------------------------- CUB-200-2011
@@ -200,18 +201,18 @@ def _check_corrupt_image(recs, fx):
 def test_cub_records(tmp_path, layout, point_at):
   fx = fixtures.write_cub(tmp_path, classes=3, per_class=3, layout=layout)
   data_dir = {"parent": tmp_path, "folder": tmp_path / "CUB_200_2011", "archive": tmp_path / "CUB_200_2011.tgz"}
-  recs = sources.read_cub(data_dir[point_at])
+  recs = readers.read_cub(data_dir[point_at])
   check_records(recs, fx)
   assert recs.class_names[0] == "001.Bird_1" and recs.records[0].member.startswith("images/001.Bird_1/")
   assert recs.layout == ("archive" if layout == "tgz" else "folder")
-  assert sources.fingerprint("cub", data_dir[point_at]) == recs.fingerprint
+  assert readers.fingerprint("cub", data_dir[point_at]) == recs.fingerprint
   assert len(recs.subset("train")) == 6 and len(recs.subset("test")) == 3
   np.testing.assert_array_equal(recs.labels, [0, 0, 0, 1, 1, 1, 2, 2, 2])
 
 
 def test_cub_without_train_test_split_has_no_subsets(tmp_path):
   fx = fixtures.write_cub(tmp_path, train_test_split=False, classes=2, per_class=2, size=(8, 8))
-  check_records(sources.read_cub(tmp_path), fx)
+  check_records(readers.read_cub(tmp_path), fx)
 
 
 CUB_EXPECT = {
@@ -230,25 +231,25 @@ CUB_EXPECT = {
 def test_cub_bad_input(tmp_path, defect):
   layout = "tgz" if defect in ("truncated_archive", "unsafe_member") else "folder"
   fx = fixtures.write_cub(tmp_path, layout=layout, defect=defect)
-  one_line_error(lambda: sources.read_cub(tmp_path), fx.broken, *CUB_EXPECT[defect])
+  one_line_error(lambda: readers.read_cub(tmp_path), fx.broken, *CUB_EXPECT[defect])
 
 
 @pytest.mark.parametrize("layout", ["folder", "tgz"])
 def test_cub_corrupt_image_is_found_by_check_image(tmp_path, layout):
   fx = fixtures.write_cub(tmp_path, layout=layout, defect="corrupt_image", size=(40, 40))
-  _check_corrupt_image(sources.read_cub(tmp_path), fx)
+  _check_corrupt_image(readers.read_cub(tmp_path), fx)
 
 
 def test_cub_errors_before_reading(tmp_path):
-  one_line_error(lambda: sources.read_cub(None), "--data_dir")
-  one_line_error(lambda: sources.read_cub(tmp_path / "nope"), "does not exist")
-  one_line_error(lambda: sources.read_cub(tmp_path), "Found no CUB-200-2011", "CUB_200_2011.tgz")
+  one_line_error(lambda: readers.read_cub(None), "--data_dir")
+  one_line_error(lambda: readers.read_cub(tmp_path / "nope"), "does not exist")
+  one_line_error(lambda: readers.read_cub(tmp_path), "Found no CUB-200-2011", "CUB_200_2011.tgz")
   (tmp_path / "CUB_200_2011").mkdir()
-  one_line_error(lambda: sources.read_cub(tmp_path), "images.txt", "is missing", "CUB_200_2011")
+  one_line_error(lambda: readers.read_cub(tmp_path), "images.txt", "is missing", "CUB_200_2011")
   (tmp_path / "notes.txt").write_text("hi")
-  one_line_error(lambda: sources.read_cub(tmp_path / "notes.txt"), "not an archive")
+  one_line_error(lambda: readers.read_cub(tmp_path / "notes.txt"), "not an archive")
   fixtures.write_tree(tmp_path / "other", {"x/y.txt": b"1"}, "CUB_200_2011.tgz")
-  one_line_error(lambda: sources.read_cub(tmp_path / "other"), "images.txt", "missing from archive")
+  one_line_error(lambda: readers.read_cub(tmp_path / "other"), "images.txt", "missing from archive")
 
 
 # ---------------------------------------------------------------- mini-ImageNet
@@ -257,10 +258,10 @@ def test_mini_imagenet_csv_and_pickle_layouts_agree(tmp_path):
   by_layout = {}
   for layout in ("csv", "csv_zip", "pickle"):
     fx = fixtures.write_mini_imagenet(tmp_path / layout, layout=layout, classes=(3, 2, 2), per_class=3)
-    recs = sources.read_mini_imagenet(tmp_path / layout)
+    recs = readers.read_mini_imagenet(tmp_path / layout)
     check_records(recs, fx)
     assert recs.layout == ("pickle" if layout == "pickle" else "csv")
-    assert sources.fingerprint("mini_imagenet", tmp_path / layout) == recs.fingerprint
+    assert readers.fingerprint("mini_imagenet", tmp_path / layout) == recs.fingerprint
     by_layout[layout] = recs
   names = by_layout["csv"].class_names
   assert names == by_layout["pickle"].class_names == tuple(fixtures.wnid(i) for i in range(7))
@@ -274,7 +275,7 @@ def test_mini_imagenet_csv_and_pickle_layouts_agree(tmp_path):
 def test_mini_imagenet_pickle_protocols(tmp_path, protocol):
   fx = fixtures.write_mini_imagenet(tmp_path, layout="pickle", protocol=protocol, classes=(2, 1, 1), per_class=2,
                                     size=(4, 4))
-  check_records(sources.read_mini_imagenet(tmp_path), fx)
+  check_records(readers.read_mini_imagenet(tmp_path), fx)
 
 
 def test_mini_imagenet_pickle_with_numpy_rows(tmp_path):
@@ -285,7 +286,7 @@ def test_mini_imagenet_pickle_with_numpy_rows(tmp_path):
   obj["class_dict"] = {w: (np.array(r) if i else [np.int64(x) for x in r])
                        for i, (w, r) in enumerate(obj["class_dict"].items())}
   path.write_bytes(pickle.dumps(obj, protocol=2))
-  check_records(sources.read_mini_imagenet(tmp_path), fx)
+  check_records(readers.read_mini_imagenet(tmp_path), fx)
 
 
 MINI_EXPECT = {
@@ -308,7 +309,7 @@ def test_mini_imagenet_bad_input(tmp_path, defect, monkeypatch):
   pickle_only = ("forbidden_global", "truncated_pickle", "bad_class_dict", "wrong_dtype")
   layout = "pickle" if defect in pickle_only else "csv"
   fx = fixtures.write_mini_imagenet(tmp_path, layout=layout, defect=defect)
-  one_line_error(lambda: sources.read_mini_imagenet(tmp_path), fx.broken, *MINI_EXPECT[defect])
+  one_line_error(lambda: readers.read_mini_imagenet(tmp_path), fx.broken, *MINI_EXPECT[defect])
   assert not calls
 
 
@@ -317,21 +318,21 @@ def test_mini_imagenet_pickle_refuses_any_other_global(tmp_path):
   good = pickle.loads((tmp_path / "mini-imagenet-cache-test.pkl").read_bytes())
   for module, name in [("builtins", "eval"), ("numpy", "load"), ("numpy.core.multiarray", "fromfile")]:
     (tmp_path / "mini-imagenet-cache-test.pkl").write_bytes(fixtures.forbidden_pickle(good, module, name))
-    one_line_error(lambda: sources.read_mini_imagenet(tmp_path), "mini-imagenet-cache-test.pkl", f"{module}.{name}")
+    one_line_error(lambda: readers.read_mini_imagenet(tmp_path), "mini-imagenet-cache-test.pkl", f"{module}.{name}")
   (tmp_path / "mini-imagenet-cache-test.pkl").write_bytes(pickle.dumps([1, 2, 3]))
-  one_line_error(lambda: sources.read_mini_imagenet(tmp_path), "expected a dict with keys 'image_data'", "list")
+  one_line_error(lambda: readers.read_mini_imagenet(tmp_path), "expected a dict with keys 'image_data'", "list")
 
 
 def test_mini_imagenet_corrupt_image_and_locating(tmp_path):
   fx = fixtures.write_mini_imagenet(tmp_path / "a", defect="corrupt_image", size=(40, 40))
-  _check_corrupt_image(sources.read_mini_imagenet(tmp_path / "a"), fx)
-  one_line_error(lambda: sources.read_mini_imagenet(tmp_path), "Found no mini-ImageNet", "train.csv", ".pkl")
+  _check_corrupt_image(readers.read_mini_imagenet(tmp_path / "a"), fx)
+  one_line_error(lambda: readers.read_mini_imagenet(tmp_path), "Found no mini-ImageNet", "train.csv", ".pkl")
   (tmp_path / "b").mkdir()
   (tmp_path / "b" / "train.csv").write_text("filename,label\n")
-  one_line_error(lambda: sources.read_mini_imagenet(tmp_path / "b"), "images/", "is missing")
+  one_line_error(lambda: readers.read_mini_imagenet(tmp_path / "b"), "images/", "is missing")
   # csv files without images beside complete pickles: the pickles are read
   fx = fixtures.write_mini_imagenet(tmp_path / "b", layout="pickle", classes=(1, 1, 1), per_class=2, size=(4, 4))
-  check_records(sources.read_mini_imagenet(tmp_path / "b"), fx)
+  check_records(readers.read_mini_imagenet(tmp_path / "b"), fx)
 
 
 # ---------------------------------------------------------------- Cars196
@@ -339,10 +340,10 @@ def test_mini_imagenet_corrupt_image_and_locating(tmp_path):
 @pytest.mark.parametrize("layout", ["devkit", "devkit_tgz", "cars_annos", "cars_annos_tgz"])
 def test_cars196_records(tmp_path, layout):
   fx = fixtures.write_cars196(tmp_path, layout=layout, classes=4, per_class=3)
-  recs = sources.read_cars196(tmp_path)
+  recs = readers.read_cars196(tmp_path)
   check_records(recs, fx)
   assert recs.layout == layout.removesuffix("_tgz")
-  assert sources.fingerprint("cars196", tmp_path) == recs.fingerprint
+  assert readers.fingerprint("cars196", tmp_path) == recs.fingerprint
   assert recs.class_names[0] == "Make1 Model 1 2010"
   # 1-based inclusive MATLAB corners (1, 2)..(16, 12) become a 0-based 16 x 11 box
   assert recs.records[0].bbox == (0.0, 1.0, 16.0, 11.0)
@@ -351,7 +352,7 @@ def test_cars196_records(tmp_path, layout):
 
 def test_cars196_test_labels_inside_devkit(tmp_path):
   fx = fixtures.write_cars196(tmp_path, labels_in_devkit=True)
-  check_records(sources.read_cars196(tmp_path), fx)
+  check_records(readers.read_cars196(tmp_path), fx)
 
 
 CARS_EXPECT = {
@@ -370,26 +371,26 @@ CARS_EXPECT = {
 def test_cars196_bad_input(tmp_path, defect):
   layout = "devkit_tgz" if defect in ("truncated_archive", "unsafe_member") else "devkit"
   fx = fixtures.write_cars196(tmp_path, layout=layout, defect=defect)
-  one_line_error(lambda: sources.read_cars196(tmp_path), fx.broken, *CARS_EXPECT[defect])
+  one_line_error(lambda: readers.read_cars196(tmp_path), fx.broken, *CARS_EXPECT[defect])
 
 
 @pytest.mark.parametrize("defect", ["bad_class", "missing_field", "corrupt_mat", "missing_image", "truncated_archive"])
 def test_cars196_annos_bad_input(tmp_path, defect):
   layout = "cars_annos_tgz" if defect == "truncated_archive" else "cars_annos"
   fx = fixtures.write_cars196(tmp_path, layout=layout, defect=defect)
-  one_line_error(lambda: sources.read_cars196(tmp_path), fx.broken)
+  one_line_error(lambda: readers.read_cars196(tmp_path), fx.broken)
 
 
 def test_cars196_corrupt_image_and_locating(tmp_path):
   fx = fixtures.write_cars196(tmp_path / "a", layout="devkit_tgz", defect="corrupt_image", size=(40, 40))
-  _check_corrupt_image(sources.read_cars196(tmp_path / "a"), fx)
-  one_line_error(lambda: sources.read_cars196(tmp_path), "Found no Cars196", "cars_annos.mat")
+  _check_corrupt_image(readers.read_cars196(tmp_path / "a"), fx)
+  one_line_error(lambda: readers.read_cars196(tmp_path), "Found no Cars196", "cars_annos.mat")
   fixtures.write_cars196(tmp_path / "b", layout="devkit_tgz")
   (tmp_path / "b" / "cars_test.tgz").unlink()
-  one_line_error(lambda: sources.read_cars196(tmp_path / "b"), "cars_test/ (or cars_test.tgz) is missing")
+  one_line_error(lambda: readers.read_cars196(tmp_path / "b"), "cars_test/ (or cars_test.tgz) is missing")
   (tmp_path / "c").mkdir()
   (tmp_path / "c" / "cars_annos.mat").write_bytes(b"")
-  one_line_error(lambda: sources.read_cars196(tmp_path / "c"), "car_ims/", "missing")
+  one_line_error(lambda: readers.read_cars196(tmp_path / "c"), "car_ims/", "missing")
 
 
 # ---------------------------------------------------------------- Stanford Online Products
@@ -400,10 +401,10 @@ def test_sop_records(tmp_path, layout, point_at):
   fx = fixtures.write_sop(tmp_path, layout=layout, classes=(3, 2), per_class=3)
   data_dir = {"parent": tmp_path, "folder": tmp_path / "Stanford_Online_Products",
               "archive": tmp_path / "Stanford_Online_Products.zip"}[point_at]
-  recs = sources.read_sop(data_dir)
+  recs = readers.read_sop(data_dir)
   check_records(recs, fx)
   assert recs.class_names == ("bicycle/1", "chair/2", "kettle/3", "lamp/4", "bicycle/5")
-  assert sources.fingerprint("sop", data_dir) == recs.fingerprint
+  assert readers.fingerprint("sop", data_dir) == recs.fingerprint
   assert {r.label for r in recs.subset("train")} == {0, 1, 2} and {r.label for r in recs.subset("test")} == {3, 4}
 
 
@@ -423,22 +424,22 @@ SOP_EXPECT = {
 def test_sop_bad_input(tmp_path, defect):
   layout = "zip" if defect in ("truncated_archive", "unsafe_member") else "folder"
   fx = fixtures.write_sop(tmp_path, layout=layout, defect=defect)
-  one_line_error(lambda: sources.read_sop(tmp_path), fx.broken, *SOP_EXPECT[defect])
+  one_line_error(lambda: readers.read_sop(tmp_path), fx.broken, *SOP_EXPECT[defect])
 
 
 def test_sop_corrupt_image_and_more_consistency(tmp_path):
   fx = fixtures.write_sop(tmp_path / "a", layout="zip", defect="corrupt_image", size=(40, 40))
-  _check_corrupt_image(sources.read_sop(tmp_path / "a"), fx)
+  _check_corrupt_image(readers.read_sop(tmp_path / "a"), fx)
   fixtures.write_sop(tmp_path / "b")
   train = tmp_path / "b" / "Stanford_Online_Products" / "Ebay_train.txt"
   lines = train.read_text().splitlines()
   path = lines[1].split()[3].replace("_0.JPG", "_7.JPG")
   train.write_text("\n".join(lines + [f"10 1 2 {path}"]) + "\n")
-  one_line_error(lambda: sources.read_sop(tmp_path / "b"), "Ebay_train.txt line 11", "super_class_id 2")
+  one_line_error(lambda: readers.read_sop(tmp_path / "b"), "Ebay_train.txt line 11", "super_class_id 2")
   train.write_text("\n".join(lines + [lines[2]]) + "\n")
-  one_line_error(lambda: sources.read_sop(tmp_path / "b"), "Ebay_train.txt line 11", "image_id 2 repeats line 3")
+  one_line_error(lambda: readers.read_sop(tmp_path / "b"), "Ebay_train.txt line 11", "image_id 2 repeats line 3")
 
 
 def test_read_dispatch():
-  assert set(sources.READERS) == {"cub", "mini_imagenet", "cars196", "sop"}
-  one_line_error(lambda: sources.read("imagenet", "/tmp"), "Unknown dataset 'imagenet'", "cub")
+  assert set(readers.READERS) == {"cub", "mini_imagenet", "cars196", "sop"}
+  one_line_error(lambda: readers.read("imagenet", "/tmp"), "Unknown dataset 'imagenet'", "cub")

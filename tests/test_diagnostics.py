@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot import diagnostics
+from fewshot.episodic import diagnostics
 
 WAY = 5
 SETTINGS = list(itertools.product(("proto", "nn"), diagnostics.CENTRINGS))

@@ -9,13 +9,12 @@ import pytest
 from fewshot import data
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
-from fewshot.dml import losses
-from fewshot.dml import embedding
+from fewshot.dml import embedding, losses
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
-from fewshot.sources import DeviceSource
-from fewshot.train_state import adam, adam_by_part
+from fewshot.training.sources import DeviceSource
+from fewshot.training.train_state import adam, adam_by_part
 
 
 def _map_at_r(learner, state, split):

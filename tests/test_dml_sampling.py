@@ -5,12 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fewshot.errors import DataError
 from fewshot.data.split import Split
 from fewshot.dml import miners, samplers
 from fewshot.dml.samplers import BatchShape
-from fewshot import class_draws
-from fewshot.sources import DeviceSource
+from fewshot.errors import DataError
+from fewshot.training import class_draws
+from fewshot.training.sources import DeviceSource
 
 COUNTS = (6, 2, 5, 7, 4, 6)
 

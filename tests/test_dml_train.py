@@ -10,15 +10,16 @@ import numpy as np
 import optax
 import pytest
 
-from dataset_fixtures import write_cars196
 from fewshot import data
-from fewshot.errors import ConfigError, RunDirError
-from fewshot.dml.config import DMLConfig
 from fewshot.dml import embedding
+from fewshot.dml.config import DMLConfig
 from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
 from fewshot.dml.trainer import Trainer, retrieval
-from fewshot.rundir import RunDir, open_for_training
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.records.rundir import RunDir, open_for_training
+
+from dataset_fixtures import write_cars196
 
 # 16 classes -> the dml protocol's 8 training classes -> 4 folds of 2 (each fold model trains on 6).
 TINY = dict(dataset="cars196", image_size=28, embedding_dim=16, classes=2, per_class=2, steps_per_epoch=2, epochs=2)

@@ -6,10 +6,11 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot import class_draws, episodes, sources
-from fewshot.errors import DataError
 from fewshot.data.split import Split
-from fewshot.episodes import EpisodeShape
+from fewshot.episodic import episodes
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.errors import DataError
+from fewshot.training import class_draws, sources
 
 NUM_CLASSES = 7
 COUNTS = np.array([5 + i for i in range(NUM_CLASSES)])  # 5..11 images: every class a different size

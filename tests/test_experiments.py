@@ -5,12 +5,13 @@ import re
 
 import pytest
 
+from fewshot.analysis import stats
+from fewshot.errors import RunDirError
+from fewshot.records.rundir import RunDir
+
 import dataset_fixtures as fixtures
 import omniglot_fixtures
 from experiments import omniglot_oneshot, reality_check, reproduce_dr
-from fewshot import stats
-from fewshot.errors import RunDirError
-from fewshot.rundir import RunDir
 
 NUMBER = r"-?\d+\.\d+"
 PROTO_MODELS = ("ProtoNet_S", "ProtoNet_DR")

@@ -10,14 +10,15 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot import episodic, groups
 from fewshot.config import Config
+from fewshot.episodic import learning
+from fewshot.episodic.experiment import Experiment, load_data
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.experiment import Experiment, load_data
-from fewshot.rundir import RunDir
-from fewshot.sources import HostSource
+from fewshot.records.rundir import RunDir
 from fewshot.train import train, train_group
-from fewshot.train_state import run_keys
+from fewshot.training import seed_groups
+from fewshot.training.sources import HostSource
+from fewshot.training.train_state import run_keys
 
 TINY = dict(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, episodes=4, eval_every=2,
             val_episodes=3, test_episodes=4)
@@ -26,7 +27,7 @@ TINY = dict(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, 
 @pytest.mark.parametrize("text, seeds", [("0-3", (0, 1, 2, 3)), ("0,3,5", (0, 3, 5)), ("7", (7,)),
                                          ("2-4,9", (2, 3, 4, 9)), (" 1, 2 ", (1, 2))])
 def test_parse_seeds(text, seeds):
-  assert groups.parse_seeds(text) == seeds
+  assert seed_groups.parse_seeds(text) == seeds
 
 
 @pytest.mark.parametrize("text, fragment", [("", "not a list"), ("5-2", "backwards"), ("1,1", "twice"),
@@ -34,12 +35,12 @@ def test_parse_seeds(text, seeds):
                                             ("1,,2", "not a list")])
 def test_bad_seeds_are_one_line_errors(text, fragment):
   with pytest.raises(ConfigError, match=fragment) as info:
-    groups.parse_seeds(text)
+    seed_groups.parse_seeds(text)
   assert "\n" not in str(info.value)
 
 
 def test_padding_fills_the_devices_and_is_never_a_run():
-  placement = groups.RunPlacement.over(3, devices=jax.devices()[:1] * 1)
+  placement = seed_groups.RunPlacement.over(3, devices=jax.devices()[:1] * 1)
   assert placement.size == 3 and placement.local_runs() == [0, 1, 2]
   assert placement.pad(["a", "b", "c"]) == ["a", "b", "c"]
 
@@ -49,12 +50,12 @@ def test_a_group_draws_the_episodes_of_its_runs_alone():
   seeds = (0, 5)
   group = Experiment.build(config, splits=("train",), seeds=seeds)
   alone = Experiment.build(config, splits=("train",))
-  _, group_metrics, _ = episodic.train_chunk(group.learner, group.init_state(), group.sources["train"],
+  _, group_metrics, _ = learning.train_chunk(group.learner, group.init_state(), group.sources["train"],
                                              group.keys["train"], 3)
   for i, seed in enumerate(seeds):
     keys = run_keys(seed)
-    state = episodic.init_state(alone.learner, keys["init"], alone.image_shape)
-    _, metrics, _ = episodic.train_chunk(alone.learner, state, alone.sources["train"], keys["train"], 3)
+    state = learning.init_state(alone.learner, keys["init"], alone.image_shape)
+    _, metrics, _ = learning.train_chunk(alone.learner, state, alone.sources["train"], keys["train"], 3)
     got, want = np.asarray(group_metrics["loss"][i]), np.asarray(metrics["loss"])
     # The first episode is the same draw through the same model, batched over the runs: equal to float
     # rounding (bit for bit on the development machine). After an update the batched gradient rounds
@@ -121,7 +122,7 @@ def test_a_group_at_different_checkpoints_or_with_another_run_is_refused_whole(t
 
 
 def test_a_group_too_large_for_the_device_memory_is_refused_with_the_estimate(monkeypatch):
-  monkeypatch.setattr(groups, "device_memory_limit", lambda device: 64 << 20)  # a 64 MiB accelerator
+  monkeypatch.setattr(seed_groups, "device_memory_limit", lambda device: 64 << 20)  # a 64 MiB accelerator
   with pytest.raises(ConfigError, match=r"a group of 16 runs needs about .* GiB .* use at most \d+ seeds") as info:
     Experiment.build(Config(**TINY), splits=("train",), seeds=tuple(range(16)))
   assert "\n" not in str(info.value)
@@ -145,10 +146,10 @@ def test_bad_seeds_on_the_command_line_exit_2_and_write_nothing(tmp_path, assert
 def test_a_metric_learning_group_trains_its_runs_like_alone_and_writes_each(tmp_path):
   from fewshot.dml import embedding  # noqa: PLC0415
   from fewshot.dml import train as dml_train  # noqa: PLC0415
-  from fewshot.dml.trainer import Trainer  # noqa: PLC0415
   from fewshot.dml.config import DMLConfig  # noqa: PLC0415
-  from fewshot.sources import place  # noqa: PLC0415
-  from fewshot.train_state import fold_keys  # noqa: PLC0415
+  from fewshot.dml.trainer import Trainer  # noqa: PLC0415
+  from fewshot.training.sources import place  # noqa: PLC0415
+  from fewshot.training.train_state import fold_keys  # noqa: PLC0415
 
   config = DMLConfig(dataset="strokes", folds=1, embedding_dim=8, classes=3, per_class=2, steps_per_epoch=3, epochs=1,
                      loss="contrastive")

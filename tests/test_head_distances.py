@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fewshot import diagnostics, distances, heads
+from fewshot import distances, heads
 from fewshot.config import Config
+from fewshot.episodic import diagnostics
 from fewshot.errors import ConfigError
 
 WAY = 4

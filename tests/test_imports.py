@@ -6,7 +6,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["fewshot.analyze", "fewshot.plot", "fewshot.rundir", "fewshot.config"])
+@pytest.mark.parametrize("module", ["fewshot.analyze", "fewshot.plot", "fewshot.records.rundir", "fewshot.config"])
 def test_module_imports_neither_tensorflow_datasets_nor_flax(module):
   code = (f"import sys, {module}\n"
           "print(sorted(m for m in ('tensorflow_datasets', 'flax', 'orbax') if m in sys.modules))")

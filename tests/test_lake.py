@@ -11,9 +11,9 @@ import pytest
 from PIL import Image, ImageDraw
 
 import fewshot
-from fewshot import lake
 from fewshot.config import Config
 from fewshot.data.omniglot import decode
+from fewshot.episodic import lake
 from fewshot.errors import DataError
 from fewshot.train import train
 

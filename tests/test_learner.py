@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict
 
-from fewshot import diagnostics, episodic
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
-from fewshot.episodes import EpisodeShape, sample_episode
-from fewshot.episodic import EpisodicLearner
-from fewshot.sources import DeviceSource
+from fewshot.episodic import diagnostics, learning
+from fewshot.episodic.episodes import EpisodeShape, sample_episode
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training.sources import DeviceSource
 
 
 @pytest.fixture(scope="module")
@@ -29,20 +29,20 @@ def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifi
   shape = EpisodeShape(3, 2, 2)
   learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, psi_classifier=psi_classifier)
   key = jax.random.key(1)
-  start = episodic.init_state(learner, jax.random.key(0), (28, 28, 1))
+  start = learning.init_state(learner, jax.random.key(0), (28, 28, 1))
 
   state = start
   for i in range(3):
     episode = sample_episode(jax.random.fold_in(key, i), source, shape)
     previous = state
-    state, metrics, _ = episodic.train_step(learner, state, episode)
+    state, metrics, _ = learning.train_step(learner, state, episode)
   # Independent diagnostics of the last update: embed before and after, as the paper does.
-  before_s, before_q, _ = episodic.episode_embeddings(learner, previous.params, previous.batch_stats, episode, train=True)
-  after_s, after_q, _ = episodic.episode_embeddings(learner, state.params, previous.batch_stats, episode, train=True)
+  before_s, before_q, _ = learning.episode_embeddings(learner, previous.params, previous.batch_stats, episode, train=True)
+  after_s, after_q, _ = learning.episode_embeddings(learner, state.params, previous.batch_stats, episode, train=True)
   expected = diagnostics.episode_diagnostics(before_s, before_q, after_s, after_q, episode.support_labels,
                                              episode.query_labels, 3, classifier=psi_distance)
 
-  chunk_state, chunk_metrics, diagnosed = episodic.train_chunk(learner, jax.tree.map(lambda x: x.copy(), start), source,
+  chunk_state, chunk_metrics, diagnosed = learning.train_chunk(learner, jax.tree.map(lambda x: x.copy(), start), source,
                                                                 key, 3)
   assert int(chunk_state.step) == 3
   np.testing.assert_allclose(chunk_metrics["loss"][-1], metrics["loss"], rtol=1e-4)
@@ -65,16 +65,16 @@ def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifi
 def test_evaluation_uses_running_statistics(source):
   shape = EpisodeShape(3, 1, 2)
   learner = EpisodicLearner(Conv4(features=8), shape)
-  state = episodic.init_state(learner, jax.random.key(0), (28, 28, 1))
-  state, _, _ = episodic.train_chunk(learner, state, source, jax.random.key(1), 2)
-  variables = episodic.model_variables(state)
-  accuracies = np.asarray(episodic.evaluate(learner, variables, source, jax.random.key(2), 4, shape))
+  state = learning.init_state(learner, jax.random.key(0), (28, 28, 1))
+  state, _, _ = learning.train_chunk(learner, state, source, jax.random.key(1), 2)
+  variables = learning.model_variables(state)
+  accuracies = np.asarray(learning.evaluate(learner, variables, source, jax.random.key(2), 4, shape))
   for i, accuracy in enumerate(accuracies):
     episode = sample_episode(jax.random.fold_in(jax.random.key(2), i), source, shape)
-    support, query, stats = episodic.episode_embeddings(learner, state.params, state.batch_stats, episode, train=False)
+    support, query, stats = learning.episode_embeddings(learner, state.params, state.batch_stats, episode, train=False)
     assert stats is state.batch_stats
-    logits = np.asarray(episodic.logits(learner, state.params, support, query, episode))
+    logits = np.asarray(learning.logits(learner, state.params, support, query, episode))
     assert accuracy == pytest.approx(np.mean(logits.argmax(1) == np.asarray(episode.query_labels)))
   # Evaluation mode: an episode's embeddings do not depend on which other images share the batch.
-  alone, _ = episodic.embed(learner, state.params, state.batch_stats, episode.query_images[:1], train=False)
+  alone, _ = learning.embed(learner, state.params, state.batch_stats, episode.query_images[:1], train=False)
   np.testing.assert_allclose(alone, query[:1], rtol=1e-5, atol=1e-6)

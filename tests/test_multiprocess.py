@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from fewshot import local_checkpoints
 from fewshot.config import Config
 from fewshot.evaluate import evaluate
-from fewshot.rundir import RunDir
+from fewshot.records import local_checkpoints
+from fewshot.records.rundir import RunDir
 
 TINY = ["--dataset=strokes", "--head=dr", "--way=3", "--shot=1", "--query=2", "--test_query=2", "--episodes=4",
         "--eval_every=2", "--val_episodes=3", "--test_episodes=4"]
@@ -148,7 +148,7 @@ def test_a_group_that_leaves_a_process_padding_only_is_refused_naming_a_size_tha
   from types import SimpleNamespace  # noqa: PLC0415
 
   from fewshot.errors import ConfigError  # noqa: PLC0415
-  from fewshot.groups import RunPlacement  # noqa: PLC0415
+  from fewshot.training.seed_groups import RunPlacement  # noqa: PLC0415
 
   devices = np.array([SimpleNamespace(process_index=p) for p in range(processes) for _ in range(per_process)])
   placement = RunPlacement(SimpleNamespace(devices=devices), runs)

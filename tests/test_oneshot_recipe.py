@@ -12,16 +12,18 @@ import numpy as np
 import pytest
 
 import fewshot
-import omniglot_fixtures
-from experiments import omniglot_oneshot
-from fewshot import data, episodic, experiment, lake
+from fewshot import data
 from fewshot.augment import Augmentation, to_float
-from fewshot.affine import Distortion, distort
+from fewshot.augment.affine import Distortion, distort
 from fewshot.config import Config
 from fewshot.data import omniglot
-from fewshot.episodes import Episode, EpisodeShape
+from fewshot.episodic import experiment, lake, learning
+from fewshot.episodic.episodes import Episode, EpisodeShape
 from fewshot.errors import ConfigError, DataError
 from fewshot.train import train
+
+import omniglot_fixtures
+from experiments import omniglot_oneshot
 
 TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
 
@@ -70,8 +72,8 @@ def test_test_way_sets_validation_and_test_episodes_and_defaults_to_way(monkeypa
     Config(test_way=0)
   built = experiment.Experiment.build(config, splits=("val", "test"))
   shapes = {}
-  monkeypatch.setattr(episodic, "model_variables", lambda state: state)
-  monkeypatch.setattr(episodic, "evaluate", lambda learner, v, source, key, n, shape: shapes.setdefault(n, shape))
+  monkeypatch.setattr(learning, "model_variables", lambda state: state)
+  monkeypatch.setattr(learning, "evaluate", lambda learner, v, source, key, n, shape: shapes.setdefault(n, shape))
   built.accuracies({}, "val", 11), built.accuracies({}, "test", 12)
   assert shapes == {11: EpisodeShape(3, 1, 4), 12: EpisodeShape(3, 1, 2)} and built.learner.shape.way == 10
   with pytest.raises(DataError, match="--test_way 1000 is larger than"):
@@ -89,17 +91,17 @@ def _episode(seed: int = 0) -> Episode:
 def test_distort_changes_training_images_deterministically_and_leaves_evaluation(tmp_path):
   plain, distorted = (experiment.build_learner(Config(distort=d)) for d in (False, True))
   episode, key = _episode(), jax.random.key(3)
-  augment_training = jax.jit(episodic.augment_training, static_argnums=0)  # eagerly, the warp is op by op: slow
+  augment_training = jax.jit(learning.augment_training, static_argnums=0)  # eagerly, the warp is op by op: slow
   trained = augment_training(distorted, key, episode)
   stored = to_float(episode.support_images)
   assert not np.allclose(trained.support_images, stored) and trained.support_images.dtype == jnp.float32
   np.testing.assert_array_equal(trained.query_images, augment_training(distorted, key, episode).query_images)
   other = augment_training(distorted, jax.random.key(4), episode)
   assert not np.allclose(other.support_images, trained.support_images)
-  assert episodic.augment_training(plain, key, episode) is episode  # no distortion: as stored
+  assert learning.augment_training(plain, key, episode) is episode  # no distortion: as stored
   # Evaluation is untouched: the same accuracy bits from the same variables with or without --distort.
-  variables = episodic.model_variables(episodic.init_state(plain, jax.random.key(0), (28, 28, 1)))
-  accuracy = jax.jit(episodic.episode_accuracy, static_argnums=0)
+  variables = learning.model_variables(learning.init_state(plain, jax.random.key(0), (28, 28, 1)))
+  accuracy = jax.jit(learning.episode_accuracy, static_argnums=0)
   assert accuracy(distorted, variables, episode) == accuracy(plain, variables, episode)
   # With the 28x28 augmentation too, its draws are those of a run without --distort, distorted after.
   augmented = Augmentation.for_dataset(28, 1, False, True, Distortion())
@@ -143,7 +145,7 @@ def test_image_size_56_trains_and_its_run_is_scored_on_lake_runs(omniglot_folder
 
 
 def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leaves_evaluation(omniglot_folder, tmp_path):
-  from fewshot import episodes  # noqa: PLC0415
+  from fewshot.episodic import episodes  # noqa: PLC0415
 
   train_dir, _, _ = omniglot_folder
   config = Config(dataset="omniglot", data_dir=str(train_dir), tfds_dir=str(tmp_path), protocol="all_characters",

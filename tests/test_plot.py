@@ -9,10 +9,10 @@ import pytest
 from PIL import Image
 
 from fewshot import plot
-from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.config import Config
-from fewshot.rundir import RunDir
-from fewshot.run_records import Run
+from fewshot.errors import ConfigError, OutputError, RunDirError
+from fewshot.records.reading import Run
+from fewshot.records.rundir import RunDir
 
 PROTOTYPES = np.array(plot.PROTOTYPES)
 

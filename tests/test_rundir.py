@@ -5,16 +5,16 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from fewshot import episodic
 from fewshot.backbones import Conv4
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner
-from fewshot.rundir import RunDir
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.records.rundir import RunDir
 
 
 def _state(seed):
   learner = EpisodicLearner(Conv4(features=4), EpisodeShape(2, 1, 1))
-  return episodic.init_state(learner, jax.random.key(seed), (28, 28, 1))
+  return learning.init_state(learner, jax.random.key(seed), (28, 28, 1))
 
 
 def _assert_same(a, b):

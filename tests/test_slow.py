@@ -6,10 +6,10 @@ import pytest
 
 from fewshot.backbones import get_backbone
 from fewshot.data.split import Split
-from fewshot import episodic
-from fewshot.episodes import EpisodeShape, sample_episode
-from fewshot.episodic import EpisodicLearner
-from fewshot.sources import DeviceSource
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape, sample_episode
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training.sources import DeviceSource
 
 pytestmark = pytest.mark.slow
 
@@ -23,13 +23,13 @@ def test_paper_sized_episodes_train(backbone, size, dim):
   images = np.clip(rng.normal(40 + 40 * labels[:, None, None, None], 20, (len(labels), size, size, 3)), 0, 255)
   source = DeviceSource.from_split(Split(images.astype(np.uint8), labels, tuple("abcde")))
   learner = EpisodicLearner(get_backbone(backbone), EpisodeShape(5, 1, 2), head="dr")
-  state = episodic.init_state(learner, jax.random.key(0), (size, size, 3))
-  support, _, _ = episodic.episode_embeddings(
+  state = learning.init_state(learner, jax.random.key(0), (size, size, 3))
+  support, _, _ = learning.episode_embeddings(
       learner, state.params, state.batch_stats,
       sample_episode(jax.random.key(1), source, learner.shape),
       train=False)
   assert support.shape == (5, dim)
-  state, metrics, diagnosed = episodic.train_chunk(learner, state, source, jax.random.key(2), 4)
+  state, metrics, diagnosed = learning.train_chunk(learner, state, source, jax.random.key(2), 4)
   losses = np.asarray(metrics["loss"])
   assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
   assert all(np.isfinite(v) for v in diagnosed.values())

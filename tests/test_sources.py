@@ -6,18 +6,19 @@ import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict
 
-from fewshot import episodic, sources
 from fewshot.config import Config
 from fewshot.data.split import Split
 from fewshot.dml import embedding
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.samplers import BatchShape
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.experiment import Experiment
+from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import DataError
-from fewshot.experiment import Experiment
-from fewshot.class_draws import sample_class_images
-from fewshot.sources import DeviceSource, HostSource
+from fewshot.training import sources
+from fewshot.training.class_draws import sample_class_images
+from fewshot.training.sources import DeviceSource, HostSource
 
 
 def _indexed_split(counts=(5, 9, 6, 7, 8, 5, 10)):
@@ -107,7 +108,7 @@ def _assert_trees_close(a, b):
 def test_episodic_training_and_evaluation_match_between_device_and_host():
   split, shape = _random_split(), EpisodeShape(3, 2, 2)
   learner = EpisodicLearner(_Tiny(), shape, head="dr")
-  init = lambda: episodic.init_state(learner, jax.random.key(0), split.image_shape)
+  init = lambda: learning.init_state(learner, jax.random.key(0), split.image_shape)
   key = jax.random.key(1)
   episode_bytes = shape.way * shape.per_class * split.images[0].nbytes
   host = HostSource(split, block_bytes=3 * episode_bytes)  # 7 episodes: blocks of 3, 2, 2
@@ -115,9 +116,9 @@ def test_episodic_training_and_evaluation_match_between_device_and_host():
   results = {}
   for name, source in (("device", resident), ("host", host)):
     state = init()
-    state, metrics, diagnosed = episodic.train_chunk(learner, state, source, key, 4)  # a chunk boundary mid-block
-    state, more, last_diagnosed = episodic.train_chunk(learner, state, source, key, 3)
-    accuracies = episodic.evaluate(learner, episodic.model_variables(state), source, jax.random.key(2), 5,
+    state, metrics, diagnosed = learning.train_chunk(learner, state, source, key, 4)  # a chunk boundary mid-block
+    state, more, last_diagnosed = learning.train_chunk(learner, state, source, key, 3)
+    accuracies = learning.evaluate(learner, learning.model_variables(state), source, jax.random.key(2), 5,
                                    EpisodeShape(3, 1, 3))
     results[name] = state, np.concatenate([metrics["loss"], more["loss"]]), last_diagnosed, np.asarray(accuracies)
   (dev_state, dev_loss, dev_diag, dev_acc), (host_state, host_loss, host_diag, host_acc) = results.values()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fewshot import stats
+from fewshot.analysis import stats
 
 # Fixed per-checkpoint samples of two runs (values around 1, as the alpha ratios are).
 A = np.array([0.91, 1.07, 0.85, 0.99, 1.12, 0.78, 0.95, 1.03, 0.88, 0.97, 0.93, 1.01])

@@ -10,12 +10,12 @@ import scipy.ndimage
 from test_cached_eval import _split, _variables
 
 import fewshot
-from fewshot import episodic
-from fewshot.affine import translations
+from fewshot.augment.affine import translations
 from fewshot.backbones import Conv4
 from fewshot.config import Config
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
 from fewshot.train import train
@@ -41,18 +41,18 @@ def test_eval_embeddings_are_the_mean_of_the_shifted_images_embeddings():
   plain = EpisodicLearner(Conv4(features=8), EpisodeShape(2, 1, 2))
   shifting = dataclasses.replace(plain, test_shifts=1)
   variables = _variables(plain, (16, 16, 1))
-  one = lambda images: np.asarray(episodic.embed(plain, variables["params"], variables["batch_stats"], images,
+  one = lambda images: np.asarray(learning.embed(plain, variables["params"], variables["batch_stats"], images,
                                                  train=False)[0], np.float64)
   expected = np.mean([one(_shifted(split.images, dy, dx)) for dy in (-1, 0, 1) for dx in (-1, 0, 1)], axis=0)
-  np.testing.assert_allclose(episodic.eval_embeddings(shifting, variables, split.images), expected, rtol=1e-5,
+  np.testing.assert_allclose(learning.eval_embeddings(shifting, variables, split.images), expected, rtol=1e-5,
                              atol=1e-6)
   assert not np.allclose(expected, one(split.images), atol=1e-3), "the check needs the shifts to matter"
   # Without shifts it is the plain evaluation-mode embedding, bit for bit (the runs before the option).
-  np.testing.assert_array_equal(episodic.eval_embeddings(plain, variables, split.images),
-                                episodic.embed(plain, variables["params"], variables["batch_stats"], split.images,
+  np.testing.assert_array_equal(learning.eval_embeddings(plain, variables, split.images),
+                                learning.embed(plain, variables["params"], variables["batch_stats"], split.images,
                                                train=False)[0])
-  np.testing.assert_array_equal(episodic.embed_for_eval(shifting, variables, split.images),
-                                jax.jit(episodic.eval_embeddings, static_argnums=0)(shifting, variables, split.images))
+  np.testing.assert_array_equal(learning.embed_for_eval(shifting, variables, split.images),
+                                jax.jit(learning.eval_embeddings, static_argnums=0)(shifting, variables, split.images))
 
 
 @pytest.mark.parametrize("fields, fragment", [

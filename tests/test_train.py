@@ -12,13 +12,14 @@ import time
 import numpy as np
 import pytest
 
-from fewshot import api, diagnostics
+from fewshot import api
 from fewshot.config import Config
-from fewshot.errors import ConfigError
 from fewshot.data import default_tfds_dir
+from fewshot.episodic import diagnostics
+from fewshot.episodic.experiment import load_data
+from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
-from fewshot.experiment import load_data
-from fewshot.rundir import RunDir
+from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
 SMALL = dict(way=5, shot=1, query=5, test_query=5, eval_every=50, val_episodes=20, test_episodes=50)
@@ -138,7 +139,7 @@ def test_omniglot_background_evaluation_with_rotations_keeps_each_character_in_o
 def test_lr_halve_every_halves_adam_s_steps_on_schedule():
   import jax.numpy as jnp  # noqa: PLC0415
 
-  from fewshot.train_state import adam  # noqa: PLC0415
+  from fewshot.training.train_state import adam  # noqa: PLC0415
 
   # Under a constant gradient Adam steps lr_t * g / (|g| + eps): each step's size is that step's rate.
   params, grads = {"w": jnp.zeros(3)}, {"w": jnp.array([0.5, -2.0, 4.0])}

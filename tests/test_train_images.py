@@ -10,19 +10,21 @@ import jax
 import numpy as np
 import pytest
 
-import dataset_fixtures as fixtures
-from fewshot import api, diagnostics, episodic
+from fewshot import api
 from fewshot.augment import NO_AUGMENTATION, Augmentation
 from fewshot.backbones import Conv4
 from fewshot.config import Config
-from fewshot.data.split import Split
-from fewshot.episodes import EpisodeShape, sample_episode
-from fewshot.episodic import EpisodicLearner
-from fewshot.evaluate import evaluate
 from fewshot.data.holdout import every_fourth_class
-from fewshot.experiment import Experiment, build_augmentation
-from fewshot.rundir import RunDir
-from fewshot.sources import DeviceSource
+from fewshot.data.split import Split
+from fewshot.episodic import diagnostics, learning
+from fewshot.episodic.episodes import EpisodeShape, sample_episode
+from fewshot.episodic.experiment import Experiment, build_augmentation
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.evaluate import evaluate
+from fewshot.records.rundir import RunDir
+from fewshot.training.sources import DeviceSource
+
+import dataset_fixtures as fixtures
 
 # 8 classes: the few-shot parity split gives 4 train, 2 val, 2 test classes of 6 images.
 # One head throughout, so the tests' compiled programs are shared through the compilation cache.
@@ -51,7 +53,7 @@ def test_cub_trains_from_the_command_line_and_evaluate_reproduces_it(cub_dir, tm
   # The API embeds stored images through the evaluation transform (resize 32 -> crop 28, normalise).
   model = api.load(str(workdir))
   stored = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
-  expected = episodic.embed(model.learner, model.variables["params"], model.variables["batch_stats"],
+  expected = learning.embed(model.learner, model.variables["params"], model.variables["batch_stats"],
                             Augmentation.paper(28).eval(stored), train=False)[0]
   np.testing.assert_allclose(model.embed(stored), expected, rtol=1e-5, atol=1e-6)
   assert model.probabilities(stored[:2], [0, 1], stored[2:]).shape == (1, 2)
@@ -64,7 +66,7 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
   for augment, experiment in built.items():
     state = experiment.init_state()
     val[augment] = experiment.accuracies(state, "val", 2)
-    _, metrics, _ = episodic.train_chunk(experiment.learner, state, experiment.sources["train"],
+    _, metrics, _ = learning.train_chunk(experiment.learner, state, experiment.sources["train"],
                                          experiment.keys["train"], 1)
     losses[augment] = float(metrics["loss"][0])
   np.testing.assert_array_equal(val[False], val[True])
@@ -74,11 +76,11 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
   learner = built[False].learner
   key = jax.random.key(3)
   drawn = sample_episode(key, built[False].sources["train"], learner.shape)
-  train_episode = episodic.augment_training(learner, key, drawn)
-  eval_episode = episodic._transform(drawn, learner.augmentation.eval, learner.augmentation.enabled)
+  train_episode = learning.augment_training(learner, key, drawn)
+  eval_episode = learning._transform(drawn, learner.augmentation.eval, learner.augmentation.enabled)
   assert train_episode.support_images.shape == (2, 28, 28, 3)
   np.testing.assert_array_equal(train_episode.query_images, eval_episode.query_images)
-  augmented = episodic.augment_training(built[True].learner, key, drawn)
+  augmented = learning.augment_training(built[True].learner, key, drawn)
   assert augmented.query_images.shape == (4, 28, 28, 3)
   assert not np.allclose(augmented.query_images, eval_episode.query_images)
 
@@ -91,12 +93,12 @@ def test_diagnostics_re_embed_the_same_augmented_images():
   shape = EpisodeShape(3, 1, 2)
   learner = EpisodicLearner(Conv4(features=8), shape, head="dr", augmentation=Augmentation.paper(16))
   key = jax.random.key(1)
-  start = episodic.init_state(learner, jax.random.key(0), (16, 16, 3))
+  start = learning.init_state(learner, jax.random.key(0), (16, 16, 3))
 
   # Compiled once each: op-by-op dispatch of a backward pass takes minutes on a loaded CPU.
-  step = jax.jit(functools.partial(episodic.train_step, learner))
-  embed = jax.jit(functools.partial(episodic.episode_embeddings, learner), static_argnums=3)
-  training_episode = jax.jit(lambda key: episodic.augment_training(learner, key, sample_episode(key, source, shape)))
+  step = jax.jit(functools.partial(learning.train_step, learner))
+  embed = jax.jit(functools.partial(learning.episode_embeddings, learner), static_argnums=3)
+  training_episode = jax.jit(lambda key: learning.augment_training(learner, key, sample_episode(key, source, shape)))
   episode = training_episode(jax.random.fold_in(key, 0))
   state, _, before = step(start, episode)
   # The diagnostics' X is the update's own forward pass; re-embedding the same augmented
@@ -108,7 +110,7 @@ def test_diagnostics_re_embed_the_same_augmented_images():
   expected = diagnostics.episode_diagnostics(*before, after_s, after_q, episode.support_labels,
                                              episode.query_labels, 3, classifier="proto")
 
-  _, _, diagnosed = episodic.train_chunk(learner, jax.tree.map(lambda x: x.copy(), start), source, key, 1)
+  _, _, diagnosed = learning.train_chunk(learner, jax.tree.map(lambda x: x.copy(), start), source, key, 1)
   for name in diagnostics.FIELDS:
     assert np.isfinite(diagnosed[name]), name
     np.testing.assert_allclose(diagnosed[name], expected[name], rtol=2e-3, err_msg=name)

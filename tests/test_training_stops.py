@@ -12,13 +12,13 @@ import time
 import jax.numpy as jnp
 import pytest
 
-from fewshot import loop
 from fewshot.config import Config
 from fewshot.data import default_tfds_dir
 from fewshot.errors import TrainingError
-from fewshot.rundir import RunDir
+from fewshot.records.rundir import RunDir
 from fewshot.train import train
-from fewshot.train_state import TrainState
+from fewshot.training import loop
+from fewshot.training.train_state import TrainState
 
 TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
 

@@ -48,10 +48,10 @@ import tensorflow_datasets as tfds
 import tqdm
 from PIL import Image
 
-from fewshot.data import class_splits, options, sources, tfds_io
-from fewshot.data.sources import DatasetRecords, ImageRecord
-from fewshot.errors import ConfigError, DataError, one_line
+from fewshot.data import class_splits, options, readers, tfds_io
+from fewshot.data.readers import DatasetRecords, ImageRecord
 from fewshot.data.split import Split
+from fewshot.errors import ConfigError, DataError, one_line
 
 RESAMPLE = Image.Resampling.BILINEAR
 # Raw pixels per tfds split: tfds's writer holds a split's serialized records in
@@ -276,12 +276,12 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
             bbox_crop: bool = False, workers: int | None = None) -> Prepared:
   """Prepares `dataset` from `data_dir` at `size` px once, and opens it.
 
-  A later call with the same source files (by `sources.fingerprint`) reuses the
+  A later call with the same source files (by `readers.fingerprint`) reuses the
   prepared data without reading annotations or images.
 
   Raises:
     ConfigError: an unknown dataset, or bbox_crop for a dataset without boxes.
-    DataError: bad annotations (from `sources.read`, before any image is decoded), a class
+    DataError: bad annotations (from `readers.read`, before any image is decoded), a class
       without images, or a corrupt image (naming it; nothing is left behind).
   """
   if dataset not in options.IMAGE_DATASETS:
@@ -290,10 +290,10 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
   if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 8:
     raise DataError(f"The stored image size must be an integer >= 8, got {size!r}.")
   tfds_dir = tfds_io.default_tfds_dir(tfds_dir)
-  fingerprint = sources.fingerprint(dataset, data_dir)
+  fingerprint = readers.fingerprint(dataset, data_dir)
   b = ImageDataset(config=config(dataset, int(size), bool(bbox_crop), fingerprint), data_dir=tfds_dir)
   if not b.is_prepared():
-    recs = sources.read(dataset, data_dir)
+    recs = readers.read(dataset, data_dir)
     try:
       counts = np.bincount(recs.labels, minlength=recs.num_classes)
       if np.any(counts == 0):

@@ -52,7 +52,7 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
   Args:
     dataset: one of ``options.DATASETS``. 'strokes' is built by the package and ignores data_dir.
     data_dir: the folder holding the dataset's files (archives or extracted folders);
-      see ``fewshot.data.sources`` for each image dataset's layouts.
+      see ``fewshot.data.readers`` for each image dataset's layouts.
     tfds_dir: where prepared data lives; see default_tfds_dir.
     splits: split names; None: the protocol's own splits. 'val' under a protocol
       without one is every fourth training class, held out (``holdout.every_fourth_class``).

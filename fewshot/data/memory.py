@@ -2,7 +2,7 @@
 
 A split stays resident on the device when its images fit the budget (``options.fits_on_device``:
 sampling then never leaves the device); a larger one stays in host memory and streams to the
-device (:class:`fewshot.sources.HostSource`). :func:`fewshot.sources.place` applies the same rule
+device (:class:`fewshot.training.sources.HostSource`). :func:`fewshot.training.sources.place` applies the same rule
 to a loaded split; this module answers the question before any data is read.
 """
 

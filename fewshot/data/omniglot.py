@@ -21,8 +21,8 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from fewshot.data import options, tfds_io
-from fewshot.errors import DataError, one_line
 from fewshot.data.split import Split
+from fewshot.errors import DataError, one_line
 
 # The default class split is a property of the dataset, not of a run: a fixed seed.
 SPLIT_SEED = 0

@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from fewshot.data.options import SMALL_IMAGE_SIZE
-from fewshot.errors import DataError
 from fewshot.data.split import Split
+from fewshot.errors import DataError
 
 IMAGE_SHAPE = (SMALL_IMAGE_SIZE, SMALL_IMAGE_SIZE, 1)
 _READ_BATCH = 4096

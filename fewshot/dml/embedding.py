@@ -2,7 +2,7 @@
 
 :class:`MetricLearner` holds the configuration (embedder, C x M batch shape, loss, miner,
 optimiser, augmentation); the functions take it as their first, static argument. Like
-episodic training (:mod:`fewshot.episodic`), :func:`train_chunk` runs the steps between
+episodic training (:mod:`fewshot.episodic.learning`), :func:`train_chunk` runs the steps between
 two evaluations as one compiled ``lax.scan`` over a source's blocks: step ``i`` draws its
 batch with ``fold_in(train_key, i)`` and augments it with ``fold_in(fold_in(train_key, i), 1)``,
 so a resumed run sees the same batches wherever its split lives. Embeddings are
@@ -20,13 +20,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fewshot import distances, groups, sources
-from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
+from fewshot import distances
+from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
+from fewshot.augment.transforms import to_float
 from fewshot.dml.losses import LOSSES, Loss, get_loss
-from fewshot.errors import ConfigError
 from fewshot.dml.miners import MINERS
 from fewshot.dml.samplers import Batch, BatchShape, batch_from_images
-from fewshot.train_state import TrainState, adam
+from fewshot.errors import ConfigError
+from fewshot.training import seed_groups, sources
+from fewshot.training.train_state import TrainState, adam
 
 
 class Embedder(nn.Module):
@@ -162,7 +164,7 @@ def train_chunk(learner: MetricLearner, state: TrainState, source, train_key: ja
   group = train_key.ndim > 0
   block = _train_group_block if group else _train_block
   compiled = lambda state, draws, key: block(learner, state, draws, key)
-  first = groups.local_step(state.step)
+  first = seed_groups.local_step(state.step)
   return sources.run_blocks(compiled, state, source, train_key, first, num_steps, learner.batch.classes,
                             learner.batch.per_class)
 
@@ -189,7 +191,7 @@ def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk
     embedded, count = done
     if not group:
       return np.asarray(embedded)[:count]
-    per_run = [np.asarray(groups.unstack(embedded, i))[:count] for i in runs]
+    per_run = [np.asarray(seed_groups.unstack(embedded, i))[:count] for i in runs]
     return np.asarray(per_run, embedded.dtype).reshape(len(runs), count, *embedded.shape[2:])
 
   out, in_flight = [], None

@@ -3,7 +3,7 @@
 The reality check's protocol (Musgrave et al., 2020) uses C = 8, M = 4 for embedding
 losses, which need positive pairs in every batch, and C = 32, M = 1 for classification
 losses. A batch is an episode without the support/query division, so it is drawn by the
-same code (:func:`fewshot.class_draws.sample_class_images`), seeded the same way.
+same code (:func:`fewshot.training.class_draws.sample_class_images`), seeded the same way.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import dataclasses
 import chex
 import jax.numpy as jnp
 
-from fewshot.class_draws import sample_class_images
-from fewshot.sources import DeviceSource
+from fewshot.training.class_draws import sample_class_images
+from fewshot.training.sources import DeviceSource
 
 
 @dataclasses.dataclass(frozen=True)

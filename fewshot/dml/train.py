@@ -31,10 +31,10 @@ import dataclasses
 from absl import flags
 
 from fewshot import cli, options
-from fewshot import rundir as rundirs
 from fewshot.choices import CUSTOM_PREFIX
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import ConfigError
+from fewshot.records import rundir as rundirs
 
 
 def define_flags() -> None:
@@ -58,8 +58,8 @@ def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool 
   """
   config = _with_loss(config, loss, [workdir], resume)
   rundir = rundirs.open_for_training(workdir, config, resume)
-  from fewshot import compilation_cache
   from fewshot.dml.trainer import Trainer  # JAX and the data loaders: only once the options and directory passed
+  from fewshot.training import compilation_cache
 
   compilation_cache.enable()
   # Trainer fails on bad data (and a loss that does not return a scalar) before anything is written.
@@ -72,8 +72,8 @@ def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], 
   config = _with_loss(config, loss, workdirs, resume)
   configs = [dataclasses.replace(config, seed=s) for s in seeds]
   dirs = rundirs.open_group_for_training(workdirs, configs, resume)
-  from fewshot import compilation_cache
   from fewshot.dml.trainer import Trainer
+  from fewshot.training import compilation_cache
 
   compilation_cache.enable()
   return Trainer(config, progress, placement, tuple(seeds), loss=loss).run(dirs)

@@ -11,8 +11,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, class_draws, data, distances, distributed, groups, loop, sources, stats
-from fewshot.augment import Augmentation
+from fewshot import backbones, data, distances
+from fewshot.analysis import stats
+from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
@@ -21,8 +22,9 @@ from fewshot.dml.losses import Loss, get_loss
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
 from fewshot.errors import ConfigError
-from fewshot.rundir import RunDir
-from fewshot.train_state import adam_by_part, fold_keys
+from fewshot.records.rundir import RunDir
+from fewshot.training import class_draws, distributed, loop, seed_groups, sources
+from fewshot.training.train_state import adam_by_part, fold_keys
 
 RECALL_AT = (1, 2, 4, 8)
 REPORTED = ("precision_at_1", "r_precision", "map_at_r")
@@ -80,9 +82,9 @@ class Trainer:
   """One run's (or seed group's) config, data, and a learner per number of training classes (so folds share
   compiles); ``run`` trains.
 
-  ``placement`` (see :func:`fewshot.sources.place`) says where training images live;
+  ``placement`` (see :func:`fewshot.training.sources.place`) says where training images live;
   validation and test splits are embedded from host memory in chunks either way. With
-  ``seeds``, every fold trains the group's runs as one vmapped program (:mod:`fewshot.groups`). ``loss`` is
+  ``seeds``, every fold trains the group's runs as one vmapped program (:mod:`fewshot.training.seed_groups`). ``loss`` is
   a user's :class:`~fewshot.dml.losses.Loss`, which ``config.loss`` records as ``custom:<name>``.
   """
 
@@ -95,7 +97,7 @@ class Trainer:
     self.image_shape = self.test.image_shape
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
-    self.group = None if seeds is None else groups.RunPlacement.over(len(seeds))
+    self.group = None if seeds is None else seed_groups.RunPlacement.over(len(seeds))
     if self.group is not None:
       self.group.check_processes()
     self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
@@ -121,7 +123,7 @@ class Trainer:
 
   def _run_values(self, values) -> list:
     """Each written run's slice of a value with a leading run axis (the value itself for one run)."""
-    return [values] if self.group is None else [groups.unstack(values, i) for i in self.indices]
+    return [values] if self.group is None else [seed_groups.unstack(values, i) for i in self.indices]
 
   def _embedded(self, fold: int, state, split: Split) -> list[np.ndarray]:
     """Each written run's embeddings of ``split``."""
@@ -153,7 +155,7 @@ class Trainer:
       source = sources.place(train, self.placement, device=self.group.replicated, run_sharding=self.group.runs)
 
     def make_rows(state, losses):
-      step = groups.local_step(state.step)
+      step = seed_groups.local_step(state.step)
       embedded = self._embedded(fold, state, val_split)
       rows = []
       for run_losses, run_embedded in zip(self._run_values(losses), embedded):

@@ -14,18 +14,36 @@ import re
 from typing import Callable
 
 from fewshot.choices import CUSTOM_PREFIX
-from fewshot.errors import ConfigError
 from fewshot.dml.losses import margin_losses, pair_losses, proxy_losses, tuple_losses
 from fewshot.dml.losses.margin_losses import arcface_loss, cosface_loss, sphereface_loss
 from fewshot.dml.losses.pair_losses import (
-    bce_pair_loss, contrastive_loss, init_bce_pair_params, init_margin_params, lifted_structure_loss, margin_loss,
-    two_margin_contrastive_loss)
+  bce_pair_loss,
+  contrastive_loss,
+  init_bce_pair_params,
+  init_margin_params,
+  lifted_structure_loss,
+  margin_loss,
+  two_margin_contrastive_loss,
+)
 from fewshot.dml.losses.proxy_losses import (
-    dr_proxy_loss, init_dr_proxy_params, init_normalized_softmax_params, init_proxies, init_soft_triple_params,
-    normalized_softmax_loss, proxy_nca_loss, soft_triple_loss)
+  dr_proxy_loss,
+  init_dr_proxy_params,
+  init_normalized_softmax_params,
+  init_proxies,
+  init_soft_triple_params,
+  normalized_softmax_loss,
+  proxy_nca_loss,
+  soft_triple_loss,
+)
 from fewshot.dml.losses.tuple_losses import (
-    circle_loss, fastap_loss, multi_similarity_loss, npair_loss, ntxent_loss, triplet_margin_loss)
-
+  circle_loss,
+  fastap_loss,
+  multi_similarity_loss,
+  npair_loss,
+  ntxent_loss,
+  triplet_margin_loss,
+)
+from fewshot.errors import ConfigError
 
 __all__ = [
     "LOSSES",

@@ -1,6 +1,6 @@
 """The training diagnostics by name: one table that the diagnostics, statistics, analysis and plots read.
 
-Each diagnostic of an update (:mod:`fewshot.diagnostics`) is a column of ``metrics.jsonl``;
+Each diagnostic of an update (:mod:`fewshot.episodic.diagnostics`) is a column of ``metrics.jsonl``;
 the DR paper compares runs on four of them (its Tables 3-10), with what "properly learned"
 means for each: con-alpha < 1 (queries close in on their class faster than the space
 grows), div-alpha > 1, con-div < 1; the norm ratio has no such direction. No array library

@@ -7,7 +7,7 @@ the key ``fold_in(key, step)``. A source hands a compiled chunk those draws as *
 * :class:`DeviceSource`: the split is resident on the device, and one
   :class:`ResidentDraws` block lets the compiled scan draw and gather every step itself;
 * :class:`HostSource`: a split too large for the device stays in host memory; the index
-  draw (the same :func:`fewshot.class_draws.sample_class_images`, same keys) runs for a whole chunk, the host
+  draw (the same :func:`fewshot.training.class_draws.sample_class_images`, same keys) runs for a whole chunk, the host
   gathers the images, and :class:`GatheredDraws` blocks go to the device ``PREFETCH`` ahead
   of the one training.
 
@@ -29,12 +29,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import groups
-from fewshot.class_draws import ClassLayout, sample_class_images
 from fewshot.choices import PLACEMENTS
 from fewshot.data.options import DEVICE_BUDGET_BYTES, fits_on_device
 from fewshot.data.split import Split
 from fewshot.errors import DataError
+from fewshot.training import seed_groups
+from fewshot.training.class_draws import ClassLayout, sample_class_images
 
 BLOCK_BYTES = 256 << 20  # images per transfer: large enough to amortise it, small enough to keep 3 in flight
 PREFETCH = 2  # blocks being gathered or copied while one trains
@@ -180,7 +180,7 @@ class HostSource:
     if count <= 0:
       return
     steps = jnp.arange(first, first + count, dtype=jnp.int32)
-    classes, indices = map(groups.local_numpy, _draw_indices_jit(key, steps, self.layout, num_classes, per_class))
+    classes, indices = map(seed_groups.local_numpy, _draw_indices_jit(key, steps, self.layout, num_classes, per_class))
     steps, runs = np.asarray(steps), 1 if key.ndim == 0 else key.shape[0]
     bounds = np.cumsum([0, *self.block_sizes(count, runs * num_classes * per_class)])
     slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]

@@ -8,17 +8,20 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from fewshot import backbones, choices, class_draws, data, episodic, groups, heads, sources, stats
-from fewshot.affine import Distortion
-from fewshot.augment import Augmentation
+from fewshot import backbones, choices, data, heads
+from fewshot.analysis import stats
+from fewshot.augment.affine import Distortion
+from fewshot.augment.augmentation import Augmentation
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split, omniglot
-from fewshot.episodes import EpisodeShape
-from fewshot.episodic import EpisodicLearner
-from fewshot.errors import ConfigError, DataError
 from fewshot.data.options import fits_on_device
-from fewshot.groups import RunPlacement, check_memory
-from fewshot.train_state import KEY_STREAMS, TrainState, adam, run_keys
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.errors import ConfigError, DataError
+from fewshot.training import class_draws, seed_groups, sources
+from fewshot.training.seed_groups import RunPlacement, check_memory
+from fewshot.training.train_state import KEY_STREAMS, TrainState, adam, run_keys
 
 
 def train_shape(config: Config) -> EpisodeShape:
@@ -105,7 +108,7 @@ def load_data(config: Config, splits: tuple[str, ...] = SPLITS) -> dict[str, Spl
 class Experiment:
   """Everything a configuration builds before training: data placed for the device, learner, keys.
 
-  With ``group`` (a :class:`~fewshot.groups.RunPlacement`) it builds a seed group: the runs of
+  With ``group`` (a :class:`~fewshot.training.seed_groups.RunPlacement`) it builds a seed group: the runs of
   ``seeds``, whose keys and states are stacked on a leading run axis sharded over the devices.
   """
 
@@ -122,13 +125,13 @@ class Experiment:
             seeds: tuple[int, ...] | None = None, head=None, backbone=None) -> Experiment:
     """Load the splits, check they can supply the episodes, and build the learner (writes nothing).
 
-    ``placement`` (see :func:`fewshot.sources.place`) changes where images live, never
+    ``placement`` (see :func:`fewshot.training.sources.place`) changes where images live, never
     which episodes a run sees, so it is not part of the config. ``seeds`` builds a seed
     group of ``config`` (whose own seed is then unused). ``head`` and ``backbone`` are values passed from
     Python (:func:`with_values`); their output shapes are checked here, before anything is trained or written.
     """
     learner = build_learner(config, head, backbone)
-    episodic.check_shapes(learner, config.input_shape)
+    learning.check_shapes(learner, config.input_shape)
     loaded = load_data(config, splits)
     shapes = {"train": train_shape(config), "val": val_shape(config), "test": test_shape(config)}
     for name, split in loaded.items():
@@ -152,7 +155,7 @@ class Experiment:
     group.check_processes()
     stored_shape = next(iter(loaded.values())).image_shape
     shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
-    check_memory(group, lambda: episodic.step_memory_bytes(learner, config.input_shape, stored_shape), shared)
+    check_memory(group, lambda: learning.step_memory_bytes(learner, config.input_shape, stored_shape), shared)
     padded = tuple(group.pad(list(seeds)))
     placed = {name: sources.place(split, placement, device=group.replicated, run_sharding=group.runs,
                                   class_groups=class_groups.get(name))
@@ -162,9 +165,9 @@ class Experiment:
 
   def init_state(self) -> TrainState:
     if self.group is None:
-      return episodic.init_state(self.learner, self.keys["init"], self.image_shape)
+      return learning.init_state(self.learner, self.keys["init"], self.image_shape)
     # Each run initialised as it would be alone (its own compiled init), then stacked.
-    return self.group.stack([episodic.init_state(self.learner, run_keys(seed)["init"], self.image_shape)
+    return self.group.stack([learning.init_state(self.learner, run_keys(seed)["init"], self.image_shape)
                              for seed in self.seeds])
 
   @property
@@ -177,14 +180,14 @@ class Experiment:
     :attr:`written` runs); the same episodes every call (fixed key).
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
-    variables = episodic.model_variables(state)
+    variables = learning.model_variables(state)
     # Validation embeds one view: test shifts multiply its cost, and without them a run trains and chooses its
     # checkpoints exactly as it would without --test_shifts.
     learner = self.learner if split == "test" else dataclasses.replace(self.learner, test_shifts=0)
-    accuracies = episodic.evaluate(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
+    accuracies = learning.evaluate(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
     if self.group is None:
       return np.asarray(accuracies)
-    per_run = [np.asarray(groups.unstack(accuracies, i)) for i in self.written]
+    per_run = [np.asarray(seed_groups.unstack(accuracies, i)) for i in self.written]
     return np.asarray(per_run, accuracies.dtype).reshape(len(per_run), num_episodes)
 
   def test(self, state: TrainState) -> dict | list[dict]:

@@ -17,13 +17,12 @@ One difference comes from the data, not from here: the images arrive already sto
 original image (same geometry relative to the image, less detail in small crops).
 
 Randomness: ``jax.random.split(key, B)`` gives one key per image, and each image's crop,
-jitter factors and flip are a pure function of its key (:func:`fewshot.augment_params.sample_params`), so a
+jitter factors and flip are a pure function of its key (:func:`fewshot.augment.random_params.sample_params`), so a
 batch is reproducible from its key alone.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Sequence
 
@@ -32,8 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot.affine import Distortion, distort
-from fewshot.augment_params import AugmentParams, sample_params
+from fewshot.augment.random_params import AugmentParams, sample_params
 from fewshot.data.options import stored_size
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -221,91 +219,3 @@ def eval_transform(images: jax.Array, size: int, *, resize: int | None = None, m
     wx = resample_weights(width, size, 0, width, full=resize, offset=offset)
     out = jax.vmap(_resample, in_axes=(0, None, None))(images, wy, wx)
   return normalize(out, mean, std)
-
-
-@dataclasses.dataclass(frozen=True)
-class Augmentation:
-  """What a learner holds: the training and evaluation transforms of one run (hashable, static).
-
-  ``size=None`` means no augmentation: both transforms are :func:`to_float` only (the
-  behaviour before augmentation existed) and every other field is ignored.
-  ``random=False`` gives training images the evaluation transform: no randomness, but the
-  input size and normalisation the model is evaluated with (RGB data stored at
-  int(1.15·size) with augmentation switched off). ``distortion`` (ink on a 0 background
-  only) follows the training transform with a random affine map (:mod:`fewshot.affine`).
-  """
-
-  size: int | None = None
-  resize: int | None = None  # evaluation resize side; None: int(1.15·size)
-  scale: tuple[float, float] = (0.08, 1.0)
-  ratio: tuple[float, float] = (3 / 4, 4 / 3)
-  brightness: float = 0.4
-  contrast: float = 0.4
-  saturation: float = 0.4
-  flip_prob: float = 0.5
-  mean: tuple[float, ...] | None = IMAGENET_MEAN
-  std: tuple[float, ...] | None = IMAGENET_STD
-  random: bool = True
-  distortion: Distortion | None = None
-
-  def __post_init__(self):
-    # the fields become static jit arguments: tuples (hashable), whatever sequence was given
-    for name in ("scale", "ratio", "mean", "std"):
-      value = getattr(self, name)
-      if value is not None:
-        object.__setattr__(self, name, tuple(float(v) for v in value))
-    if self.size is not None and self.size < 1:
-      raise ValueError(f"augmentation size must be a positive integer, got {self.size}.")
-
-  @classmethod
-  def paper(cls, size: int, channels: int = 3) -> Augmentation:
-    """SPEC §4 at ``size``; ImageNet normalisation for RGB, none otherwise (the 28×28×1 runs train without)."""
-    stats = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else (None, None)
-    return cls(size=size, mean=stats[0], std=stats[1])
-
-  @classmethod
-  def for_dataset(cls, image_size: int, channels: int, image_dataset: bool, augment: bool,
-                  distortion: Distortion | None = None) -> Augmentation:
-    """The transforms a run on a dataset gets: what both trainers build from their configuration.
-
-    The image datasets are stored at int(1.15·size) and always evaluated through the
-    paper's evaluation transform; ``augment`` turns the random training transform on. The
-    28×28 datasets are stored at the input size: without augmentation nothing but
-    :func:`to_float` (exactly as before augmentation existed); with it, the paper's training
-    transform and an evaluation transform that resizes nothing and, with one channel,
-    normalises nothing, so evaluation is unchanged. ``distortion`` distorts their training images.
-    """
-    if image_dataset:  # no distortion: it assumes ink on a 0 background (refused by the configuration)
-      return dataclasses.replace(cls.paper(image_size, channels), random=augment)
-    if augment:
-      return dataclasses.replace(cls.paper(image_size, channels), resize=image_size, distortion=distortion)
-    return NO_AUGMENTATION if distortion is None else cls(distortion=distortion)
-
-  @property
-  def enabled(self) -> bool:
-    return self.size is not None
-
-  @property
-  def changes_training(self) -> bool:
-    """Whether training images are anything but the stored ones as floats."""
-    return self.enabled or self.distortion is not None
-
-  def train(self, key: jax.Array, images: jax.Array) -> jax.Array:
-    if self.distortion is not None:  # its own key, so the other draws are those of a run without it
-      undistorted = dataclasses.replace(self, distortion=None).train(key, images)
-      return distort(jax.random.fold_in(key, 1), undistorted, self.distortion)
-    if not self.enabled:
-      return to_float(images)
-    if not self.random:
-      return self.eval(images)
-    return train_transform(key, images, self.size, scale=self.scale, ratio=self.ratio, brightness=self.brightness,
-                           contrast=self.contrast, saturation=self.saturation, flip_prob=self.flip_prob,
-                           mean=self.mean, std=self.std)
-
-  def eval(self, images: jax.Array) -> jax.Array:
-    if not self.enabled:
-      return to_float(images)
-    return eval_transform(images, self.size, resize=self.resize, mean=self.mean, std=self.std)
-
-
-NO_AUGMENTATION = Augmentation()

@@ -18,7 +18,7 @@ Pure, jittable functions of the embeddings of one episode's images before an upd
   div-alpha > 1, con-div < 1 (queries move to their own class faster than the space grows).
 
 Undefined values are NaN, never an error, so that a training loop can log them and the
-analysis can count and exclude them (:mod:`fewshot.stats`):
+analysis can count and exclude them (:mod:`fewshot.analysis.stats`):
 
 * :math:`\|Y - X\|_F = 0` (the update did not move the embedding) makes :math:`\varphi` NaN;
 * :math:`\|X\|_F = 0` (a collapsed embedding) makes :math:`\hat\alpha`, the norm ratio and the
@@ -26,7 +26,7 @@ analysis can count and exclude them (:mod:`fewshot.stats`):
 
 A negative :math:`\hat\alpha` (an update that turned the point set inside out; not seen from
 small steps) is returned as is and makes con-alpha and div-alpha negative: their geometric
-mean across checkpoints is then undefined, which :func:`fewshot.stats.geometric_mean` reports.
+mean across checkpoints is then undefined, which :func:`fewshot.analysis.stats.geometric_mean` reports.
 
 Zero distances are not NaN: squared class distances are clamped at the dtype's smallest
 normal number before the log (:math:`\log \psi = \tfrac12(\log d^2_{\text{after}} -
@@ -44,8 +44,8 @@ import jax
 import jax.numpy as jnp
 
 from fewshot import heads
+from fewshot.analysis.measures import FIELDS
 from fewshot.choices import CENTRINGS
-from fewshot.measures import FIELDS
 
 Array = chex.Array
 

@@ -1,8 +1,8 @@
-"""Test episodes drawn over a split embedded once: :func:`episodic.evaluate`'s episodes at a fraction of the cost.
+"""Test episodes drawn over a split embedded once: :func:`learning.evaluate`'s episodes at a fraction of the cost.
 
 With BatchNorm in evaluation mode (running statistics) an image's embedding does not
 depend on the episode it is drawn into, so embedding the split once (:func:`embed_split`)
-and gathering each episode's embeddings by the indices :func:`episodic.evaluate` would
+and gathering each episode's embeddings by the indices :func:`learning.evaluate` would
 draw (:func:`evaluate_cached`) scores the same episodes. The per-episode path embeds
 ``way x (shot + query)`` images per episode (48,000 for 600 five-way 1-shot episodes with
 15 queries); this one embeds each test image once and then only runs the head.
@@ -19,9 +19,11 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from fewshot import class_draws, episodic, heads
-from fewshot.episodes import EpisodeShape, episode_from_images
-from fewshot.episodic import EpisodicLearner
+from fewshot import heads
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape, episode_from_images
+from fewshot.episodic.learning import EpisodicLearner
+from fewshot.training import class_draws
 
 EMBED_BATCH = 256  # images per forward pass of embed_split: one compiled shape, modest activation memory
 BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (128 MiB of float32)
@@ -30,7 +32,7 @@ BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (12
 def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = EMBED_BATCH) -> jax.Array:
   """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform.
 
-  Each row is the embedding :func:`episodic.evaluate` computes for that image in any
+  Each row is the embedding :func:`learning.evaluate` computes for that image in any
   episode. The last chunk is padded to ``batch`` so that one compiled program embeds the
   whole split.
   """
@@ -40,7 +42,7 @@ def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = 
     pad = batch - chunk.shape[0]
     if pad:
       chunk = jnp.concatenate([chunk, jnp.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
-    chunks.append(episodic.embed_for_eval(learner, variables, chunk)[: batch - pad])
+    chunks.append(learning.embed_for_eval(learner, variables, chunk)[: batch - pad])
   return jnp.concatenate(chunks)
 
 
@@ -48,13 +50,13 @@ def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.
                      key: jax.Array, shape: EpisodeShape) -> jax.Array:
   """Query accuracy of the episode keyed ``key``, its embeddings gathered from ``embeddings`` (traceable).
 
-  The draw (:func:`fewshot.class_draws.sample_class_images`) and the support/query split
-  (:func:`fewshot.episodes.episode_from_images`, indifferent to the trailing shape) are
-  those of :func:`episodic.evaluate`; only the images are replaced by their embeddings.
+  The draw (:func:`fewshot.training.class_draws.sample_class_images`) and the support/query split
+  (:func:`fewshot.episodic.episodes.episode_from_images`, indifferent to the trailing shape) are
+  those of :func:`learning.evaluate`; only the images are replaced by their embeddings.
   """
   classes, indices = class_draws.sample_class_images(key, layout, shape.way, shape.per_class)
   episode = episode_from_images(embeddings[indices], classes, shape)
-  episode_logits = episodic.logits(learner, variables["params"], episode.support_images, episode.query_images, episode)
+  episode_logits = learning.logits(learner, variables["params"], episode.support_images, episode.query_images, episode)
   return heads.loss_and_accuracy(episode_logits, episode.query_labels)[1]
 
 
@@ -67,10 +69,10 @@ def _block(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, lay
 
 def evaluate_cached(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
                     key: jax.Array, num_episodes: int, shape: EpisodeShape) -> jax.Array:
-  """Per-episode query accuracy ``[num_episodes]`` of :func:`episodic.evaluate`'s episodes, over ``embeddings``.
+  """Per-episode query accuracy ``[num_episodes]`` of :func:`learning.evaluate`'s episodes, over ``embeddings``.
 
   ``embeddings`` are :func:`embed_split` of the split whose ``layout`` draws the episodes;
-  episode ``i`` is keyed ``fold_in(key, i)``, the episode ``episodic.evaluate`` draws with
+  episode ``i`` is keyed ``fold_in(key, i)``, the episode ``learning.evaluate`` draws with
   the same key. Episodes run vectorised in equal blocks (the last padded): one compiled
   program, and at most :data:`BLOCK_FLOATS` gathered embeddings in memory at a time.
   """

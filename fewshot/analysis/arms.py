@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fewshot import stats
+from fewshot.analysis import stats
+from fewshot.analysis.measures import LABELS, MEASURES
+from fewshot.analysis.tables import MISSING, Cell, Table, format_p, format_value
 from fewshot.errors import ConfigError
-from fewshot.measures import LABELS, MEASURES
-from fewshot.run_records import Run
-from fewshot.tables import MISSING, Cell, Table, format_p, format_value
+from fewshot.records.reading import Run
 
 # What must agree between the arms for a comparison to mean anything.
 SAME = ("dataset", "way", "shot", "query", "test_query", "backbone")

@@ -1,7 +1,7 @@
 """A run directory's records as analysis reads them: configuration, metrics rows, results.
 
 ``analyze``, ``plot`` and ``arms`` read runs through :func:`read_run` (no JAX, no orbax); the
-directory itself, and the rule for writing it, are :mod:`fewshot.rundir`'s.
+directory itself, and the rule for writing it, are :mod:`fewshot.records.rundir`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fewshot.errors import RunDirError
-from fewshot.rundir import existing_run
+from fewshot.records.rundir import existing_run
 
 
 @dataclasses.dataclass(frozen=True)

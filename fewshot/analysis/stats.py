@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from fewshot.measures import MEASURES, PROPERLY_LEARNED
+from fewshot.analysis.measures import MEASURES, PROPERLY_LEARNED
 
 
 def mean_confidence_interval(values, z: float = 1.96) -> tuple[float, float]:
@@ -22,7 +22,7 @@ def mean_confidence_interval(values, z: float = 1.96) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- comparing two runs
-# Per-checkpoint training diagnostics of two runs (the DR paper's Tables 3-10), named in fewshot.measures.
+# Per-checkpoint training diagnostics of two runs (the DR paper's Tables 3-10), named in fewshot.analysis.measures.
 
 SIGNIFICANCE_LEVEL = 0.05
 # Fewest finite values a run needs before the tests are run: one value is no distribution.

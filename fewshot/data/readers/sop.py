@@ -15,8 +15,8 @@ e.g. 'bicycle/1', the super class taken from its image folder without '_final'.
 from __future__ import annotations
 
 from fewshot.data import archives
-from fewshot.data.sources import _util
-from fewshot.data.sources.records import DatasetRecords, ImageRecord
+from fewshot.data.readers import _util
+from fewshot.data.readers.records import DatasetRecords, ImageRecord
 from fewshot.errors import DataError
 
 NAME = "Stanford Online Products"

@@ -7,9 +7,9 @@ labels are ``0..way-1`` in the order the classes were drawn, laid out class-majo
 
 Everything is a pure function of a ``jax.random`` key, so the same key gives the same
 episode on every run, and a resumed run replays exactly the episodes it would have seen.
-The draw itself (classes, then images of each) is :func:`fewshot.class_draws.sample_class_images`,
+The draw itself (classes, then images of each) is :func:`fewshot.training.class_draws.sample_class_images`,
 shared with the metric-learning batches; a split too large for the device gets the same
-episodes, its images gathered on the host instead (:mod:`fewshot.sources`).
+episodes, its images gathered on the host instead (:mod:`fewshot.training.sources`).
 
 :func:`draw` draws one episode from a split in Python, with that same sampler:
 
@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from fewshot.data.split import Split
-from fewshot.class_draws import ClassLayout, check_fits, sample_class_images
-from fewshot.sources import DeviceSource
+from fewshot.training.class_draws import ClassLayout, check_fits, sample_class_images
+from fewshot.training.sources import DeviceSource
 
 
 @dataclasses.dataclass(frozen=True)

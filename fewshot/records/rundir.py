@@ -9,10 +9,10 @@ Layout::
   <workdir>/results.json      test results of the best checkpoint
 
 Every file is written atomically (a temporary file renamed into place; orbax, or
-:mod:`fewshot.local_checkpoints` for a group over several processes, does the same for
+:mod:`fewshot.records.local_checkpoints` for a group over several processes, does the same for
 checkpoints), so a run killed at any moment leaves each file whole. Both trainers write
 through :class:`RunDir`, and ``evaluate`` and ``fewshot.load`` read through it
-(``analyze`` and ``plot`` read the records through :mod:`fewshot.run_records`):
+(``analyze`` and ``plot`` read the records through :mod:`fewshot.records.reading`):
 :func:`open_for_training` is the one rule for reusing a directory, :func:`existing_run`
 the one check that a directory holds a run.
 """
@@ -24,10 +24,9 @@ import os
 import pathlib
 from typing import Any
 
-
-from fewshot import local_checkpoints
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.outputs import check_writable, finite_json, make_dirs, write_json_atomic
+from fewshot.records import local_checkpoints
+from fewshot.records.files import check_writable, finite_json, make_dirs, write_json_atomic
 
 CHECKPOINT_KINDS = ("last", "best")
 # Where the data was read from does not change a run: a moved dataset is the same run.
@@ -102,7 +101,7 @@ class RunDir:
     return self._managers[kind]
 
   def _local(self, kind: str, writing: bool = False) -> bool:
-    """Whether this kind's checkpoint is (or, ``writing``, will be) a :mod:`fewshot.local_checkpoints` one: a
+    """Whether this kind's checkpoint is (or, ``writing``, will be) a :mod:`fewshot.records.local_checkpoints` one: a
     run written by one of several processes, which orbax cannot write; a run then stays in that kind.
     """
     if local_checkpoints.holds(self.path / "checkpoints" / kind):

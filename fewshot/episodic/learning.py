@@ -4,7 +4,7 @@
 optimiser, diagnostics options, augmentation) and nothing else; the functions below take
 it as their first, static argument. :func:`train_step` is one Adam update on one episode;
 :func:`train_chunk` runs the episodes between two checkpoints as one compiled
-``lax.scan`` over a source's blocks (:mod:`fewshot.sources`), so the host only steps in at
+``lax.scan`` over a source's blocks (:mod:`fewshot.training.sources`), so the host only steps in at
 checkpoints. Episode ``i`` of a run always uses the key ``fold_in(train_key, i)``: a
 resumed run replays the same episodes, wherever its split lives.
 
@@ -24,11 +24,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import affine, backbones, diagnostics, groups, heads, sources
-from fewshot.augment import NO_AUGMENTATION, Augmentation, to_float
+from fewshot import backbones, heads
+from fewshot.augment import affine
+from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
+from fewshot.augment.transforms import to_float
 from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
-from fewshot.episodes import Episode, EpisodeShape, episode_from_images
-from fewshot.train_state import TrainState, adam
+from fewshot.episodic import diagnostics
+from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
+from fewshot.training import seed_groups, sources
+from fewshot.training.train_state import TrainState, adam
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +162,7 @@ def eval_images(learner: EpisodicLearner, images: jax.Array) -> jax.Array:
 def eval_embeddings(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.Array:
   """Embeddings ``[n, D]`` of stored images as every evaluation computes them: the evaluation transform,
   BatchNorm in evaluation mode (so an image's embedding does not depend on its batch), and with
-  ``learner.test_shifts`` the mean over the image's translations (:func:`fewshot.affine.translations`).
+  ``learner.test_shifts`` the mean over the image's translations (:func:`fewshot.augment.affine.translations`).
   """
   images = eval_images(learner, images)
   one = lambda view: embed(learner, variables["params"], variables["batch_stats"], view, train=False)[0]
@@ -253,15 +257,15 @@ def _train_group_block(learner: EpisodicLearner, states: TrainState, draws, trai
 
 
 def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
-  """Train on the next ``num_episodes`` episodes of ``source`` (a :mod:`fewshot.sources` source).
+  """Train on the next ``num_episodes`` episodes of ``source`` (a :mod:`fewshot.training.sources` source).
 
   Returns the state, per-episode ``{"loss", "accuracy"}`` (before each update) and the
-  diagnostics of the last update (:func:`fewshot.diagnostics.episode_diagnostics`).
+  diagnostics of the last update (:func:`fewshot.episodic.diagnostics.episode_diagnostics`).
   The state passed in is donated (invalid afterwards). With ``[R]`` keys and a state
   stacked over R runs, trains the group at once: outputs gain a leading run axis.
   """
   group = train_key.ndim > 0
-  first = groups.local_step(state.step)
+  first = seed_groups.local_step(state.step)
   last = jnp.int32(first + num_episodes - 1)
   block = _train_group_block if group else _train_block
   compiled = lambda state, draws, key: block(learner, state, draws, key, last)

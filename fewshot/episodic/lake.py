@@ -1,7 +1,7 @@
 """Lake et al.'s one-shot classification runs (the Omniglot repository's ``all_runs``): reading and scoring.
 
     import fewshot
-    from fewshot import lake
+    from fewshot.episodic import lake
     results = lake.evaluate(fewshot.load("runs/omniglot_conv4_ProtoNet_DR_5w1s_seed0"), "all_runs.zip")
 
 The release is a folder (or ``all_runs.zip``) of ``run01`` ... ``run20``; each run holds
@@ -30,9 +30,11 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import distances, episodic, heads, stats
+from fewshot import distances, heads
+from fewshot.analysis import stats
 from fewshot.data.omniglot import decode
 from fewshot.data.options import SMALL_IMAGE_SIZE
+from fewshot.episodic import learning
 from fewshot.errors import ConfigError, DataError, one_line
 
 LABELS = "class_labels.txt"
@@ -238,7 +240,7 @@ def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
     raise ConfigError(f"the runs were read at {', '.join(map(str, sorted(sides)))} px but the model reads "
                       f"{config.image_size} px; read them with read_runs(path, {config.image_size}).")
   # The run's own head (its distance, or a head passed from Python) with its trained parameters.
-  head, params = model.learner.head, episodic.head_params(model.variables["params"])
+  head, params = model.learner.head, learning.head_params(model.variables["params"])
   # One forward pass over every image: BatchNorm in evaluation mode makes the batch irrelevant.
   embedded = np.asarray(model.embed(np.concatenate([images for run in runs for images in (run.support, run.queries)])))
   sizes = [size for run in runs for size in (run.way, len(run.labels))]

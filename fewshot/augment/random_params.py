@@ -3,7 +3,7 @@
 Each image's parameters are a pure function of its own key (``jax.random.split(key, B)``),
 drawn exactly as torchvision draws them (:func:`crop_box` follows ``RandomResizedCrop``'s
 ten attempts and fallback), so a batch is reproducible from its key alone.
-:mod:`fewshot.augment` applies them.
+:mod:`fewshot.augment.transforms` applies them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`ClassLayout` is all the draw needs of a split (its classes' offsets and sizes, optionally a group per
 class); :func:`sample_class_images` is the one draw of few-shot episodes and metric-learning batches alike,
-wherever the split's images live (:mod:`fewshot.sources`); :func:`check_fits` and :func:`check_groups_fit`
+wherever the split's images live (:mod:`fewshot.training.sources`); :func:`check_fits` and :func:`check_groups_fit`
 refuse, in one line, a split that cannot supply the draws asked for.
 """
 

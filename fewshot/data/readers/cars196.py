@@ -29,8 +29,8 @@ import numpy as np
 import scipy.io
 
 from fewshot.data import archives
-from fewshot.data.sources import _util
-from fewshot.data.sources.records import DatasetRecords, ImageRecord
+from fewshot.data.readers import _util
+from fewshot.data.readers.records import DatasetRecords, ImageRecord
 from fewshot.errors import DataError, one_line
 
 NAME = "Cars196"

@@ -23,8 +23,8 @@ import re
 import numpy as np
 
 from fewshot.data import archives
-from fewshot.data.sources import _util
-from fewshot.data.sources.records import SUBSETS, DatasetRecords, ImageRecord
+from fewshot.data.readers import _util
+from fewshot.data.readers.records import SUBSETS, DatasetRecords, ImageRecord
 from fewshot.errors import DataError, one_line
 
 NAME = "mini-ImageNet"

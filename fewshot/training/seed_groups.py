@@ -1,7 +1,7 @@
 """Seed groups: runs of one configuration that differ only in their seed, trained as one compiled program.
 
 A group's train state, keys and outputs carry a leading run axis; the compiled chunk is the
-single run's, ``vmap``-ed over that axis (:func:`fewshot.episodic.train_chunk`). The run axis
+single run's, ``vmap``-ed over that axis (:func:`fewshot.episodic.learning.train_chunk`). The run axis
 is sharded over the available devices (a ``jax.sharding.Mesh`` with one axis, ``runs``), each
 device holding its runs' state and its own copy of a resident split; across hosts, after
 ``jax.distributed.initialize()``, each process holds the runs of its devices. A group whose

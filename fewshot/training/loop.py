@@ -2,7 +2,7 @@
 
 A trainer supplies its compiled chunk of steps, its validation and its metrics rows;
 :func:`train_until` does the rest, the same way for episodes and for metric-learning
-batches, for one run and for a seed group (:mod:`fewshot.groups`): resume from ``last``,
+batches, for one run and for a seed group (:mod:`fewshot.training.seed_groups`): resume from ``last``,
 write the row before the checkpoints (so a run killed in between resumes from the previous
 ``last`` and rewrites the same row), keep ``best`` by a named validation score (the earliest
 of ties; an undefined score ranks lowest), keep ``last``, and show a progress bar (on a
@@ -21,11 +21,11 @@ from collections.abc import Callable
 import jax
 import tqdm
 
-from fewshot import groups
 from fewshot.errors import Interrupted, TrainingError
-from fewshot.groups import RunPlacement
-from fewshot.rundir import RunDir
-from fewshot.train_state import TrainState
+from fewshot.records.rundir import RunDir
+from fewshot.training import seed_groups
+from fewshot.training.seed_groups import RunPlacement
+from fewshot.training.train_state import TrainState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Runs:
 
   One run (``placement=None``): the state is that run's. A seed group: the state is stacked on
   a leading run axis laid out by ``placement``, and ``dirs`` are the runs this process writes
-  (:meth:`fewshot.groups.RunPlacement.local_runs`; padding runs have none).
+  (:meth:`fewshot.training.seed_groups.RunPlacement.local_runs`; padding runs have none).
   """
 
   dirs: tuple[RunDir, ...]
@@ -65,11 +65,11 @@ class Runs:
 
   def states(self, tree) -> list:
     """Each written run's part of a value the state's way: the value itself for one run, else its slices."""
-    return [tree] if self.placement is None else [groups.unstack(tree, i) for i in self.indices]
+    return [tree] if self.placement is None else [seed_groups.unstack(tree, i) for i in self.indices]
 
   def join(self, states: list):
     """The stacked state of every run from those of the written runs (a padding run repeats the last; every
-    process writes at least one run, :meth:`fewshot.groups.RunPlacement.check_processes`).
+    process writes at least one run, :meth:`fewshot.training.seed_groups.RunPlacement.check_processes`).
     """
     if self.placement is None:
       return states[0]
@@ -95,7 +95,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   rows = [r for _, r in resumed]
   # max keeps the earliest of ties
   bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]
-  done = groups.local_step(state.step)
+  done = seed_groups.local_step(state.step)
   _set_position(runs, schedule, done)
   # None: shown on a terminal only, so logs hold no carriage returns and cursor escapes; one bar for all processes.
   shown = progress and jax.process_index() == 0

@@ -17,8 +17,8 @@ bbox as given in bounding_boxes.txt, subset 'train'/'test' from train_test_split
 from __future__ import annotations
 
 from fewshot.data import archives
-from fewshot.data.sources import _util
-from fewshot.data.sources.records import DatasetRecords, ImageRecord
+from fewshot.data.readers import _util
+from fewshot.data.readers.records import DatasetRecords, ImageRecord
 from fewshot.errors import DataError
 
 NAME = "CUB-200-2011"

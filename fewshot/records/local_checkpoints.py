@@ -6,7 +6,7 @@ arrays that the processes hold together. A group's runs are each held by one pro
 process writes them here instead, with :mod:`flax.serialization`: the same train state, in the same
 place (``checkpoints/<kind>/<step>/``, one step kept), as ``state.msgpack`` written into a temporary
 folder that is renamed into place, so a run killed at any moment leaves the last whole checkpoint.
-:class:`fewshot.rundir.RunDir` reads either kind, and keeps writing a run in the kind it started with.
+:class:`fewshot.records.rundir.RunDir` reads either kind, and keeps writing a run in the kind it started with.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading datasets from the files a researcher already has, offline, into uniform image records.
 
-    from fewshot.data import sources
-    recs = sources.read('cub', '/data')            # or sources.read_cub('/data')
+    from fewshot.data import readers
+    recs = readers.read('cub', '/data')            # or readers.read_cub('/data')
     recs.class_names, recs.records[0]              # ImageRecord(member='images/001.../x.jpg', label=0, ...)
     for record, image in recs.iter_images(): ...   # encoded bytes (or pixels for mini-ImageNet pickles)
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fewshot.data.sources.cars196 import read_cars196
-from fewshot.data.sources.cub import read_cub
-from fewshot.data.sources.mini_imagenet import read_mini_imagenet
-from fewshot.data.sources.records import SUBSETS, DatasetRecords, ImageRecord, check_image
-from fewshot.data.sources.sop import read_sop
+from fewshot.data.readers import cars196, cub, mini_imagenet, sop
+from fewshot.data.readers.cars196 import read_cars196
+from fewshot.data.readers.cub import read_cub
+from fewshot.data.readers.mini_imagenet import read_mini_imagenet
+from fewshot.data.readers.records import SUBSETS, DatasetRecords, ImageRecord, check_image
+from fewshot.data.readers.sop import read_sop
 from fewshot.errors import DataError
-from fewshot.data.sources import cars196, cub, mini_imagenet, sop
 
 READERS: dict[str, Callable[..., DatasetRecords]] = {
     "cub": read_cub,

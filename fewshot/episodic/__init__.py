@@ -1,0 +1,21 @@
+"""Few-shot episodic learning: episodes, the episodic learner, its trainer, the test protocols, the diagnostics.
+
+* :mod:`~fewshot.episodic.episodes`: an N-way K-shot episode and how it is drawn (:func:`draw` one in Python);
+* :mod:`~fewshot.episodic.learning`: :class:`EpisodicLearner` and its pure steps (``train_step``, ``train_chunk``,
+  ``evaluate``) on the shared chunk driver of :mod:`fewshot.training`;
+* :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
+* :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys;
+* :mod:`~fewshot.episodic.trainer`: ``python -m fewshot.train``'s training, validation and test of runs;
+* :mod:`~fewshot.episodic.cached_test`, :mod:`~fewshot.episodic.lake`, :mod:`~fewshot.episodic.evaluation`:
+  re-testing a run (the test split embedded once; Lake et al.'s one-shot runs; ``python -m fewshot.evaluate``).
+
+Stands on :mod:`fewshot.training`, :mod:`fewshot.records`, :mod:`fewshot.augment`, :mod:`fewshot.data` and the
+research modules at the package root (heads, backbones, distances); nothing outside imports it but the commands
+and :mod:`fewshot.api`.
+"""
+
+from fewshot.episodic.episodes import Episode, EpisodeShape, draw, episode_from_images, sample_episode
+from fewshot.episodic.learning import EpisodicLearner, evaluate, init_state, train_chunk, train_step
+
+__all__ = ["Episode", "EpisodeShape", "EpisodicLearner", "draw", "episode_from_images", "evaluate", "init_state",
+           "sample_episode", "train_chunk", "train_step"]

@@ -1,0 +1,11 @@
+"""Run directories, the unit of record: configuration, metrics rows, checkpoints, results, written whole.
+
+* :mod:`~fewshot.records.rundir`: one run's directory (``RunDir``), the rules for reusing one
+  (``open_for_training``) and for reading one (``existing_run``);
+* :mod:`~fewshot.records.files`: atomic, strict-JSON writes with the user's permissions;
+* :mod:`~fewshot.records.local_checkpoints`: checkpoints a process writes alone (a seed group over several hosts);
+* :mod:`~fewshot.records.reading`: a run's records as analysis reads them.
+
+A rule of this folder (``tests/records/test_light_imports.py``): importing any of it loads no JAX, Flax, orbax or
+TensorFlow Datasets. Reading and writing checkpoints imports orbax (or Flax) inside the functions that do it.
+"""

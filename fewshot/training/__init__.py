@@ -1,0 +1,17 @@
+"""What both trainers stand on: the train state, the draws, where a split lives, the compiled chunk, the loop.
+
+* :mod:`~fewshot.training.train_state`: ``TrainState`` (step, parameters, BatchNorm statistics, optimiser state),
+  the run's keys, the paper's Adam;
+* :mod:`~fewshot.training.class_draws`: which classes, and which images of each, a step draws from a split;
+* :mod:`~fewshot.training.sources`: where a split's images live while training (on the device, or streamed from
+  host memory in blocks), behind one interface;
+* :mod:`~fewshot.training.loop`: the checkpoint loop (train a chunk, validate, write a row, checkpoint, resume);
+* :mod:`~fewshot.training.seed_groups`: runs of one configuration under several seeds as one compiled program,
+  their run axis sharded over the devices;
+* :mod:`~fewshot.training.distributed`: several processes (hosts) training one seed group;
+* :mod:`~fewshot.training.compilation_cache`: JAX's persistent compilation cache, on by default.
+
+Imports JAX, :mod:`fewshot.records` and :mod:`fewshot.data`; never :mod:`fewshot.episodic` or :mod:`fewshot.dml`,
+which stand on it. Nothing is re-exported here, so that the light modules (``distributed``'s flag checks,
+``compilation_cache``) import without JAX.
+"""

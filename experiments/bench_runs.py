@@ -35,7 +35,8 @@ from fewshot.backbones import Conv4
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import Episode, EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
-from fewshot.training.seed_groups import RunPlacement
+from fewshot.training import chunks
+from fewshot.training.seed_groups import SeedGroup
 from fewshot.training.sources import DeviceSource
 from fewshot.training.train_state import run_keys
 
@@ -47,7 +48,8 @@ SHAPE = EpisodeShape(5, 1, 16)
 def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int) -> float:
   """Device memory of the compiled group chunk (arguments, outputs, temporaries), per run."""
   draws = source.blocks(keys, 0, episodes, SHAPE.way, SHAPE.per_class)[0]
-  compiled = learning._train_group_block.lower(learner, states, draws, keys, jax.numpy.int32(episodes - 1)).compile()
+  compiled = chunks.compiled(group=True, donate=True).lower(learning._train_on_draw, learner, states, draws, keys,
+                                                          jax.numpy.int32(episodes - 1)).compile()
   m = compiled.memory_analysis()
   return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / runs
 
@@ -104,12 +106,12 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
   torch_ref = TorchRef(split, SHAPE, head, episodes, "cpu", 0) if use_torch else None
   rows = []
   for runs in groups:
-    placement = RunPlacement.over(runs)
-    source = DeviceSource.from_split(split, placement.replicated)
-    seeds = placement.pad(list(range(runs)))
-    states = placement.stack([learning.init_state(learner, run_keys(s)["init"], image_shape) for s in seeds])
-    keys = placement.stack([run_keys(s)["train"] for s in seeds])
-    memory = group_bytes_per_run(learner, states, source, keys, episodes, placement.size)
+    group = SeedGroup.over(runs)
+    source = DeviceSource.from_split(split, group.replicated)
+    seeds = group.pad(list(range(runs)))
+    states = group.stack([learning.init_state(learner, run_keys(s)["init"], image_shape) for s in seeds])
+    keys = group.stack([run_keys(s)["train"] for s in seeds])
+    memory = group_bytes_per_run(learner, states, source, keys, episodes, group.size)
 
     def run_group():
       nonlocal states

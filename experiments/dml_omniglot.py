@@ -27,7 +27,7 @@ DEFAULT_OMNIGLOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared",
 
 
 def held_out_metrics(learner, state, split) -> dict:
-  z = embedding.embed_all(learner, embedding.model_variables(state), split.images)
+  z = embedding.embed_split(learner, embedding.model_variables(state), split.images)
   m = retrieval_metrics(z, split.labels, z, split.labels, ref_includes_query=True)
   return {"precision_at_1": m.precision_at_1, "r_precision": m.r_precision, "map_at_r": m.map_at_r}
 

@@ -23,7 +23,7 @@ from fewshot.episodic.experiment import build_learner, with_values
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
 from fewshot.records.rundir import CHECKPOINT_KINDS, existing_run
-from fewshot.training import compilation_cache
+from fewshot.training import compilation_cache, split_embedding
 from fewshot.training.train_state import run_keys
 
 
@@ -50,7 +50,7 @@ class TrainedModel:
     """
     images = jnp.asarray(images)
     self._check_images(images, "images")
-    return learning.embed_for_eval(self.learner, self.variables, images)
+    return split_embedding.embed_batch(learning.eval_embeddings, self.learner, self.variables, images)
 
   def _check_images(self, images, name: str) -> None:
     """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""

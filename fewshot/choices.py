@@ -52,6 +52,22 @@ def custom(kind: str, name) -> str:
   return CUSTOM_PREFIX + name
 
 
+def require_values(recorded, passed: dict, fix: str) -> None:
+  """One-line ``ConfigError`` where an option is recorded as ``custom:<name>`` (a head, backbone or loss passed as a
+  value from Python) and no value is passed for it: a configuration names such a value, it cannot rebuild it.
+
+  ``recorded`` is a configuration (or its saved dict), ``passed`` the values by option name; ``fix`` says where to
+  pass the value (``{kind}`` in it names the option).
+  """
+  from fewshot.errors import ConfigError
+
+  for kind, value in passed.items():
+    name = recorded.get(kind) if isinstance(recorded, dict) else getattr(recorded, kind)
+    if value is None and is_custom(name):
+      raise ConfigError(f"--{kind} {name} names a {kind} passed as a value from Python, which a configuration cannot "
+                        f"rebuild; {fix.format(kind=kind)}")
+
+
 def display_name(value: str) -> str:
   """A recorded name as logs, tables and run names show it: ``custom:<name>`` as ``<name>``."""
   return value[len(CUSTOM_PREFIX):] if is_custom(value) else value

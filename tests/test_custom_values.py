@@ -73,7 +73,7 @@ def test_a_custom_head_and_backbone_train_and_are_recorded_by_name(custom_run):
 
 def test_a_custom_run_loads_with_its_values_and_refuses_without(custom_run):
   workdir = custom_run[0]
-  with pytest.raises(ConfigError, match=r"head custom:scaled_dot was passed as a value from Python.*head=") as info:
+  with pytest.raises(ConfigError, match=r"--head custom:scaled_dot names a head passed as a value from Python.*head=") as info:
     fewshot.load(str(workdir), backbone=Flat())
   assert "\n" not in str(info.value)
   with pytest.raises(ConfigError, match="backbone custom:Flat"):

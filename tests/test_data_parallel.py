@@ -35,7 +35,7 @@ for name, sharding in (("one", None), ("data", NamedSharding(mesh, P("data")))):
   if sharding is not None:
     state = jax.device_put(state, NamedSharding(mesh, P()))
     source = DeviceSource.from_split(split, NamedSharding(mesh, P()))
-  z = embedding.embed_all(learner, embedding.model_variables(state), split.images, chunk=24)  # the same variables
+  z = embedding.embed_split(learner, embedding.model_variables(state), split.images, batch=24)  # the same variables
   state, losses = embedding.train_chunk(learner, state, source, jax.random.key(1), 3)
   out[name] = {"losses": np.asarray(losses).tolist(), "kernel": np.asarray(state.params["model"]["Dense_0"]["kernel"]).ravel().tolist(),
                "embeddings": z.tolist()}

@@ -18,7 +18,7 @@ from fewshot.training.train_state import adam, adam_by_part
 
 
 def _map_at_r(learner, state, split):
-  embeddings = embedding.embed_all(learner, embedding.model_variables(state), split.images)
+  embeddings = embedding.embed_split(learner, embedding.model_variables(state), split.images)
   return retrieval_metrics(embeddings, split.labels, embeddings, split.labels, ref_includes_query=True).map_at_r
 
 
@@ -99,8 +99,8 @@ def test_embeddings_are_unit_vectors_and_independent_of_the_chunking():
   learner = _small_learner(loss="contrastive")
   state = embedding.init_state(learner, jax.random.key(0), split.image_shape)
   variables = embedding.model_variables(state)
-  a = embedding.embed_all(learner, variables, split.images, chunk=4)
-  b = embedding.embed_all(learner, variables, split.images, chunk=64)
+  a = embedding.embed_split(learner, variables, split.images, batch=4)
+  b = embedding.embed_split(learner, variables, split.images, batch=64)
   np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-5)
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 

@@ -13,11 +13,13 @@ import pytest
 from fewshot import data
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
+from fewshot.dml.experiment import Experiment
 from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
-from fewshot.dml.trainer import Trainer, retrieval
+from fewshot.dml.trainer import retrieval, train_runs
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.records.rundir import RunDir, open_for_training
+from fewshot.records.rundir import RunDir
+from fewshot.training.runs import Runs
 
 from dataset_fixtures import write_cars196
 
@@ -43,18 +45,18 @@ def four_fold_run(cars_dir, tmp_path_factory):
 
 def _untrained_map_at_r(trainer, split):
   """MAP@R of fold model 0 as the run initialises it (same keys), before any training."""
-  learner = trainer.learner(trainer.folds[0][0].num_classes)
+  learner = trainer.fold_learner(0)
   variables = embedding.model_variables(trainer.initial_state(0))
-  return retrieval(embedding.embed_all(learner, variables, split.images), split.labels)["map_at_r"]
+  return retrieval(embedding.embed_split(learner, variables, split.images), split.labels)["map_at_r"]
 
 
 def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
   config = DMLConfig(dataset="omniglot", data_dir=str(omniglot_dir), backbone="conv4", embedding_dim=64,
                      loss="triplet", miner="semi_hard", steps_per_epoch=60, epochs=2)
-  trainer = Trainer(config, progress=False)  # one load of the data and one compile for before and after
+  trainer = Experiment(config)  # one load of the data and one compile for before and after
   untrained_val = _untrained_map_at_r(trainer, trainer.folds[0][1])
   untrained_test = _untrained_map_at_r(trainer, trainer.test)
-  (results,) = trainer.run([open_for_training(tmp_path / "run", config, resume=False)])
+  (results,) = train_runs(trainer, Runs.open(config, None, [str(tmp_path / "run")], resume=False), progress=False)
   rows = RunDir(tmp_path / "run").read_metrics()
   assert [(r["epoch"], r["step"]) for r in rows] == [(1, 60), (2, 120)]
   best = max(rows, key=lambda r: r["val_map_at_r"])
@@ -79,7 +81,7 @@ def test_cli_run_writes_the_run_directory(cars_dir, tmp_path):
   assert done.returncode == 0, done.stderr[-2000:]
   assert "map_at_r" in done.stdout and str(workdir) in done.stdout
   config = json.loads((workdir / "config.json").read_text())
-  assert config["miner"] == "semi_hard" and config["folds"] == 1 and config["image_shape"] == [32, 32, 3]  # stored at int(1.15 * 28), cropped to 28
+  assert config["miner"] == "semi_hard" and config["folds"] == 1 and config["image_shape"] == [28, 28, 3]  # the backbone's input (stored at int(1.15 * 28) = 32)
   rows = RunDir(workdir).read_metrics()
   assert [r["step"] for r in rows] == [2, 4]
   for row in rows:
@@ -136,7 +138,7 @@ def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_
         RunDir(straight / f"fold{k}").read_metrics())
   assert {k: v for k, v in resumed.items() if k != "workdir"} == {
       k: v for k, v in straight_results.items() if k != "workdir"}
-  trainer = Trainer(config)
+  trainer = Experiment(config)
   for k in range(4):
     a = RunDir(workdir / f"fold{k}").restore_checkpoint("last", trainer.initial_state(k))
     b = RunDir(straight / f"fold{k}").restore_checkpoint("last", trainer.initial_state(k))
@@ -214,10 +216,10 @@ def test_a_user_written_loss_trains_like_the_registered_one(cars_dir, tmp_path):
 
   saved = DMLConfig.from_dict(RunDir(tmp_path / "mine").read_config())  # the record, without the function
   for config in (saved, DMLConfig(data_dir=str(cars_dir), **TINY)):
-    with pytest.raises(ConfigError, match="trained with the user-written loss custom:my_nsl; .*loss=") as refused:
+    with pytest.raises(ConfigError, match="--loss custom:my_nsl names a loss passed as a value from Python.*resume=True, loss=") as refused:
       train(config, str(tmp_path / "mine"), resume=True, progress=False)
     assert "\n" not in str(refused.value)
-  with pytest.raises(ConfigError, match="custom:my_nsl is a user-written loss"):
+  with pytest.raises(ConfigError, match="--loss custom:my_nsl names a loss passed as a value from Python"):
     train(saved, str(tmp_path / "another"), progress=False)
 
 

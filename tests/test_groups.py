@@ -40,9 +40,9 @@ def test_bad_seeds_are_one_line_errors(text, fragment):
 
 
 def test_padding_fills_the_devices_and_is_never_a_run():
-  placement = seed_groups.RunPlacement.over(3, devices=jax.devices()[:1] * 1)
-  assert placement.size == 3 and placement.local_runs() == [0, 1, 2]
-  assert placement.pad(["a", "b", "c"]) == ["a", "b", "c"]
+  group = seed_groups.SeedGroup.over(3, devices=jax.devices()[:1] * 1)
+  assert group.size == 3 and group.local_runs() == [0, 1, 2]
+  assert group.pad(["a", "b", "c"]) == ["a", "b", "c"]
 
 
 def test_a_group_draws_the_episodes_of_its_runs_alone():
@@ -147,21 +147,20 @@ def test_a_metric_learning_group_trains_its_runs_like_alone_and_writes_each(tmp_
   from fewshot.dml import embedding  # noqa: PLC0415
   from fewshot.dml import train as dml_train  # noqa: PLC0415
   from fewshot.dml.config import DMLConfig  # noqa: PLC0415
-  from fewshot.dml.trainer import Trainer  # noqa: PLC0415
+  from fewshot.dml.experiment import Experiment  # noqa: PLC0415
   from fewshot.training.sources import place  # noqa: PLC0415
-  from fewshot.training.train_state import fold_keys  # noqa: PLC0415
 
   config = DMLConfig(dataset="strokes", folds=1, embedding_dim=8, classes=3, per_class=2, steps_per_epoch=3, epochs=1,
                      loss="contrastive")
   seeds = (0, 4)
-  group = Trainer(config, progress=False, seeds=seeds)
+  group = Experiment(config, seeds=seeds)
   train_split = group.folds[0][0]
   source = place(train_split, device=group.group.replicated, run_sharding=group.group.runs)
-  keys = group._runs([fold_keys(s, 0)[1] for s in group.seeds])
-  _, losses = embedding.train_chunk(group.learner(train_split.num_classes), group.initial_state(0), source, keys, 3)
-  alone = Trainer(dataclasses.replace(config, seed=4), progress=False)
-  _, alone_losses = embedding.train_chunk(alone.learner(train_split.num_classes), alone.initial_state(0),
-                                          place(train_split), fold_keys(4, 0)[1], 3)
+  keys = group.train_keys(0)
+  _, losses = embedding.train_chunk(group.fold_learner(0), group.initial_state(0), source, keys, 3)
+  alone = Experiment(dataclasses.replace(config, seed=4))
+  _, alone_losses = embedding.train_chunk(alone.fold_learner(0), alone.initial_state(0),
+                                          place(train_split), alone.train_keys(0), 3)
   np.testing.assert_allclose(np.asarray(losses[1])[0], np.asarray(alone_losses)[0], rtol=1e-6)
   np.testing.assert_allclose(np.asarray(losses[1]), np.asarray(alone_losses), rtol=1e-4)
   dirs = [str(tmp_path / f"seed{s}") for s in seeds]

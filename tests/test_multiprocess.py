@@ -148,12 +148,12 @@ def test_a_group_that_leaves_a_process_padding_only_is_refused_naming_a_size_tha
   from types import SimpleNamespace  # noqa: PLC0415
 
   from fewshot.errors import ConfigError  # noqa: PLC0415
-  from fewshot.training.seed_groups import RunPlacement  # noqa: PLC0415
+  from fewshot.training.seed_groups import SeedGroup  # noqa: PLC0415
 
   devices = np.array([SimpleNamespace(process_index=p) for p in range(processes) for _ in range(per_process)])
-  placement = RunPlacement(SimpleNamespace(devices=devices), runs)
+  group = SeedGroup(SimpleNamespace(devices=devices), runs)
   with pytest.raises(ConfigError, match=f"leaves process {processes - 1} with padding only; pass at least {enough} "):
-    placement.check_processes()
-  RunPlacement(SimpleNamespace(devices=devices), enough).check_processes()  # the size it names is accepted
-  held = [RunPlacement(SimpleNamespace(devices=devices), enough).held(p) for p in range(processes)]
-  assert sorted(i for h in held for i in h) == list(range(RunPlacement(SimpleNamespace(devices=devices), enough).size))
+    group.check_processes()
+  SeedGroup(SimpleNamespace(devices=devices), enough).check_processes()  # the size it names is accepted
+  held = [SeedGroup(SimpleNamespace(devices=devices), enough).held(p) for p in range(processes)]
+  assert sorted(i for h in held for i in h) == list(range(SeedGroup(SimpleNamespace(devices=devices), enough).size))

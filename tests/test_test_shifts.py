@@ -19,6 +19,7 @@ from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
 from fewshot.train import train
+from fewshot.training import split_embedding
 
 
 def _shifted(images: np.ndarray, dy: int, dx: int) -> np.ndarray:
@@ -51,7 +52,7 @@ def test_eval_embeddings_are_the_mean_of_the_shifted_images_embeddings():
   np.testing.assert_array_equal(learning.eval_embeddings(plain, variables, split.images),
                                 learning.embed(plain, variables["params"], variables["batch_stats"], split.images,
                                                train=False)[0])
-  np.testing.assert_array_equal(learning.embed_for_eval(shifting, variables, split.images),
+  np.testing.assert_array_equal(split_embedding.embed_batch(learning.eval_embeddings, shifting, variables, split.images),
                                 jax.jit(learning.eval_embeddings, static_argnums=0)(shifting, variables, split.images))
 
 

@@ -18,6 +18,7 @@ from fewshot.errors import TrainingError
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 from fewshot.training import loop
+from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
 TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
@@ -42,7 +43,7 @@ def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_
 
   rundir = RunDir(tmp_path / "run")
   with pytest.raises(TrainingError, match="training loss at step 6 .* is nan .* checkpoints/last keeps step 4"):
-    loop.train_until(loop.Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val"), train_chunk, make_rows,
+    loop.train_until(Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val"), train_chunk, make_rows,
                      progress=False)
   assert rundir.checkpoint_step("last") == 4 and rundir.checkpoint_step("best") == 4
   rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c}"))

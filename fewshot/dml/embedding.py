@@ -27,7 +27,7 @@ from fewshot.dml.losses import LOSSES, Loss, get_loss
 from fewshot.dml.miners import MINERS
 from fewshot.dml.samplers import Batch, BatchShape, batch_from_images
 from fewshot.errors import ConfigError
-from fewshot.training import seed_groups, sources
+from fewshot.training import chunks, seed_groups, split_embedding
 from fewshot.training.train_state import TrainState, adam
 
 
@@ -137,73 +137,29 @@ def train_step(learner: MetricLearner, state: TrainState, batch: Batch):
   return state.apply_gradients(grads, batch_stats, learner.optimizer), loss
 
 
-def _scan_train(learner: MetricLearner, state: TrainState, draws, train_key: jax.Array):
-  def step(state, key, index, classes, images):
-    del index
-    batch = batch_from_images(images, classes)
-    if learner.batch_sharding is not None:
-      batch = jax.lax.with_sharding_constraint(batch, learner.batch_sharding)
-    batch = batch.replace(images=learner.augmentation.train(jax.random.fold_in(key, 1), batch.images))
-    return train_step(learner, state, batch)
-
-  return sources.scan_draws(step, state, draws, train_key)
-
-
-_train_block = jax.jit(_scan_train, static_argnums=0, donate_argnums=1)
-
-
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _train_group_block(learner: MetricLearner, states: TrainState, draws, train_keys: jax.Array):
-  return jax.vmap(functools.partial(_scan_train, learner), in_axes=(0, draws.run_axes(), 0))(states, draws, train_keys)
+def _train_on_draw(learner: MetricLearner, state: TrainState, key: jax.Array, index, classes, images, last):
+  """One training step of a chunk (the step function of :mod:`fewshot.training.chunks`): the drawn batch,
+  sharded over the data-parallel devices if any, augmented with ``fold_in(key, 1)``.
+  """
+  del index, last
+  batch = batch_from_images(images, classes)
+  if learner.batch_sharding is not None:
+    batch = jax.lax.with_sharding_constraint(batch, learner.batch_sharding)
+  batch = batch.replace(images=learner.augmentation.train(jax.random.fold_in(key, 1), batch.images))
+  return train_step(learner, state, batch)
 
 
 def train_chunk(learner: MetricLearner, state: TrainState, source, train_key: jax.Array, num_steps: int):
   """Train on the next ``num_steps`` batches; returns the state (the one passed in is donated) and each step's
   loss ``[num_steps]``; a seed group (``[R]`` keys, a state stacked over R runs) trains at once, ``[R, num_steps]``.
   """
-  group = train_key.ndim > 0
-  block = _train_group_block if group else _train_block
-  compiled = lambda state, draws, key: block(learner, state, draws, key)
-  first = seed_groups.local_step(state.step)
-  return sources.run_blocks(compiled, state, source, train_key, first, num_steps, learner.batch.classes,
-                            learner.batch.per_class)
+  return chunks.run_chunk(_train_on_draw, learner, state, source, train_key, seed_groups.local_step(state.step),
+                          num_steps, learner.batch.classes, learner.batch.per_class, donate=True)
 
 
-_embed_chunk = jax.jit(embed, static_argnums=0)
-# A group's runs embed the same images, each with its own variables.
-_embed_group_chunk = jax.jit(jax.vmap(embed, in_axes=(None, 0, None)), static_argnums=0)
-
-
-def embed_all(learner: MetricLearner, variables: dict, images: np.ndarray, chunk: int = 256,
-              runs: tuple[int, ...] | None = None) -> np.ndarray:
-  """Embeddings of a whole split in host memory, ``chunk`` images per compiled call (the last one padded);
-  ``[len(runs), N, D]`` for a group's stacked ``variables``: those of its ``runs`` (this process's).
-
-  Chunk i's result is read back only after chunk i + 1 is dispatched, so copying one chunk
-  to the device overlaps embedding the previous one, with at most two chunks on the device.
+def embed_split(learner: MetricLearner, variables: dict, images, runs: tuple[int, ...] | None = None,
+                batch: int = split_embedding.BATCH) -> np.ndarray:
+  """L2-normalised embeddings of a whole split (:func:`fewshot.training.split_embedding.embed_split`), each batch
+  sharded over the data-parallel devices if any; ``[len(runs), N, D]`` for a group's stacked variables.
   """
-  group = runs is not None
-  embed_chunk, axis = (_embed_group_chunk, 1) if group else (_embed_chunk, 0)
-  if learner.batch_sharding is not None:
-    chunk -= chunk % learner.batch_sharding.mesh.devices.size
-
-  def take(done):
-    embedded, count = done
-    if not group:
-      return np.asarray(embedded)[:count]
-    per_run = [np.asarray(seed_groups.unstack(embedded, i))[:count] for i in runs]
-    return np.asarray(per_run, embedded.dtype).reshape(len(runs), count, *embedded.shape[2:])
-
-  out, in_flight = [], None
-  for start in range(0, len(images), chunk):
-    part = images[start : start + chunk]
-    padded = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
-    if learner.batch_sharding is not None:  # data parallel: each device embeds its share of the chunk
-      padded = jax.device_put(padded, learner.batch_sharding)
-    dispatched = (embed_chunk(learner, variables, padded), len(part))
-    if in_flight is not None:
-      out.append(take(in_flight))
-    in_flight = dispatched
-  if in_flight is not None:
-    out.append(take(in_flight))
-  return np.concatenate(out, axis=axis) if out else np.zeros((0, 0), np.float32)
+  return split_embedding.embed_split(embed, learner, variables, images, batch, runs, learner.batch_sharding)

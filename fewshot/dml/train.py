@@ -30,11 +30,11 @@ import dataclasses
 
 from absl import flags
 
-from fewshot import cli, options
-from fewshot.choices import CUSTOM_PREFIX
+from fewshot import choices, cli, options
 from fewshot.dml.config import DMLConfig
-from fewshot.errors import ConfigError
-from fewshot.records import rundir as rundirs
+from fewshot.records.rundir import RunDir
+from fewshot.training import compilation_cache
+from fewshot.training.runs import Runs
 
 
 def define_flags() -> None:
@@ -56,41 +56,37 @@ def train(config: DMLConfig, workdir: str, resume: bool = False, progress: bool 
   :class:`fewshot.dml.losses.Loss` (a user's own), replaces ``config.loss``, which records it as
   ``custom:<name>``; resuming such a run takes the same ``loss`` again.
   """
-  config = _with_loss(config, loss, [workdir], resume)
-  rundir = rundirs.open_for_training(workdir, config, resume)
-  from fewshot.dml.trainer import Trainer  # JAX and the data loaders: only once the options and directory passed
-  from fewshot.training import compilation_cache
-
-  compilation_cache.enable()
-  # Trainer fails on bad data (and a loss that does not return a scalar) before anything is written.
-  return Trainer(config, progress, placement, data_parallel=data_parallel, loss=loss).run([rundir])[0]
+  return _train(config, None, [workdir], resume, progress, placement, data_parallel, loss)[0]
 
 
 def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], resume: bool = False,
                 progress: bool = True, placement: str = "auto", loss=None) -> list[dict | None]:
   """Train ``config`` under each of ``seeds`` as one seed group, run ``k`` in ``workdirs[k]``; each run's results."""
+  return _train(config, tuple(seeds), workdirs, resume, progress, placement, None, loss)
+
+
+def _train(config: DMLConfig, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool, progress: bool,
+           placement: str, data_parallel: bool | None, loss) -> list[dict | None]:
   config = _with_loss(config, loss, workdirs, resume)
-  configs = [dataclasses.replace(config, seed=s) for s in seeds]
-  dirs = rundirs.open_group_for_training(workdirs, configs, resume)
-  from fewshot.dml.trainer import Trainer
-  from fewshot.training import compilation_cache
+  runs = Runs.open(config, seeds, workdirs, resume)
+  from fewshot.dml import trainer  # JAX and the data loaders: only once the options and directories passed
+  from fewshot.dml.experiment import Experiment
 
   compilation_cache.enable()
-  return Trainer(config, progress, placement, tuple(seeds), loss=loss).run(dirs)
+  # The experiment fails on bad data (and a loss that does not return a scalar) before anything is written.
+  experiment = Experiment(config, placement, seeds, data_parallel=data_parallel, loss=loss)
+  return trainer.train_runs(experiment, runs, progress)
 
 
 def _with_loss(config: DMLConfig, loss, workdirs: list[str], resume: bool) -> DMLConfig:
   """``config`` recording ``loss``; a user-written loss's run without its function is a one-line ConfigError."""
   if loss is not None:
     return dataclasses.replace(config, loss=loss.label)
-  for saved in (rundirs.RunDir(workdir) for workdir in workdirs):
-    recorded = str(saved.read_config().get("loss", "")) if resume and saved.holds_run() else ""
-    if recorded.startswith(CUSTOM_PREFIX):
-      raise ConfigError(f"{saved.path} was trained with the user-written loss {recorded}; resume it from Python "
-                        "with fewshot.dml.train.train(config, workdir, resume=True, loss=<that Loss>).")
-  if config.custom_loss:
-    raise ConfigError(f"--loss {config.loss} is a user-written loss, which trains from Python only: pass it, "
-                      "fewshot.dml.train.train(config, workdir, loss=<the Loss>).")
+  for saved in (RunDir(workdir) for workdir in workdirs):
+    if resume and saved.holds_run():
+      choices.require_values(saved.read_config(), {"loss": None}, f"resume {saved.path} from Python with "
+                             "fewshot.dml.train.train(config, workdir, resume=True, loss=<that Loss>).")
+  choices.require_values(config, {"loss": None}, "pass it, fewshot.dml.train.train(config, workdir, loss=<the Loss>).")
   return config
 
 

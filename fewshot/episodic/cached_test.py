@@ -23,27 +23,17 @@ from fewshot import heads
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape, episode_from_images
 from fewshot.episodic.learning import EpisodicLearner
-from fewshot.training import class_draws
+from fewshot.training import class_draws, split_embedding
 
-EMBED_BATCH = 256  # images per forward pass of embed_split: one compiled shape, modest activation memory
 BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (128 MiB of float32)
 
 
-def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = EMBED_BATCH) -> jax.Array:
-  """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform.
-
-  Each row is the embedding :func:`learning.evaluate` computes for that image in any
-  episode. The last chunk is padded to ``batch`` so that one compiled program embeds the
-  whole split.
+def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = split_embedding.BATCH) -> jax.Array:
+  """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform,
+  on the device: each row is the embedding :func:`fewshot.episodic.learning.evaluate` computes for that image in
+  any episode (:func:`fewshot.training.split_embedding.embed_split`, ``batch`` images per compiled call).
   """
-  chunks = []
-  for start in range(0, images.shape[0], batch):
-    chunk = jnp.asarray(images[start : start + batch])
-    pad = batch - chunk.shape[0]
-    if pad:
-      chunk = jnp.concatenate([chunk, jnp.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
-    chunks.append(learning.embed_for_eval(learner, variables, chunk)[: batch - pad])
-  return jnp.concatenate(chunks)
+  return jnp.asarray(split_embedding.embed_split(learning.eval_embeddings, learner, variables, images, batch))
 
 
 def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,

@@ -20,7 +20,7 @@ from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError, DataError
 from fewshot.training import class_draws, seed_groups, sources
-from fewshot.training.seed_groups import RunPlacement, check_memory
+from fewshot.training.seed_groups import SeedGroup, check_memory
 from fewshot.training.train_state import KEY_STREAMS, TrainState, adam, run_keys
 
 
@@ -73,11 +73,8 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
   """The learner of a configuration, with the head and backbone values it records as ``custom:<name>`` (or, for a
   head, by the paper's names) passed again; one-line ``ConfigError`` where one is missing or is not the recorded one.
   """
-  for kind, value in (("head", head), ("backbone", backbone)):
-    if value is None and choices.is_custom(getattr(config, kind)):
-      raise ConfigError(f"the {kind} {getattr(config, kind)} was passed as a value from Python, which a configuration "
-                        f"cannot rebuild; pass the same object again ({kind}=...), e.g. fewshot.load(workdir, "
-                        f"{kind}=my_{kind}).")
+  choices.require_values(config, {"head": head, "backbone": backbone},
+                         "pass the same object again, e.g. fewshot.load(workdir, {kind}=my_{kind}).")
   recorded = with_values(config, head, backbone)
   for kind in ("head", "classifier", "distance", "backbone"):
     if getattr(recorded, kind) != getattr(config, kind):
@@ -108,7 +105,7 @@ def load_data(config: Config, splits: tuple[str, ...] = SPLITS) -> dict[str, Spl
 class Experiment:
   """Everything a configuration builds before training: data placed for the device, learner, keys.
 
-  With ``group`` (a :class:`~fewshot.training.seed_groups.RunPlacement`) it builds a seed group: the runs of
+  With ``group`` (a :class:`~fewshot.training.seed_groups.SeedGroup`) it builds a seed group: the runs of
   ``seeds``, whose keys and states are stacked on a leading run axis sharded over the devices.
   """
 
@@ -117,7 +114,7 @@ class Experiment:
   sources: dict[str, sources.DeviceSource | sources.HostSource]
   image_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
   keys: dict[str, jax.Array]  # one run's keys, or a group's [R] keys per stream
-  group: RunPlacement | None = None
+  group: SeedGroup | None = None
   seeds: tuple[int, ...] = ()  # a group's seeds, padded to its run axis
 
   @classmethod
@@ -151,7 +148,7 @@ class Experiment:
                 for name, split in loaded.items()}
       # The learner is initialised on what the backbone sees, after the transforms.
       return cls(config, learner, placed, config.input_shape, run_keys(config.seed))
-    group = RunPlacement.over(len(seeds))
+    group = SeedGroup.over(len(seeds))
     group.check_processes()
     stored_shape = next(iter(loaded.values())).image_shape
     shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))

@@ -31,7 +31,7 @@ from fewshot.augment.transforms import to_float
 from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
 from fewshot.episodic import diagnostics
 from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
-from fewshot.training import seed_groups, sources
+from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
 
@@ -170,9 +170,6 @@ def eval_embeddings(learner: EpisodicLearner, variables: dict, images: jax.Array
   return jax.lax.map(one, affine.translations(images, learner.test_shifts)).mean(0) if learner.test_shifts else one(images)
 
 
-embed_for_eval = jax.jit(eval_embeddings, static_argnums=0)  # the compiled form, for whole splits and runs
-
-
 # ---- steps ---------------------------------------------------------------------------------------
 def _loss(learner: EpisodicLearner, params, batch_stats, episode: Episode):
   support, query, batch_stats = episode_embeddings(learner, params, batch_stats, episode, train=True)
@@ -228,32 +225,18 @@ def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode
                                  episode.query_labels)[1]
 
 
-# ---- compiled chunks -------------------------------------------------------------------------------
-# A run's state and key are unbatched; a group of runs (seeds) carries a leading run axis on both
-# and trains as one vmapped program, every run drawing its own episodes with its own key.
-def _scan_train(learner: EpisodicLearner, state: TrainState, draws, train_key: jax.Array, last: jax.Array):
+# ---- compiled chunks: the step functions of fewshot.training.chunks ----------------------------------
+def _train_on_draw(learner: EpisodicLearner, state: TrainState, key: jax.Array, index, classes, images, last):
+  """One training episode of a chunk: augmented once (the update and the diagnostics' second pass see the same
+  images), and diagnosed only if it is the chunk's last (the paper's protocol; the cond keeps the extra forward
+  pass out of the other episodes).
+  """
+  episode = augment_training(learner, key, episode_from_images(images, classes, learner.shape))
+  new_state, metrics, before = train_step(learner, state, episode)
   no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
-
-  def step(state, key, index, classes, images):
-    # Augmented once: the update and the diagnostics' second pass see the same images.
-    episode = augment_training(learner, key, episode_from_images(images, classes, learner.shape))
-    new_state, metrics, before = train_step(learner, state, episode)
-    # Only the chunk's last update is diagnosed (the paper's protocol); the cond keeps
-    # the extra forward pass out of the other episodes.
-    diagnosed = jax.lax.cond(index == last, lambda: diagnose(learner, before, new_state, state.batch_stats, episode),
-                             lambda: no_diagnostics)
-    return new_state, {**metrics, "diagnostics": diagnosed}
-
-  return sources.scan_draws(step, state, draws, train_key)
-
-
-_train_block = jax.jit(_scan_train, static_argnums=0, donate_argnums=1)
-
-
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _train_group_block(learner: EpisodicLearner, states: TrainState, draws, train_keys: jax.Array, last: jax.Array):
-  return jax.vmap(functools.partial(_scan_train, learner), in_axes=(0, draws.run_axes(), 0, None))(
-      states, draws, train_keys, last)
+  diagnosed = jax.lax.cond(index == last, lambda: diagnose(learner, before, new_state, state.batch_stats, episode),
+                           lambda: no_diagnostics)
+  return new_state, {**metrics, "diagnostics": diagnosed}
 
 
 def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
@@ -264,32 +247,18 @@ def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: 
   The state passed in is donated (invalid afterwards). With ``[R]`` keys and a state
   stacked over R runs, trains the group at once: outputs gain a leading run axis.
   """
-  group = train_key.ndim > 0
-  first = seed_groups.local_step(state.step)
-  last = jnp.int32(first + num_episodes - 1)
-  block = _train_group_block if group else _train_block
-  compiled = lambda state, draws, key: block(learner, state, draws, key, last)
-  state, out = sources.run_blocks(compiled, state, source, train_key, first, num_episodes, learner.shape.way,
-                                  learner.shape.per_class)
+  shape = learner.shape
+  state, out = chunks.run_chunk(_train_on_draw, learner, state, source, train_key, seed_groups.local_step(state.step),
+                                num_episodes, shape.way, shape.per_class, donate=True)
   diagnosed = jax.tree.map(lambda d: d[..., -1], out.pop("diagnostics"))
   return state, out, diagnosed
 
 
-def _scan_evaluate(learner: EpisodicLearner, variables: dict, draws, key: jax.Array, shape: EpisodeShape):
-  def step(variables, step_key, index, classes, images):
-    del step_key, index
-    return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
-
-  return sources.scan_draws(step, variables, draws, key)
-
-
-_evaluate_block = jax.jit(_scan_evaluate, static_argnums=(0, 4))
-
-
-@functools.partial(jax.jit, static_argnums=(0, 4))
-def _evaluate_group_block(learner: EpisodicLearner, variables: dict, draws, keys: jax.Array, shape: EpisodeShape):
-  return jax.vmap(lambda v, d, k: _scan_evaluate(learner, v, d, k, shape), in_axes=(0, draws.run_axes(), 0))(
-      variables, draws, keys)
+def _accuracy_on_draw(static: tuple[EpisodicLearner, EpisodeShape], variables: dict, key, index, classes, images,
+                      last):
+  del key, index, last
+  learner, shape = static
+  return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
 
 
 def evaluate(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
@@ -297,7 +266,6 @@ def evaluate(learner: EpisodicLearner, variables: dict, source, key: jax.Array, 
   """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in
   evaluation mode); ``[R, num_episodes]`` for a group's stacked variables and ``[R]`` keys.
   """
-  block = _evaluate_group_block if key.ndim > 0 else _evaluate_block
-  compiled = lambda variables, draws, key: block(learner, variables, draws, key, shape)
-  _, accuracies = sources.run_blocks(compiled, variables, source, key, 0, num_episodes, shape.way, shape.per_class)
+  _, accuracies = chunks.run_chunk(_accuracy_on_draw, (learner, shape), variables, source, key, 0, num_episodes,
+                                   shape.way, shape.per_class, donate=False)
   return jnp.zeros((*key.shape, 0), jnp.float32) if accuracies is None else accuracies

@@ -4,7 +4,7 @@ Launch the same command on every host, each with its own ``--process_id``::
 
   python -m fewshot.train ... --seeds 0-15 --coordinator_address host0:1234 --num_processes 4 --process_id K
 
-The group's run axis is then sharded over the devices of every process (:class:`fewshot.training.seed_groups.RunPlacement`),
+The group's run axis is then sharded over the devices of every process (:class:`fewshot.training.seed_groups.SeedGroup`),
 each process holds the runs of its own devices and writes their run directories; the run directories must
 be on a filesystem that every host sees (each process checks the whole group's before any is written).
 On the CPU the processes exchange collectives through gloo.

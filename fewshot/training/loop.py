@@ -22,9 +22,8 @@ import jax
 import tqdm
 
 from fewshot.errors import Interrupted, TrainingError
-from fewshot.records.rundir import RunDir
 from fewshot.training import seed_groups
-from fewshot.training.seed_groups import RunPlacement
+from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
 
@@ -50,33 +49,6 @@ def score(row: dict, best_by: str) -> float:
   return -math.inf if value is None else value
 
 
-@dataclasses.dataclass(frozen=True)
-class Runs:
-  """The run directories a loop writes, and how its state holds them.
-
-  One run (``placement=None``): the state is that run's. A seed group: the state is stacked on
-  a leading run axis laid out by ``placement``, and ``dirs`` are the runs this process writes
-  (:meth:`fewshot.training.seed_groups.RunPlacement.local_runs`; padding runs have none).
-  """
-
-  dirs: tuple[RunDir, ...]
-  placement: RunPlacement | None = None
-  indices: tuple[int, ...] = (0,)  # each dir's position on the run axis
-
-  def states(self, tree) -> list:
-    """Each written run's part of a value the state's way: the value itself for one run, else its slices."""
-    return [tree] if self.placement is None else [seed_groups.unstack(tree, i) for i in self.indices]
-
-  def join(self, states: list):
-    """The stacked state of every run from those of the written runs (a padding run repeats the last; every
-    process writes at least one run, :meth:`fewshot.training.seed_groups.RunPlacement.check_processes`).
-    """
-    if self.placement is None:
-      return states[0]
-    by_index = dict(zip(self.indices, states))
-    return self.placement.stack([by_index.get(i, states[-1]) for i in range(self.placement.size)])
-
-
 def train_until(runs: Runs, state: TrainState, schedule: Schedule,
                 train_chunk: Callable[[TrainState, int], tuple[TrainState, object]],
                 make_rows: Callable[[TrainState, object], list[dict]],
@@ -86,11 +58,11 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   best row.
 
   ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
-  chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.dirs``);
+  chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.written``);
   the loop adds the chunk's wall time as ``seconds``. ``postfix(row, best)`` of the first run is
   what the progress bar shows.
   """
-  resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.dirs, runs.states(state))]
+  resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
   rows = [r for _, r in resumed]
   # max keeps the earliest of ties
@@ -108,17 +80,17 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
       state, outputs = train_chunk(state, steps)
       done += steps
       new_rows = [{**row, "seconds": time.perf_counter() - start} for row in make_rows(state, outputs)]
-      for k, rundir in enumerate(runs.dirs):
+      for k, rundir in enumerate(runs.written_dirs):
         rows[k].append(new_rows[k])
         rundir.write_metrics(rows[k])
-      for rundir, row in zip(runs.dirs, new_rows):
+      for rundir, row in zip(runs.written_dirs, new_rows):
         if not finite(row.get(schedule.loss_key)):
           saved = done - steps
           kept = f"checkpoints/last keeps {key} {saved}" if saved else "no checkpoint was saved"
           raise TrainingError(f"training stopped: the training loss at {key} {done} of {rundir.path} is "
                               f"{row.get(schedule.loss_key)} (not finite: the run diverged); {kept}; lower "
                               "--learning_rate and train again in a new --workdir.")
-      for k, (rundir, run_state) in enumerate(zip(runs.dirs, runs.states(state))):
+      for k, (rundir, run_state) in enumerate(zip(runs.written_dirs, runs.states(state))):
         if bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by):
           bests[k] = new_rows[k]
           rundir.save_checkpoint("best", done, run_state)
@@ -146,10 +118,10 @@ def _set_position(runs: Runs, schedule: Schedule, saved: int) -> None:
 
 def interrupted_message() -> str:
   """One line saying where training stopped and that ``--resume`` continues it (or just "interrupted.")."""
-  if not _position or not _position["runs"].dirs:
+  if not _position or not _position["runs"].written_dirs:
     return "interrupted."
   runs, schedule, saved = _position["runs"], _position["schedule"], _position["saved"]
-  others = f" and {len(runs.dirs) - 1} more runs" if len(runs.dirs) > 1 else ""
+  others = f" and {len(runs.written_dirs) - 1} more runs" if len(runs.written_dirs) > 1 else ""
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
-  return f"interrupted: {runs.dirs[0].path}{others} {where}; run the same command with --resume to continue."
+  return f"interrupted: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume to continue."

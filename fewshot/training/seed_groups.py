@@ -6,7 +6,7 @@ is sharded over the available devices (a ``jax.sharding.Mesh`` with one axis, ``
 device holding its runs' state and its own copy of a resident split; across hosts, after
 ``jax.distributed.initialize()``, each process holds the runs of its devices. A group whose
 size does not divide over the devices is padded with copies of its last run, which train
-along and are never written (:attr:`RunPlacement.size`).
+along and are never written (:attr:`SeedGroup.size`).
 
     >>> parse_seeds("0-3,7")
     (0, 1, 2, 3, 7)
@@ -47,14 +47,14 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunPlacement:
+class SeedGroup:
   """Where a group's runs live: the run axis sharded over ``mesh``, everything else replicated."""
 
   mesh: Mesh
   num_runs: int  # the group's own runs; the rest of `size` is padding
 
   @classmethod
-  def over(cls, num_runs: int, devices=None) -> RunPlacement:
+  def over(cls, num_runs: int, devices=None) -> SeedGroup:
     devices = jax.devices() if devices is None else list(devices)
     return cls(Mesh(np.array(devices), ("runs",)), num_runs)
 
@@ -146,23 +146,23 @@ def device_memory_limit(device) -> int | None:
   return None if not stats else stats.get("bytes_limit")
 
 
-def check_memory(placement: RunPlacement, per_run_bytes, shared_bytes: int) -> None:
+def check_memory(group: SeedGroup, per_run_bytes, shared_bytes: int) -> None:
   """Refuse, in one line with the estimate, a group whose runs would not fit a device's memory.
 
   ``per_run_bytes()`` (called only where the device reports its memory, since it compiles one
   run's step) estimates one run's training memory; each device holds its runs and ``shared_bytes``
   (its copy of the resident splits).
   """
-  device = placement.mesh.local_devices[0]
+  device = group.mesh.local_devices[0]
   limit = device_memory_limit(device)
   if limit is None:
     return
-  per_run, runs_per_device = per_run_bytes(), placement.size // placement.num_devices
+  per_run, runs_per_device = per_run_bytes(), group.size // group.num_devices
   need = runs_per_device * per_run + shared_bytes
   if need > limit:
-    fits = max(0, (limit - shared_bytes) // max(per_run, 1)) * placement.num_devices
-    raise ConfigError(f"a group of {placement.num_runs} runs needs about {need / 2**30:.1f} GiB on each of "
-                      f"{placement.num_devices} {device.platform} device(s) ({runs_per_device} runs x "
+    fits = max(0, (limit - shared_bytes) // max(per_run, 1)) * group.num_devices
+    raise ConfigError(f"a group of {group.num_runs} runs needs about {need / 2**30:.1f} GiB on each of "
+                      f"{group.num_devices} {device.platform} device(s) ({runs_per_device} runs x "
                       f"{per_run / 2**30:.2f} GiB + {shared_bytes / 2**30:.2f} GiB of data) but one holds "
                       f"{limit / 2**30:.1f} GiB; use at most {fits} seeds, or more devices.")
 

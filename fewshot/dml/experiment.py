@@ -1,0 +1,134 @@
+"""A metric-learning configuration built into what training and evaluation run on: folds, learners, placement.
+
+The reality check's protocol (Musgrave et al. 2020, "A Metric Learning Reality Check", Sec. 4; docs/protocol.md):
+the training classes are cut into 4 class-disjoint folds and each fold model trains on three of them and is
+validated on the fourth; ``--folds 1`` trains fold model 0 only, or, where the dataset has a ``val`` split, trains
+on all of ``train`` and validates on ``val``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from fewshot import backbones, data
+from fewshot.augment.augmentation import Augmentation
+from fewshot.data import Split, holdout
+from fewshot.dml import embedding
+from fewshot.dml.config import DMLConfig
+from fewshot.dml.embedding import Embedder, MetricLearner
+from fewshot.dml.losses import Loss, get_loss
+from fewshot.dml.samplers import BatchShape
+from fewshot.errors import ConfigError
+from fewshot.training import class_draws, seed_groups, sources
+from fewshot.training.train_state import adam_by_part, fold_keys
+
+
+def fold_splits(config: DMLConfig, splits: dict[str, Split]) -> list[tuple[Split, Split]]:
+  """(training, validation) split of each fold model that this run trains."""
+  if config.folds == 1 and "val" in splits:
+    return [(splits["train"], splits["val"])]
+  return [holdout.class_fold(splits["train"], k, holdout.NUM_FOLDS, config.class_order, config.split_seed)
+          for k in range(config.folds)]
+
+
+def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
+  splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, image_size=config.image_size,
+                            protocol=config.protocol, class_order=config.class_order, seed=config.split_seed)
+  folds = fold_splits(config, splits)
+  for k, (train, _) in enumerate(folds):
+    class_draws.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
+  return folds, splits["test"]
+
+
+def _data_mesh(config: DMLConfig, data_parallel: bool | None, group: bool) -> Mesh | None:
+  """The devices a batch is sharded over: all of them when several are present (or asked for), None otherwise.
+
+  A seed group shards its runs instead, one run's batch per device.
+  """
+  devices = jax.devices()
+  if group or data_parallel is False or (data_parallel is None and len(devices) == 1):
+    return None
+  if config.classes * config.per_class % len(devices):
+    raise ConfigError(f"a batch of --classes {config.classes} x --per_class {config.per_class} images does not "
+                      f"divide over {len(devices)} devices; choose a batch size that is a multiple of {len(devices)} "
+                      "or pass --nodata_parallel.")
+  return Mesh(np.array(devices), ("data",))
+
+
+class Experiment:
+  """Everything a metric-learning configuration builds before training (writes nothing): the fold models' splits
+  and the test split, the augmentation, a learner per number of training classes (so folds share compiles), and,
+  with ``seeds``, the seed group's placement on the devices (:mod:`fewshot.training.seed_groups`).
+
+  ``placement`` (see :func:`fewshot.training.sources.place`) says where training images live; validation and test
+  splits are embedded from host memory in batches either way. ``loss`` is a user's
+  :class:`~fewshot.dml.losses.Loss`, which ``config.loss`` records as ``custom:<name>``.
+  """
+
+  def __init__(self, config: DMLConfig, placement: str = "auto", seeds: tuple[int, ...] | None = None,
+               data_parallel: bool | None = None, loss: Loss | None = None):
+    self.loss = get_loss(config.loss if loss is None else loss)
+    config = config if loss is None else dataclasses.replace(config, loss=self.loss.label)  # what the run records
+    self.config, self.placement = config, placement
+    self.folds, self.test = load_data(config)
+    self.image_shape = self.test.image_shape  # as stored: the learners transform it for the model
+    image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
+    self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
+    self.group = None if seeds is None else seed_groups.SeedGroup.over(len(seeds))
+    if self.group is not None:
+      self.group.check_processes()
+    self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
+    self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
+
+  @property
+  def input_shape(self) -> tuple[int, ...]:
+    """What the backbone sees: the stored images after the evaluation transform (what ``config.json`` records)."""
+    return jax.eval_shape(self.augmentation.eval, jax.ShapeDtypeStruct((1, *self.image_shape), np.uint8)).shape[1:]
+
+  @functools.lru_cache(maxsize=None)
+  def learner(self, num_classes: int) -> MetricLearner:
+    c = self.config
+    model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
+    sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
+    return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=self.loss,
+                         miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
+                         optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
+                         augmentation=self.augmentation, batch_sharding=sharding)
+
+  def fold_learner(self, fold: int) -> MetricLearner:
+    return self.learner(self.folds[fold][0].num_classes)
+
+  def stack(self, per_run: list):
+    """One run's value (replicated over the devices when data parallel), or the group's stacked over its run axis."""
+    if self.group is not None:
+      return self.group.stack(per_run)
+    if self.data_mesh is None:
+      return per_run[0]
+    return jax.device_put(per_run[0], NamedSharding(self.data_mesh, PartitionSpec()))
+
+  def initial_state(self, fold: int):
+    """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
+    learner = self.fold_learner(fold)
+    return self.stack([embedding.init_state(learner, fold_keys(s, fold)[0], self.image_shape) for s in self.seeds])
+
+  def train_keys(self, fold: int):
+    return self.stack([fold_keys(s, fold)[1] for s in self.seeds])
+
+  def train_source(self, fold: int):
+    """Fold model ``fold``'s training split, placed where ``placement`` says (a copy on each device of a group)."""
+    train = self.folds[fold][0]
+    if self.group is not None:
+      return sources.place(train, self.placement, device=self.group.replicated, run_sharding=self.group.runs)
+    replicated = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec())
+    return sources.place(train, self.placement, device=replicated)
+
+  def embed(self, fold: int, state, split: Split, runs: tuple[int, ...] = (0,)) -> list[np.ndarray]:
+    """Each of ``runs``' (positions on the run axis: this process's) embeddings of ``split`` by fold model ``fold``."""
+    embedded = embedding.embed_split(self.fold_learner(fold), embedding.model_variables(state), split.images,
+                                     runs=None if self.group is None else runs)
+    return [embedded] if self.group is None else list(embedded)

@@ -1,0 +1,62 @@
+"""The compiled chunk both trainers run: a learner's steps between two checkpoints as one ``lax.scan``.
+
+A *step function* is a module-level function ``step(static, carry, key, index, classes, images, last) ->
+(carry, out)``: ``static`` is hashable configuration (a learner, or a learner and an episode shape), ``carry``
+what the steps thread (a train state, or evaluation variables), ``key = fold_in(run_key, index)`` the step's
+key, ``classes [C]`` and ``images [C, M, H, W, Ch]`` its draw from the split, and ``last`` the index of the
+chunk's last step. :func:`run_chunk` runs steps ``first .. first + count - 1`` of a run over a source's blocks
+(:mod:`fewshot.training.sources`) as compiled programs, and a seed group's (``[R]`` keys, a carry stacked over
+R runs, :mod:`fewshot.training.seed_groups`) as the same program ``vmap``-ed over the run axis, every run drawing
+its own steps with its own key. The few-shot and the metric-learning trainers supply only their step function.
+
+    >>> state, out = run_chunk(episode_step, learner, state, source, key, first=0, count=100, num_classes=5,
+    ...                        per_class=17, donate=True)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from fewshot.training import sources
+
+
+def _scan(step: Callable, static, carry, draws, key: jax.Array, last: jax.Array):
+  return sources.scan_draws(lambda c, k, i, classes, images: step(static, c, k, i, classes, images, last), carry,
+                            draws, key)
+
+
+def _scan_group(step: Callable, static, carries, draws, keys: jax.Array, last: jax.Array):
+  return jax.vmap(functools.partial(_scan, step, static), in_axes=(0, draws.run_axes(), 0, None))(
+      carries, draws, keys, last)
+
+
+# Training donates the state it is given (updated in place on the device); evaluation keeps its variables.
+_COMPILED = {
+    (False, True): jax.jit(_scan, static_argnums=(0, 1), donate_argnums=2),
+    (True, True): jax.jit(_scan_group, static_argnums=(0, 1), donate_argnums=2),
+    (False, False): jax.jit(_scan, static_argnums=(0, 1)),
+    (True, False): jax.jit(_scan_group, static_argnums=(0, 1)),
+}
+
+
+def compiled(group: bool, donate: bool) -> Callable:
+  """The jitted block of steps ``(step, static, carry, draws, key, last) -> (carry, out)`` (for a benchmark's
+  ``lower``); a group's is vmapped over its run axis.
+  """
+  return _COMPILED[(group, donate)]
+
+
+def run_chunk(step: Callable, static, carry, source, key: jax.Array, first: int, count: int, num_classes: int,
+              per_class: int, donate: bool):
+  """``step`` for steps ``first .. first + count - 1`` of ``source``; returns the last carry and every step's
+  outputs concatenated along the step axis (None for no steps). ``donate``: the carry passed in is invalid
+  afterwards (training); ``[R]`` keys run a seed group.
+  """
+  block = compiled(key.ndim > 0, donate)
+  last = jnp.int32(first + count - 1)
+  return sources.run_blocks(lambda c, draws, k: block(step, static, c, draws, k, last), carry, source, key, first,
+                            count, num_classes, per_class)

@@ -1,0 +1,94 @@
+"""The runs one training call writes, and the bookkeeping both trainers share around their loops.
+
+One run, or a seed group's runs (:mod:`fewshot.training.seed_groups`): their configurations, their directories,
+and which of them this process writes (all of them on one host; across hosts, those of its own devices). A
+trainer opens them before JAX loads (:meth:`Runs.open`: bad directories are refused, nothing written), lays them
+over the devices once its experiment is built (:meth:`Runs.on`), records their configurations once every process
+has checked them (:meth:`Runs.begin`), trains them with :func:`fewshot.training.loop.train_until`, restores their
+best checkpoints (:meth:`Runs.restore`) and writes their results (:meth:`Runs.finish`). It supplies only its
+chunk, its rows and its test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from fewshot.records.rundir import RunDir, open_group_for_training
+from fewshot.training import distributed
+
+
+@dataclasses.dataclass(frozen=True)
+class Runs:
+  """The runs of one training call; ``group`` is None for one run, else the seed group they form on the devices."""
+
+  dirs: tuple[RunDir, ...]  # every run's directory, in the order of its seeds
+  configs: tuple = ()  # every run's configuration, in the same order (what begin records)
+  group: object | None = None  # a fewshot.training.seed_groups.SeedGroup (imported with JAX, so not named here)
+
+  @classmethod
+  def open(cls, config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool) -> Runs:
+    """The runs of ``config`` (under each of ``seeds``, or its own seed), run k in ``workdirs[k]``; a directory
+    that holds another run, or a group whose runs stopped at different checkpoints, is refused whole (nothing is
+    written, and JAX is not loaded).
+    """
+    configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
+    return cls(tuple(open_group_for_training(workdirs, configs, resume)), tuple(configs))
+
+  def on(self, group) -> Runs:
+    """These runs laid out as ``group`` (a seed group's placement on the devices; None for one run)."""
+    return dataclasses.replace(self, group=group)
+
+  def under(self, folder: str | None) -> Runs:
+    """The same runs writing into ``<run directory>/<folder>`` (a metric-learning fold model's), or as they are."""
+    if folder is None:
+      return self
+    return dataclasses.replace(self, dirs=tuple(RunDir(pathlib.Path(d.path) / folder) for d in self.dirs))
+
+  @property
+  def written(self) -> tuple[int, ...]:
+    """Positions on the run axis of the runs this process writes: the one run, or its own runs of a group."""
+    return (0,) if self.group is None else tuple(self.group.local_runs())
+
+  @property
+  def written_dirs(self) -> tuple[RunDir, ...]:
+    return tuple(self.dirs[i] for i in self.written)
+
+  def begin(self, **recorded) -> None:
+    """Write each of this process's runs' configuration (with ``recorded`` beside its options), once every process
+    has checked the whole group's directories.
+    """
+    distributed.barrier("fewshot: every process checked the group's run directories")  # before any is written
+    for i in self.written:
+      self.dirs[i].record_config({**self.configs[i].to_dict(), **recorded})
+
+  def states(self, tree) -> list:
+    """Each written run's part of a value held the state's way: the value itself for one run, else its slices."""
+    if self.group is None:
+      return [tree]
+    from fewshot.training import seed_groups
+
+    return [seed_groups.unstack(tree, i) for i in self.written]
+
+  def join(self, states: list):
+    """The value of every run from those of the written runs, held the state's way (a padding run, or another
+    process's, repeats the last: every process writes at least one run, :meth:`SeedGroup.check_processes`).
+    """
+    if self.group is None:
+      return states[0]
+    by_index = dict(zip(self.written, states))
+    return self.group.stack([by_index.get(i, states[-1]) for i in range(self.group.size)])
+
+  def restore(self, kind: str, like):
+    """Every written run's ``kind`` checkpoint, in the structure of ``like`` (held the state's way)."""
+    return self.join([d.restore_checkpoint(kind, s) for d, s in zip(self.written_dirs, self.states(like))])
+
+  def finish(self, results: list[dict]) -> list[dict | None]:
+    """Write each written run's ``results`` (in the order of :attr:`written`) with its ``workdir``; returns every
+    run's results in seed order, None for the runs another process writes.
+    """
+    out = [None] * len(self.dirs)
+    for i, result in zip(self.written, results):
+      out[i] = {**result, "workdir": str(self.dirs[i].path)}
+      self.dirs[i].write_results(out[i])
+    return out

@@ -309,6 +309,15 @@ def test_omniglot_fingerprint_is_the_first_written_rule(tmp_path):
   assert found.fingerprint == old_fingerprint(root) == "00c1e99006ff"
   assert found.class_names == ["Bengali/character05", "Greek/character01", "Korean/character03",
                                "Latin/character02", "Tifinagh/character04"]
+  # Each image's first copy wins: the zips in name order, then the folder (hidden and __MACOSX files skipped).
+  copies = {name: [found.tree.read(member).decode() for member in found.classes[name]] for name in found.class_names}
+  assert copies == {
+      "Bengali/character05": ["folder:nested/Bengali/character05/0505_01.png"],
+      "Greek/character01": ["images_background_small1.zip:images_background_small1/Greek/character01/0101_01.png"],
+      "Korean/character03": ["images_background_small2.zip:images_background_small2/Korean/character03/0303_01.png"],
+      "Latin/character02": ["images_background_small1.zip:images_background_small1/Latin/character02/0202_01.png",
+                            "images_background_small2.zip:images_background_small2/Latin/character02/0202_02.png"],
+      "Tifinagh/character04": ["folder:extracted/Tifinagh/character04/0404_01.PNG"]}
 
 
 def test_omniglot_real_fingerprint_is_the_first_written_rule(omniglot_dir):

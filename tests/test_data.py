@@ -1,5 +1,6 @@
 """Data layer: the strokes generator, tfds preparation and reuse, omniglot reading, bad input."""
 
+import hashlib
 import os
 import pathlib
 import zipfile
@@ -258,6 +259,69 @@ def test_omniglot_protocols_on_the_real_zips(omniglot_zips, omniglot_dir):
   assert turned.num_classes == 4 * default["val"].num_classes and len(turned.images) == 4 * len(default["val"].images)
   with pytest.raises(ConfigError, match="rotations"):
     data.load_split("strokes", "val", tfds_dir=str(tfds_dir), rotations=True)
+
+
+def old_fingerprint(root: pathlib.Path) -> str:
+  """Omniglot's fingerprint rule as first written, kept apart from the package: the sha1 of the sorted (name, size)
+  of the zips directly in ``root`` and of every ``*.png`` under it (relative path; directory links not followed).
+  """
+  listing = [(p.name, p.stat().st_size) for p in root.glob("*.zip")]
+  for dirpath, _, filenames in os.walk(root):
+    pngs = [pathlib.Path(dirpath, name) for name in filenames if name.lower().endswith(".png")]
+    listing += [(p.relative_to(root).as_posix(), p.stat().st_size) for p in pngs]
+  return hashlib.sha1(repr(sorted(listing)).encode()).hexdigest()[:12]
+
+
+def write_pinned_layout(root: pathlib.Path) -> pathlib.Path:
+  """Zips and folders of stand-in bytes (scan decodes nothing), so every size, and so the digest, is fixed."""
+
+  def zipped(name, members):
+    with zipfile.ZipFile(root / name, "w", zipfile.ZIP_STORED) as zf:
+      for member in members:
+        zf.writestr(zipfile.ZipInfo(member, (2000, 1, 1, 0, 0, 0)), f"{name}:{member}")
+
+  def written(*rels):
+    for rel in rels:
+      (root / rel).parent.mkdir(parents=True, exist_ok=True)
+      (root / rel).write_bytes(f"folder:{rel}".encode())
+
+  root.mkdir()
+  # Greek and Latin are in both small zips, as in the real ones.
+  zipped("images_background_small1.zip", ["images_background_small1/Greek/character01/0101_01.png",
+                                           "images_background_small1/Latin/character02/0202_01.png",
+                                           "__MACOSX/images_background_small1/Greek/character01/._0101_01.png"])
+  zipped("images_background_small2.zip", ["images_background_small2/Greek/character01/0101_01.png",
+                                           "images_background_small2/Latin/character02/0202_02.png",
+                                           "images_background_small2/Korean/character03/0303_01.png"])
+  written("extracted/Greek/character01/0101_01.png", "extracted/Tifinagh/character04/0404_01.PNG",
+          "extracted/Tifinagh/character04/notes.txt", ".hidden/Greek/character09/0909_01.png",
+          "nested/Bengali/character05/0505_01.png")
+  zipped("nested/inner.zip", ["Hebrew/character06/0606_01.png"])  # not directly in root: not read
+  os.symlink(root / "nested" / "Bengali", root / "extracted" / "Bengali")  # a directory link: not followed
+  return root
+
+
+def test_omniglot_fingerprint_is_the_first_written_rule(tmp_path):
+  root = write_pinned_layout(tmp_path / "omniglot")
+  found = omniglot.scan(str(root))
+  # Computed by the scan of commit 35cf51b (before it read through fewshot.data.archives); it names prepared data
+  # on users' disks, so it must never change.
+  assert found.fingerprint == old_fingerprint(root) == "00c1e99006ff"
+  assert found.class_names == ["Bengali/character05", "Greek/character01", "Korean/character03",
+                               "Latin/character02", "Tifinagh/character04"]
+  # Each image's first copy wins: the zips in name order, then the folder (hidden and __MACOSX files skipped).
+  copies = {name: [found.tree.read(member).decode() for member in found.classes[name]] for name in found.class_names}
+  assert copies == {
+      "Bengali/character05": ["folder:nested/Bengali/character05/0505_01.png"],
+      "Greek/character01": ["images_background_small1.zip:images_background_small1/Greek/character01/0101_01.png"],
+      "Korean/character03": ["images_background_small2.zip:images_background_small2/Korean/character03/0303_01.png"],
+      "Latin/character02": ["images_background_small1.zip:images_background_small1/Latin/character02/0202_01.png",
+                            "images_background_small2.zip:images_background_small2/Latin/character02/0202_02.png"],
+      "Tifinagh/character04": ["folder:extracted/Tifinagh/character04/0404_01.PNG"]}
+
+
+def test_omniglot_real_fingerprint_is_the_first_written_rule(omniglot_dir):
+  assert omniglot.scan(str(omniglot_dir)).fingerprint == old_fingerprint(omniglot_dir)
 
 
 # ----------------------------------------------------------------------------- bad input

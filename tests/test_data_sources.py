@@ -22,7 +22,7 @@ def check_records(recs: readers.DatasetRecords, fx: fixtures.Fixture) -> None:
   """Class names, records and the exact image bytes (or pixels) match what the fixture wrote."""
   assert list(recs.class_names) == fx.class_names
   assert [(r.member, r.label, r.subset, r.bbox, r.index) for r in recs.records] == fx.records
-  assert recs.fingerprint == recs.source.fingerprint
+  assert recs.fingerprint == recs.tree.fingerprint
   seen = 0
   for record, image in recs.iter_images():
     seen += 1
@@ -46,22 +46,22 @@ TREE = {
 
 
 @pytest.mark.parametrize("archive", [None, "d.tgz", "d.tar.gz", "d.tar", "d.zip"])
-def test_source_lists_and_reads_members_of_folders_and_archives(tmp_path, archive):
+def test_file_tree_lists_and_reads_members_of_folders_and_archives(tmp_path, archive):
   path = fixtures.write_tree(tmp_path / "data", TREE, archive)
   before = sorted(os.listdir(tmp_path / "data"))
-  with archives.open_path(path) as src:
-    assert src.members() == sorted(TREE)
-    assert all(src.read(m) == data for m, data in TREE.items())
-    with src.open("top/sub/b.bin") as f:
+  with archives.open_path(path) as tree:
+    assert tree.members() == sorted(TREE)
+    assert all(tree.read(m) == data for m, data in TREE.items())
+    with tree.open("top/sub/b.bin") as f:
       assert f.read() == TREE["top/sub/b.bin"]
-    assert dict(src.iter_read(reversed(list(TREE)))) == TREE
-    assert "top/a.txt" in src and "top/sub" not in src and "nope" not in src
-    assert src.missing(["z.txt", "nope", "top/nope"]) == ["nope", "top/nope"]
-    assert src.where("top/a.txt").endswith("a.txt") and str(path) in src.where("top/a.txt")
-    view = src.subtree("top/")
+    assert dict(tree.iter_read(reversed(list(TREE)))) == TREE
+    assert "top/a.txt" in tree and "top/sub" not in tree and "nope" not in tree
+    assert tree.missing(["z.txt", "nope", "top/nope"]) == ["nope", "top/nope"]
+    assert tree.where("top/a.txt").endswith("a.txt") and str(path) in tree.where("top/a.txt")
+    view = tree.subtree("top/")
     assert view.members() == ["a.txt", "sub/b.bin", "sub/deeper/c.jpg"]
     assert view.read("sub/deeper/c.jpg") == TREE["top/sub/deeper/c.jpg"]
-    assert view.fingerprint == src.fingerprint
+    assert view.fingerprint == tree.fingerprint
     one_line_error(lambda: view.read("z.txt"), "z.txt", "is not in")
   assert sorted(os.listdir(tmp_path / "data")) == before  # nothing extracted
 
@@ -69,32 +69,58 @@ def test_source_lists_and_reads_members_of_folders_and_archives(tmp_path, archiv
 def test_iter_read_goes_in_archive_order_and_keep_holds_small_members(tmp_path):
   files = {f"m/{i:02d}.bin": bytes([i]) * 700 for i in range(12)}
   path = fixtures.write_tree(tmp_path, files, "x.tgz")
-  src = archives.open_archive(path, keep=lambda name: name.endswith("03.bin"))
-  assert [m for m, _ in src.iter_read(sorted(files, reverse=True))] == sorted(files)
-  part = src.parts[0]
+  tree = archives.open_archive(path, keep=lambda name: name.endswith("03.bin"))
+  assert [m for m, _ in tree.iter_read(sorted(files, reverse=True))] == sorted(files)
+  part = tree.parts[0]
   assert set(part.kept) == {"m/03.bin"}
   part.close()
   part._tar = None  # a kept member is served without touching the archive
-  assert src.read("m/03.bin") == files["m/03.bin"]
+  assert tree.read("m/03.bin") == files["m/03.bin"]
 
 
-def test_sources_pickle_without_handles(tmp_path):
+def test_file_trees_pickle_without_handles(tmp_path):
   for archive in ("a.tgz", "a.zip", None):
     path = fixtures.write_tree(tmp_path / str(archive), TREE, archive)
-    src = archives.open_path(path).subtree("top")
-    src.read("a.txt")  # opens the handle that must not travel
-    copy = pickle.loads(pickle.dumps(src))
-    assert copy.read("sub/b.bin") == TREE["top/sub/b.bin"] and copy.members() == src.members()
+    tree = archives.open_path(path).subtree("top")
+    tree.read("a.txt")  # opens the handle that must not travel
+    copy = pickle.loads(pickle.dumps(tree))
+    assert copy.read("sub/b.bin") == TREE["top/sub/b.bin"] and copy.members() == tree.members()
 
 
 def test_overlay_first_part_wins(tmp_path):
   fixtures.write_tree(tmp_path / "f", {"x/a.txt": b"folder", "x/only_folder.txt": b"1"})
   arch = fixtures.write_tree(tmp_path, {"x/a.txt": b"archive", "x/only_archive.txt": b"2"}, "x.zip")
-  src = archives.overlay(archives.open_folder(tmp_path / "f" / "x", mount="x"), archives.open_archive(arch))
-  assert src.members() == ["x/a.txt", "x/only_archive.txt", "x/only_folder.txt"]
-  assert src.read("x/a.txt") == b"folder" and src.kinds == ("folder", "zip")
-  assert src.subtree("x").read("only_archive.txt") == b"2"
+  tree = archives.overlay(archives.open_folder(tmp_path / "f" / "x", mount="x"), archives.open_archive(arch))
+  assert tree.members() == ["x/a.txt", "x/only_archive.txt", "x/only_folder.txt"]
+  assert tree.read("x/a.txt") == b"folder" and tree.kinds == ("folder", "zip")
+  assert tree.subtree("x").read("only_archive.txt") == b"2"
 
+
+
+def test_folder_with_zips_puts_its_zips_first_and_keeps_stored_order(tmp_path):
+  root = fixtures.write_tree(tmp_path / "d", {"b/x.txt": b"folder", "b/w.txt": b"w", "c.txt": b"c"})
+  fixtures.write_tree(root, {"b/x.txt": b"zip b", "b/y.txt": b"y"}, "b.zip")
+  fixtures.write_tree(root, {"b/x.txt": b"zip a", "a/z.txt": b"z"}, "a.zip")
+  fixtures.write_tree(tmp_path / "elsewhere", {"l.txt": b"linked"})
+  (root / "linked").symlink_to(tmp_path / "elsewhere")
+  tree = archives.open_folder_with_zips(root, follow_links=False)
+  assert tree.kinds == ("zip", "zip", "folder") and tree.read("b/x.txt") == b"zip a"
+  # Archive order within a zip, name order within the folder (a folder's files before its sub-folders).
+  assert tree.stored_members() == ["b/x.txt", "a/z.txt", "b/y.txt", "a.zip", "b.zip", "c.txt", "b/w.txt"]
+  assert tree.members() == sorted(tree.stored_members())
+  assert [(kind, name) for kind, name, _, _ in tree.file_stats()] == [
+      ("zip", "a.zip"), ("zip", "b.zip"), ("folder", "a.zip"), ("folder", "b.zip"), ("folder", "c.txt"),
+      ("folder", "b/w.txt"), ("folder", "b/x.txt")]
+  assert "linked/l.txt" in archives.open_folder_with_zips(root)
+  assert tree.where("b/none.txt") == f"{tree.description}:b/none.txt"
+  assert archives.open_folder(root).where("b/none.txt") == str(root / "b" / "none.txt")
+
+
+def test_a_zip_is_told_by_its_content(tmp_path):
+  renamed = fixtures.write_tree(tmp_path, {"a.txt": b"a"}, "x.zip").rename(tmp_path / "x.bin")
+  assert archives.is_zip(renamed) and not archives.is_zip(tmp_path) and archives.open_archive(renamed).kinds == ("zip",)
+  (tmp_path / "y.bin").write_bytes(b"not a zip")
+  one_line_error(lambda: archives.open_archive(tmp_path / "y.bin"), "not a supported archive")
 
 def test_fingerprint_tracks_names_sizes_and_mtimes_without_listing_archives(tmp_path):
   folder = fixtures.write_tree(tmp_path / "f", TREE)
@@ -152,9 +178,9 @@ def test_corrupt_gzip_and_zip_data_are_named(tmp_path):
   data = bytearray(path.read_bytes())
   data[100] ^= 0xFF  # inside a.bin's data: the listing is fine, the read fails its CRC
   path.write_bytes(bytes(data))
-  src = archives.open_archive(path)
-  assert src.members() == ["a.bin"]
-  one_line_error(lambda: src.read("a.bin"), "a.bin", str(path), "truncated or corrupt")
+  tree = archives.open_archive(path)
+  assert tree.members() == ["a.bin"]
+  one_line_error(lambda: tree.read("a.bin"), "a.bin", str(path), "truncated or corrupt")
 
 
 def test_archive_errors(tmp_path):
@@ -189,7 +215,7 @@ def test_check_image():
 def _check_corrupt_image(recs, fx):
   for record, data in recs.iter_images():
     if record.member == fx.broken:
-      one_line_error(lambda: readers.check_image(data, recs.source.where(record.member)), fx.broken, "truncated")
+      one_line_error(lambda: readers.check_image(data, recs.tree.where(record.member)), fx.broken, "truncated")
     else:
       readers.check_image(data)
 

@@ -98,6 +98,23 @@ def test_runs_are_read_alike_from_a_folder_and_a_zip_and_decoded_as_omniglot(run
     np.testing.assert_array_equal(a.queries, b.queries)
 
 
+
+def test_a_zip_is_read_whatever_its_name_and_anything_else_is_refused(runs, tmp_path):
+  _, archive, _ = runs
+  renamed = tmp_path / "all_runs.bin"
+  renamed.write_bytes(archive.read_bytes())
+  for a, b in zip(lake.read_runs(renamed), lake.read_runs(archive)):
+    assert a.item_files == b.item_files
+    np.testing.assert_array_equal(a.queries, b.queries)
+  (tmp_path / "notes.txt").write_text("not runs")
+  (tmp_path / "cut.zip").write_bytes(archive.read_bytes()[:archive.stat().st_size // 2])
+  for path, fragment in [(tmp_path / "none", "do not exist"), (tmp_path / "notes.txt", "neither a folder nor a zip"),
+                         (tmp_path / "cut.zip", "not a readable zip"), (tmp_path, "found no runNN/class_labels.txt")]:
+    with pytest.raises(DataError, match=fragment) as raised:
+      lake.read_runs(path)
+    assert "\n" not in str(raised.value)
+
+
 def _numpy_scores(model, runs):
   """The 1-NN rule in float64 numpy on the model's embeddings: predictions per run."""
   predictions = []

@@ -2,8 +2,8 @@
 
 Every split is a rule on *positions* in a class order; the order is the dataset's
 default one (label 0, 1, ...) or a seeded random permutation of it, so a random
-order reshuffles which classes land together while keeping the rule (SPEC §8:
-default-order splits put related classes together, a domain bias).
+order reshuffles which classes land together while keeping the rule (default-order
+splits put related classes together, a domain bias; the splits are listed in docs/protocol.md).
 
     protocol   dataset         rule on positions 0..C-1 of the order              splits
     fewshot    cub             even -> train, % 4 == 1 -> val, % 4 == 3 -> test   100 / 50 / 50  (Chen et al. 2019)
@@ -16,7 +16,7 @@ A partition defined by files (mini-ImageNet, SOP) is, in the default order, exac
 those files' classes. In a random order it is blocks of the same sizes taken from
 the permuted order: a seeded random class split with the official sizes, the
 official partitions pooled. The 'dml' protocol has no 'val': its trainer makes
-class-disjoint folds inside 'train' (SPEC §7).
+class-disjoint folds inside 'train' (Musgrave et al. 2020, A Metric Learning Reality Check).
 
 Class ids in each split are returned sorted, so a split's class order (and its
 `Split` labels) is the default order whatever order chose its members.

@@ -5,9 +5,9 @@ Two rules, one per trainer, both class-disjoint and both deterministic:
 * :func:`every_fourth_class`: episodic training on a protocol without 'val' (``dml`` on
   cars196/sop, Omniglot's ``background_evaluation``) validates on the training classes
   whose label is 3 mod 4, and trains on the rest;
-* :func:`class_fold`: the reality check's cross-validation (SPEC §7): the training classes,
-  in the class order, are cut into ``num_folds`` contiguous blocks; fold ``k`` validates
-  on block ``k`` and trains on the others.
+* :func:`class_fold`: the cross-validation of Musgrave et al. 2020, A Metric Learning Reality
+  Check: the training classes, in the class order, are cut into ``num_folds`` contiguous
+  blocks; fold ``k`` validates on block ``k`` and trains on the others.
 """
 
 from __future__ import annotations

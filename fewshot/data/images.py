@@ -4,7 +4,7 @@
     prepared.class_names, prepared.class_counts, prepared.class_subsets
     split = prepared.read([0, 2, 4])                               # a `Split` of those classes
 
-Preparation (once per dataset, stored size, bbox crop and source fingerprint):
+Preparation (once per dataset, stored size, bbox crop and fingerprint of the dataset's files):
 every image is decoded with PIL, converted to RGB, optionally cropped to its
 bounding box (CUB, Cars196; rounded to whole pixels), and resized to a square of
 the stored size S with PIL's BILINEAR filter, which widens its support when
@@ -29,8 +29,11 @@ Storage, under <tfds_dir>/fewshot_images/<dataset>_<S>px[_bbox]_<fingerprint>/1.
 tfds writes into an incomplete.* directory and renames it when everything is
 written; a failure (a corrupt image: DataError naming the file) deletes it, and
 `tfds_io.prepare` removes the parents it created, so nothing half-prepared stays.
-A second `prepare` costs a fingerprint (stats of the source files) and never
+A second `prepare` costs a fingerprint (stats of the dataset's files) and never
 reads the annotations or images.
+
+This module holds the tfds builder and `prepare`; one image's decoding is in
+`image_decoding`, and reading prepared data back (`Prepared`) in `prepared`.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import io
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -46,20 +48,16 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 import tqdm
-from PIL import Image
 
-from fewshot.data import class_splits, options, readers, tfds_io
+from fewshot.data import options, readers, tfds_io
+from fewshot.data.image_decoding import decode, where
+from fewshot.data.prepared import FORMAT, SUBSET_CODE, Prepared
 from fewshot.data.readers import DatasetRecords, ImageRecord
-from fewshot.data.split import Split
-from fewshot.errors import ConfigError, DataError, one_line
+from fewshot.errors import ConfigError, DataError
 
-RESAMPLE = Image.Resampling.BILINEAR
 # Raw pixels per tfds split: tfds's writer holds a split's serialized records in
 # memory and needs TensorFlow to spill past 1000 MiB; zlib never grows images much.
 PART_BYTES = 768 << 20
-_SUBSET_CODE = {"train": "t", "val": "v", "test": "e", None: "-"}
-_SUBSET_NAME = {v: k for k, v in _SUBSET_CODE.items()}
-_FORMAT = 1
 
 
 DEFAULT_STORED_SIZE = options.stored_size(options.DEFAULT_IMAGE_SIZES["conv4"])
@@ -79,42 +77,8 @@ def config(dataset: str, size: int, bbox_crop: bool, fingerprint: str) -> Images
   return ImagesConfig(name=name, dataset=dataset, stored_size=size, bbox_crop=bbox_crop, fingerprint=fingerprint)
 
 
-def where(records: DatasetRecords, record: ImageRecord) -> str:
-  """The file (and row, for pixel records) an image comes from, for error messages."""
-  place = records.source.where(record.member)
-  return place if record.index is None else f"{place} row {record.index}"
-
-
-def decode(image: bytes | np.ndarray, place: str, size: int,
-           bbox: tuple[float, float, float, float] | None = None) -> np.ndarray:
-  """uint8 [size, size, 3]: the image as RGB, cropped to `bbox` (x, y, w, h) if given, resized square.
-
-  Raises:
-    DataError: the bytes do not decode (naming `place`), or the box misses the image.
-  """
-  try:
-    if isinstance(image, np.ndarray):
-      im = Image.fromarray(image).convert("RGB")
-    else:
-      with Image.open(io.BytesIO(image)) as f:
-        im = f.convert("RGB")  # loads the whole image: a truncated file fails here
-  except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError) on corrupt files
-    raise DataError(f"Cannot decode image {place} ({one_line(e)}): it is truncated or corrupt; replace the file "
-                    "(re-extract or re-download the dataset) and load again.") from None
-  if bbox is not None:
-    x, y, w, h = bbox
-    # Whole pixels, clipped to the image: resampling inside a float box would blend
-    # in pixels from outside it (the filter's support reaches past the box edge).
-    box = (max(0, round(x)), max(0, round(y)), min(im.width, round(x + w)), min(im.height, round(y + h)))
-    if box[2] <= box[0] or box[3] <= box[1]:
-      raise DataError(f"Bounding box {bbox} of image {place} lies outside its {im.width}x{im.height} pixels; "
-                      "fix its annotation or load without bbox_crop.")
-    im = im.crop(box)
-  return np.asarray(im.resize((size, size), RESAMPLE), np.uint8)
-
-
 class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """One tfds builder for the four datasets; a config per (dataset, size, crop, source fingerprint).
+  """One tfds builder for the four datasets; a config per (dataset, size, crop, files' fingerprint).
 
   Built with `records` to prepare; without them it can only open prepared data
   (class names then come from the prepared directory).
@@ -150,7 +114,7 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     per_part = max(1, PART_BYTES // (3 * cfg.stored_size ** 2))
     parts = [order[lo:lo + per_part] for lo in range(0, len(order), per_part)]
     self.info.metadata.update({
-        "format": _FORMAT,
+        "format": FORMAT,
         "dataset": cfg.dataset,
         "layout": recs.layout,
         "fingerprint": recs.fingerprint,
@@ -159,7 +123,7 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         "resample": "bilinear",
         "num_parts": len(parts),
         "class_counts": np.bincount(labels, minlength=recs.num_classes).tolist(),
-        "record_subsets": "".join(_SUBSET_CODE.get(recs.records[i].subset, "-") for i in order),
+        "record_subsets": "".join(SUBSET_CODE.get(recs.records[i].subset, "-") for i in order),
     })
     self.progress = tqdm.tqdm(total=len(order), desc=f"Preparing {cfg.dataset} at {cfg.stored_size}px",
                               unit=" images", file=sys.stderr, disable=None, mininterval=1.0)
@@ -175,7 +139,7 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       self.progress.update(1)
 
   def _decoded(self, todo: Sequence[ImageRecord]) -> Iterator[tuple[ImageRecord, np.ndarray]]:
-    """(record, pixels) in the source's cheapest order, decoded by a thread pool with a bounded queue."""
+    """(record, pixels) in the files' cheapest reading order, decoded by a thread pool with a bounded queue."""
     recs, cfg = self._records, self.builder_config
     window = 4 * self._workers  # bounds the encoded bytes held, whatever the dataset's size
     with concurrent.futures.ThreadPoolExecutor(self._workers) as pool:
@@ -195,88 +159,11 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           future.cancel()
 
 
-@dataclasses.dataclass(frozen=True)
-class Prepared:
-  """A prepared dataset: what its metadata says about each record, and reads by class.
-
-  Attributes:
-    builder: the prepared tfds builder.
-    class_names: one per label, in the dataset's default order.
-    class_counts: int64 [C], images per class.
-    record_subsets: per record (label order), the official partition ('train', 'val', 'test') or None.
-  """
-
-  builder: ImageDataset
-  class_names: tuple[str, ...]
-  class_counts: np.ndarray
-  record_subsets: tuple[str | None, ...]
-
-  @classmethod
-  def open(cls, builder: ImageDataset) -> Prepared:
-    """Reads a prepared builder's metadata; DataError if it is damaged or from another format."""
-    md = builder.info.metadata
-    names = tuple(builder.info.features["label"].names)
-    try:
-      counts = np.asarray(md["class_counts"], np.int64)
-      subsets = tuple(_SUBSET_NAME[c] for c in md["record_subsets"])
-      parts = [builder.info.splits[f"part{k}"].num_examples for k in range(int(md["num_parts"]))]
-      ok = md["format"] == _FORMAT and len(counts) == len(names) and counts.sum() == len(subsets) == sum(parts)
-    except (KeyError, TypeError, ValueError):
-      ok = False
-    if not ok:
-      raise DataError(f"Prepared data at {builder.data_dir} is damaged or from another version; "
-                      "delete that directory and load again.")
-    return cls(builder, names, counts, subsets)
-
-  @property
-  def num_classes(self) -> int:
-    return len(self.class_names)
-
-  @property
-  def stored_size(self) -> int:
-    return self.builder.builder_config.stored_size
-
-  @property
-  def labels(self) -> np.ndarray:
-    """int32 [N]: the label of every record, known without reading any."""
-    return np.repeat(np.arange(self.num_classes, dtype=np.int32), self.class_counts)
-
-  @property
-  def class_offsets(self) -> np.ndarray:
-    """int64 [C]: index of each class's first record."""
-    return np.concatenate([[0], np.cumsum(self.class_counts)[:-1]]).astype(np.int64)
-
-  @property
-  def class_subsets(self) -> list[str | None]:
-    """Per class, the official partition all its images share, or None (see class_splits.class_subsets)."""
-    return class_splits.class_subsets(self.labels, self.record_subsets, self.num_classes)
-
-  def source(self) -> tfds_io.ConcatSource:
-    """Random access to all records (part0, part1, ... as one sequence); its records decode to pixels."""
-    return tfds_io.ConcatSource(self.builder, [f"part{k}" for k in range(self.builder.info.metadata["num_parts"])])
-
-  def num_images(self, class_ids: Sequence[int]) -> int:
-    return int(self.class_counts[np.asarray(class_ids, np.int64)].sum())
-
-  def nbytes(self, class_ids: Sequence[int]) -> int:
-    """Bytes of pixels of those classes at the stored size."""
-    return self.num_images(class_ids) * 3 * self.stored_size ** 2
-
-  def read(self, class_ids: Sequence[int]) -> Split:
-    """The classes `class_ids` as a `Split` (label k is class_ids[k]), reading exactly their records."""
-    return tfds_io.read_classes(self.source(), self.class_counts, class_ids)
-
-  def iter_chunks(self, class_ids: Sequence[int], chunk_size: int | None = None
-                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(images, labels) chunks of those classes, for splits streamed from host memory; see tfds_io.iter_class_chunks."""
-    return tfds_io.iter_class_chunks(self.source(), self.class_counts, class_ids, chunk_size)
-
-
 def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = DEFAULT_STORED_SIZE,
             bbox_crop: bool = False, workers: int | None = None) -> Prepared:
   """Prepares `dataset` from `data_dir` at `size` px once, and opens it.
 
-  A later call with the same source files (by `readers.fingerprint`) reuses the
+  A later call with the same dataset files (by `readers.fingerprint`) reuses the
   prepared data without reading annotations or images.
 
   Raises:
@@ -311,8 +198,6 @@ def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = 
         if b.progress is not None:
           b.progress.close()
     finally:
-      recs.source.close()
+      recs.tree.close()
   return Prepared.open(b)
 
-
-# ---------------------------------------------------------------- memory plan

@@ -74,7 +74,7 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
 
   Raises:
     ConfigError: an unknown dataset, protocol or order; an option the dataset does not have.
-    DataError: an unknown split; missing, malformed or corrupt source data (naming the file).
+    DataError: an unknown split; missing, malformed or corrupt dataset files (naming the file).
   """
   resolved = options.resolve(dataset, image_size=image_size, protocol=protocol, class_order=class_order,
                              bbox_crop=bbox_crop, rotations=rotations)

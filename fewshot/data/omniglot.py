@@ -12,15 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import os
 import pathlib
-import zipfile
 
 import numpy as np
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from fewshot.data import options, tfds_io
+from fewshot.data import archives, options, tfds_io
 from fewshot.data.split import Split
 from fewshot.errors import DataError, one_line
 
@@ -47,17 +45,11 @@ _LAYOUT = ("put the Omniglot zips (images_background.zip, images_evaluation.zip,
 
 
 @dataclasses.dataclass(frozen=True)
-class _Ref:
-  """Where one image lives: `archive` is a zip path, or None for a plain file at `member`."""
-  archive: str | None
-  member: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Source:
-  """The images found under a data_dir, grouped by class name `alphabet/character`."""
+class Characters:
+  """The images found under a data_dir: per class name `alphabet/character`, its images' members of `tree`."""
   data_dir: str
-  classes: dict[str, tuple[_Ref, ...]]
+  tree: archives.FileTree
+  classes: dict[str, tuple[str, ...]]
   fingerprint: str
 
   @property
@@ -65,58 +57,53 @@ class Source:
     return sorted(self.classes)
 
 
-def _add(refs: dict, parts: tuple[str, ...], ref: _Ref) -> None:
+def _image_key(member: str) -> tuple[str, str] | None:
+  """(class name, file name) of a character's PNG, or None for any other member."""
+  parts = member.split("/")
   if len(parts) < 3 or not parts[-1].lower().endswith(".png"):
-    return
+    return None
   if any(p.startswith(".") or p == "__MACOSX" for p in parts):  # macOS resource forks, hidden files
-    return
-  # Archives overlap (Greek and Latin are in both 'small' zips): first copy wins.
-  key = (f"{parts[-3]}/{parts[-2]}", parts[-1])
-  if key not in refs:
-    refs[key] = ref
+    return None
+  return f"{parts[-3]}/{parts[-2]}", parts[-1]
 
 
-def scan(data_dir: str | None) -> Source:
+def _fingerprint(tree: archives.FileTree) -> str:
+  """The names and sizes of the zips and of the folder's PNGs, hashed.
+
+  Keyed on names and sizes, not contents: cheap, and any re-extraction or different
+  archive set gets freshly prepared data instead of stale data. It names data already
+  prepared on users' disks, so the rule never changes (no mtimes, unlike other datasets).
+  """
+  listing = [(name, size) for kind, name, size, _ in tree.file_stats()
+             if kind == "zip" or name.lower().endswith(".png")]
+  return hashlib.sha1(repr(sorted(listing)).encode()).hexdigest()[:12]
+
+
+def scan(data_dir: str | None) -> Characters:
   """Lists the images under `data_dir` without decoding them; cheap enough for every load."""
   if not data_dir:
-    raise DataError("Dataset omniglot needs its image files: pass --data_dir pointing at a folder with the Omniglot zips or their extracted folders.")
+    raise DataError("Dataset omniglot needs its image files: pass --data_dir pointing at a folder with the Omniglot "
+                    "zips or their extracted folders.")
   root = pathlib.Path(data_dir).expanduser()
   if not root.is_dir():
-    raise DataError(f"Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the folder holding the Omniglot zips.")
-  refs: dict[tuple[str, str], _Ref] = {}
-  listing = []
-  for archive in sorted(root.glob("*.zip")):
-    try:
-      with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError) as e:
-      raise DataError(f"Cannot read zip {archive} ({one_line(e)}); re-download it or remove it from {root}.") from None
-    listing.append((archive.name, archive.stat().st_size))
-    for info in infos:
-      parts = pathlib.PurePosixPath(info.filename.replace("\\", "/")).parts
-      if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-        raise DataError(f"Zip {archive} has an unsafe member path {info.filename!r}; use the official Omniglot archives.")
-      if not info.is_dir():
-        _add(refs, parts, _Ref(str(archive), info.filename))
-  for dirpath, dirnames, filenames in os.walk(root):
-    dirnames.sort()
-    for name in sorted(filenames):
-      if name.lower().endswith(".png"):
-        path = pathlib.Path(dirpath, name)
-        rel = path.relative_to(root).parts
-        listing.append(("/".join(rel), path.stat().st_size))
-        _add(refs, rel, _Ref(None, str(path)))
-  if not refs:
+    raise DataError(f"Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the "
+                    "folder holding the Omniglot zips.")
+  # Linked folders stay out: the fingerprint has never counted what they hold.
+  with archives.open_folder_with_zips(root, follow_links=False) as tree:
+    first: dict[tuple[str, str], str] = {}
+    for member in tree.stored_members():
+      key = _image_key(member)
+      # Archives overlap (Greek and Latin are in both 'small' zips): first copy wins.
+      if key is not None and key not in first:
+        first[key] = member
+  if not first:
     raise DataError(f"Found no Omniglot images in {root}; {_LAYOUT}.")
-  classes: dict[str, list[_Ref]] = {}
-  for (cls, _), ref in sorted(refs.items()):
-    classes.setdefault(cls, []).append(ref)
+  classes: dict[str, list[str]] = {}
+  for (cls, _), member in sorted(first.items()):
+    classes.setdefault(cls, []).append(member)
   if len(classes) < 3:
     raise DataError(f"Found only {len(classes)} characters in {root}, need at least 3 (one per split); {_LAYOUT}.")
-  # Keyed on names and sizes, not contents: cheap, and any re-extraction or
-  # different archive set gets freshly prepared data instead of stale data.
-  digest = hashlib.sha1(repr(sorted(listing)).encode()).hexdigest()[:12]
-  return Source(str(root), {k: tuple(v) for k, v in classes.items()}, digest)
+  return Characters(str(root), tree, {k: tuple(v) for k, v in classes.items()}, _fingerprint(tree))
 
 
 def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:
@@ -133,31 +120,11 @@ def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:
   return np.asarray(ink.resize((size, size), Image.Resampling.BOX), np.uint8)[..., None]
 
 
-def decode_all(source: Source, size: int = _SIZE[0]) -> dict[str, np.ndarray]:
+def decode_all(characters: Characters, size: int = _SIZE[0]) -> dict[str, np.ndarray]:
   """Decodes every image; raises DataError naming the first unreadable file."""
-  zips: dict[str, zipfile.ZipFile] = {}
-  out = {}
-  try:
-    for cls in source.class_names:
-      images = []
-      for ref in source.classes[cls]:
-        if ref.archive is None:
-          data = pathlib.Path(ref.member).read_bytes()
-          where = ref.member
-        else:
-          if ref.archive not in zips:
-            zips[ref.archive] = zipfile.ZipFile(ref.archive)
-          try:
-            data = zips[ref.archive].read(ref.member)
-          except (zipfile.BadZipFile, OSError) as e:
-            raise DataError(f"Cannot read {ref.member} from {ref.archive} ({one_line(e)}); re-download the archive.") from None
-          where = f"{ref.archive}:{ref.member}"
-        images.append(decode(data, where, size))
-      out[cls] = np.stack(images)
-  finally:
-    for zf in zips.values():
-      zf.close()
-  return out
+  with characters.tree as tree:
+    image = lambda member: decode(tree.read(member), tree.where(member), size)
+    return {cls: np.stack([image(member) for member in characters.classes[cls]]) for cls in characters.class_names}
 
 
 def class_split(class_names: list[str]) -> dict[str, list[str]]:
@@ -232,28 +199,29 @@ def by_characters(pooled: Split, characters: list[str]) -> Split:
 
 
 class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """tfds builder of omniglot from a local `Source`; one config per source fingerprint."""
+  """tfds builder of omniglot from the `Characters` found in a data_dir; one config per their fingerprint."""
 
   name = "fewshot_omniglot"
   # Bump when decoding, resizing or the class split changes.
   VERSION = tfds.core.Version("1.0.0")
 
-  def __init__(self, *, source: Source, size: int = _SIZE[0], **kwargs):
-    self._source, self._size = source, size
+  def __init__(self, *, characters: Characters, size: int = _SIZE[0], **kwargs):
+    self._characters, self._size = characters, size
     self.decoded: dict[str, np.ndarray] | None = None
-    # The 28 px data keeps the name it was prepared under before other sizes existed.
-    name = f"src_{source.fingerprint}" if size == _SIZE[0] else f"src_{source.fingerprint}_{size}px"
+    # The names prepared data already has on disk: 28 px data keeps the one it had before other sizes existed.
+    name = f"src_{characters.fingerprint}" if size == _SIZE[0] else f"src_{characters.fingerprint}_{size}px"
     super().__init__(config=tfds.core.BuilderConfig(name=name), **kwargs)
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return tfds_io.dataset_info(self, self._source.class_names, f"Omniglot characters from {self._source.data_dir} "
-                                f"(fewshot).", image_shape=(self._size, self._size, 1))
+    found = self._characters
+    return tfds_io.dataset_info(self, found.class_names, f"Omniglot characters from {found.data_dir} (fewshot).",
+                                image_shape=(self._size, self._size, 1))
 
   def _split_generators(self, dl_manager):
     del dl_manager
     if self.decoded is None:
-      self.decoded = decode_all(self._source, self._size)
-    return {split: self._generate_examples(names) for split, names in class_split(self._source.class_names).items()}
+      self.decoded = decode_all(self._characters, self._size)
+    return {split: self._generate_examples(names) for split, names in class_split(self._characters.class_names).items()}
 
   def _generate_examples(self, names):
     for cls in names:
@@ -267,9 +235,9 @@ def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0]) -> Omnigl
   Every image is decoded before tfds writes anything, so a corrupt file raises
   DataError and leaves the tfds dir untouched.
   """
-  b = Omniglot(source=scan(data_dir), size=size, data_dir=tfds_dir)
+  b = Omniglot(characters=scan(data_dir), size=size, data_dir=tfds_dir)
   if not b.is_prepared():
-    b.decoded = decode_all(b._source, size)
+    b.decoded = decode_all(b._characters, size)
     tfds_io.prepare(b)
     b.decoded = None
   return b

@@ -40,7 +40,8 @@ IMAGES_PER_CLASS = {"strokes": 20, "omniglot": 20, "mini_imagenet": 600}
 # The backbone's input side on the image datasets: the few-shot papers' 84 for Conv4, ImageNet's 224 for ResNet-18.
 DEFAULT_IMAGE_SIZES = {"conv4": 84, "resnet18": 224}
 MIN_IMAGE_SIZE = 8
-# Images are stored at the evaluation transform's resize side, int(1.15 * size) (SPEC §4: resize, then centre crop).
+# Images are stored at the evaluation transform's resize side, int(1.15 * size) (docs/protocol.md: resize, then
+# centre crop).
 STORED_SIZE_FACTOR = 1.15
 
 DEVICE_BUDGET_BYTES = 4 << 30  # per split: one that fits stays on the device, a larger one streams from the host

@@ -47,7 +47,7 @@ def dataset_info(builder: tfds.core.DatasetBuilder, class_names, description: st
   """Feature spec shared by all datasets: a uint8 image of `image_shape` and a class label.
 
   `class_names` None leaves the label's names to be restored from a prepared
-  directory, so a prepared dataset can be opened without its source files.
+  directory, so a prepared dataset can be opened without the dataset's files.
   """
   # tfds.features.Image would need TensorFlow to encode PNGs; a zlib tensor does not.
   label = tfds.features.ClassLabel() if class_names is None else tfds.features.ClassLabel(names=list(class_names))
@@ -123,14 +123,14 @@ def _progress_bars_on_terminal_only():
 
 def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
   """Reads a prepared split into a `Split`, labels remapped to 0..C-1 in class-name order."""
-  source = builder.as_data_source(split=split)
-  n = len(source)
+  stored = builder.as_data_source(split=split)
+  n = len(stored)
   if n == 0:
     raise DataError(f"Split {split!r} of {builder.name} at {builder.data_dir} is empty; delete that directory and load again.")
   images = np.empty((n, *image_shape(builder)), np.uint8)
   labels = np.empty(n, np.int64)
   for lo in range(0, n, _READ_BATCH):
-    records = source.__getitems__(list(range(lo, min(n, lo + _READ_BATCH))))
+    records = stored.__getitems__(list(range(lo, min(n, lo + _READ_BATCH))))
     images[lo:lo + len(records)] = np.stack([r["image"] for r in records])
     labels[lo:lo + len(records)] = [r["label"] for r in records]
   all_names = builder.info.features["label"].names
@@ -149,13 +149,13 @@ def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
 # Its records may span several tfds splits ("parts"), read as one sequence.
 
 
-class ConcatSource:
+class ConcatRecords:
   """Random access over several prepared splits of `builder`, indexed as one sequence in the given order."""
 
   def __init__(self, builder: tfds.core.DatasetBuilder, splits: Sequence[str]):
     self.builder = builder
-    self._sources = [builder.as_data_source(split=s) for s in splits]
-    self._starts = np.cumsum([0] + [len(s) for s in self._sources])
+    self._parts = [builder.as_data_source(split=s) for s in splits]
+    self._starts = np.cumsum([0] + [len(p) for p in self._parts])
 
   def __len__(self) -> int:
     return int(self._starts[-1])
@@ -168,7 +168,7 @@ class ConcatSource:
     out: list = [None] * len(idx)
     for p in np.unique(part):
       at = np.flatnonzero(part == p)
-      for j, r in zip(at, self._sources[p].__getitems__((idx[at] - self._starts[p]).tolist())):
+      for j, r in zip(at, self._parts[p].__getitems__((idx[at] - self._starts[p]).tolist())):
         out[j] = r
     return out
 
@@ -183,7 +183,7 @@ def class_ranges(class_counts: Sequence[int], class_ids: Sequence[int]) -> list[
   return [(int(starts[c]), int(starts[c] + counts[c])) for c in ids]
 
 
-def iter_class_chunks(source: ConcatSource, class_counts: Sequence[int], class_ids: Sequence[int],
+def iter_class_chunks(records: ConcatRecords, class_counts: Sequence[int], class_ids: Sequence[int],
                       chunk_size: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """Yields (uint8 images [n, ...], int32 labels [n]) of the classes `class_ids`, `chunk_size` records at a time.
 
@@ -195,7 +195,7 @@ def iter_class_chunks(source: ConcatSource, class_counts: Sequence[int], class_i
   Raises:
     DataError: a record's stored label disagrees with `class_counts` (a damaged prepared dir).
   """
-  shape = image_shape(source.builder)
+  shape = image_shape(records.builder)
   if chunk_size is None:
     chunk_size = max(1, _READ_BYTES // int(np.prod(shape)))
   if chunk_size < 1:
@@ -208,18 +208,18 @@ def iter_class_chunks(source: ConcatSource, class_counts: Sequence[int], class_i
     idx, lab = index[lo:lo + chunk_size], labels[lo:lo + chunk_size]
     images = np.empty((len(idx), *shape), np.uint8)
     stored = np.empty(len(idx), np.int64)
-    for j, r in enumerate(source.__getitems__(idx.tolist())):
+    for j, r in enumerate(records.__getitems__(idx.tolist())):
       images[j] = r["image"]
       stored[j] = r["label"]
     if np.any(stored != ids[lab]):
       # Cheap (the records are decoded anyway) and it catches a prepared dir whose
       # record order is not the label order its metadata promises.
-      raise DataError(f"Prepared data at {source.builder.data_dir} has records out of label order; "
+      raise DataError(f"Prepared data at {records.builder.data_dir} has records out of label order; "
                       "delete that directory and load again.")
     yield images, lab
 
 
-def read_classes(source: ConcatSource, class_counts: Sequence[int], class_ids: Sequence[int]) -> Split:
+def read_classes(records: ConcatRecords, class_counts: Sequence[int], class_ids: Sequence[int]) -> Split:
   """The classes `class_ids` of a label-sorted sequence as a `Split`, label k = class_ids[k].
 
   Raises:
@@ -227,12 +227,12 @@ def read_classes(source: ConcatSource, class_counts: Sequence[int], class_ids: S
   """
   class_ids = [int(c) for c in class_ids]
   n = sum(hi - lo for lo, hi in class_ranges(class_counts, class_ids))
-  images = np.empty((n, *image_shape(source.builder)), np.uint8)
+  images = np.empty((n, *image_shape(records.builder)), np.uint8)
   labels = np.empty(n, np.int32)
   at = 0
-  for chunk, chunk_labels in iter_class_chunks(source, class_counts, class_ids):
+  for chunk, chunk_labels in iter_class_chunks(records, class_counts, class_ids):
     images[at:at + len(chunk)] = chunk
     labels[at:at + len(chunk)] = chunk_labels
     at += len(chunk)
-  names = source.builder.info.features["label"].names
+  names = records.builder.info.features["label"].names
   return Split(images=images, labels=labels, class_names=tuple(names[c] for c in class_ids))

@@ -19,12 +19,10 @@ agree up to ties, since every head is decreasing in the distance to the single s
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import pathlib
 import re
-import zipfile
 from collections.abc import Sequence
 
 import jax.numpy as jnp
@@ -32,10 +30,11 @@ import numpy as np
 
 from fewshot import distances, heads
 from fewshot.analysis import stats
+from fewshot.data import archives
 from fewshot.data.omniglot import decode
 from fewshot.data.options import SMALL_IMAGE_SIZE
 from fewshot.episodic import learning
-from fewshot.errors import ConfigError, DataError, one_line
+from fewshot.errors import ConfigError, DataError
 
 LABELS = "class_labels.txt"
 _RUN = re.compile(r"run(\d+)")
@@ -61,37 +60,14 @@ class LakeRun:
 
 
 # ---- reading --------------------------------------------------------------------------------------------------------
-def _guarded(read, where):
-  """``read`` whose failures (a bad CRC, an unreadable file) are one-line ``DataError``s naming the file."""
-
-  def read_or_refuse(name: str) -> bytes:
-    try:
-      return read(name)
-    except (zipfile.BadZipFile, OSError) as e:
-      raise DataError(f"Cannot read {where(name)} ({one_line(e)}); {_FIX}.") from None
-
-  return read_or_refuse
-
-
-@contextlib.contextmanager
-def _files(path: pathlib.Path):
-  """``(names, read, where)`` of the files of a folder or a zip: posix names relative to it."""
+def _open(path: pathlib.Path) -> archives.FileTree:
+  """The files of a folder or a zip (told by its content), as one tree: posix names relative to it."""
   if path.is_dir():
-    names = [p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()]
-    where = lambda name: str(path / name)
-    yield names, _guarded(lambda name: (path / name).read_bytes(), where), where
-  elif path.is_file() and zipfile.is_zipfile(path):
-    try:
-      archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-      raise DataError(f"Cannot read zip {path} ({one_line(e)}); {_FIX}.") from None
-    with archive:
-      names = [info.filename for info in archive.infolist() if not info.is_dir()]
-      where = lambda name: f"{path}:{name}"
-      yield names, _guarded(archive.read, where), where
-  else:
-    what = "not a readable zip (truncated?)" if path.suffix.lower() == ".zip" else "neither a folder nor a zip"
-    raise DataError(f"Lake's runs {path} is {what}; {_FIX}.")
+    return archives.open_folder(path)
+  if archives.is_zip(path):
+    return archives.open_archive(path)
+  what = "not a readable zip (truncated?)" if path.suffix.lower() == ".zip" else "neither a folder nor a zip"
+  raise DataError(f"Lake's runs {path} is {what}; {_FIX}.")
 
 
 def _visible(name: str) -> bool:
@@ -121,7 +97,8 @@ def _pngs(names: set[str], prefix: str, folder: str) -> list[str]:
   return sorted(name for name in inside if "/" not in name[len(folder) + 1:] and name.lower().endswith(".png"))
 
 
-def _read_run(run: str, prefix: str, names: set[str], read, where, size: int) -> LakeRun:
+def _read_run(tree: archives.FileTree, run: str, prefix: str, names: set[str], size: int) -> LakeRun:
+  read, where = tree.read, tree.where
   label_name = f"{prefix}{run}/{LABELS}"
   if label_name not in names:
     raise DataError(f"{run} has no {LABELS} ({where(prefix + run)}); {_FIX}.")
@@ -166,17 +143,17 @@ def read_runs(path: str | os.PathLike, image_size: int = SMALL_IMAGE_SIZE) -> li
   path = pathlib.Path(path).expanduser()
   if not path.exists():
     raise DataError(f"Lake's runs {path} do not exist; {_FIX}.")
-  with _files(path) as (names, read, where):
-    names = [name for name in names if _visible(name)]
+  with _open(path) as tree:
+    names = [name for name in tree.members() if _visible(name)]
     prefix = _root(names, path)
     runs = {match.group(0): int(match.group(1)) for name in names if name.startswith(prefix)
             and "/" in name[len(prefix):] and (match := _RUN.fullmatch(name[len(prefix):].split("/")[0]))}
     numbers = set(runs.values())
     missing = sorted(set(range(1, max(numbers) + 1)) - numbers)
     if missing:
-      raise DataError(f"{where(prefix.rstrip('/')) if prefix else path} has runs up to run{max(numbers):02d} but no "
-                      f"run{missing[0]:02d}; {_FIX}.")
-    return [_read_run(run, prefix, set(names), read, where, image_size) for run in sorted(runs, key=runs.get)]
+      where = tree.where(prefix.rstrip("/")) if prefix else path
+      raise DataError(f"{where} has runs up to run{max(numbers):02d} but no run{missing[0]:02d}; {_FIX}.")
+    return [_read_run(tree, run, prefix, set(names), image_size) for run in sorted(runs, key=runs.get)]
 
 
 # ---- scoring ----------------------------------------------------------------------------------------------------
@@ -231,10 +208,10 @@ def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   the run's ``c``-th ``training/*.png`` in name order). Images are embedded as
   :meth:`TrainedModel.embed` embeds them: with the model's ``--test_shifts`` views.
   """
-  source, config = None, model.config
+  runs_path, config = None, model.config
   check_model(config)
   if isinstance(runs, (str, os.PathLike)):
-    source, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs, config.image_size)
+    runs_path, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs, config.image_size)
   sides = {run.support.shape[1] for run in runs}
   if sides != {config.image_size}:
     raise ConfigError(f"the runs were read at {', '.join(map(str, sorted(sides)))} px but the model reads "
@@ -259,5 +236,5 @@ def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   rules = {"head": {"name": config.model_name, "classifier": config.classifier, "head": config.head,
                     "distance": config.distance, "theta": model.theta, **summarise(correct["head"])},
            "nn": {"name": "1-NN (Euclidean)", **summarise(correct["nn"])}}
-  return {"source": source, "model": config.model_name, "test_shifts": config.test_shifts, "runs": len(runs),
+  return {"source": runs_path, "model": config.model_name, "test_shifts": config.test_shifts, "runs": len(runs),
           "items": sum(sizes[1::2]), "rules": rules, "per_run": table}

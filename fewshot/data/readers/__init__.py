@@ -47,11 +47,11 @@ def read(dataset: str, data_dir) -> DatasetRecords:
 
 
 def fingerprint(dataset: str, data_dir) -> str:
-  """The source fingerprint `read` would return, without reading or validating anything.
+  """The fingerprint of the dataset's files that `read` would return, without reading or validating anything.
 
   Costs a stat per archive and a walk of extracted folders, so a caller can find
   already-prepared data before paying for a full read (a .tgz listing inflates it).
   """
   _check_name(dataset)
-  src, _ = _LOCATORS[dataset](data_dir)
-  return src.fingerprint
+  tree, _ = _LOCATORS[dataset](data_dir)
+  return tree.fingerprint

@@ -24,7 +24,7 @@ def root_dir(data_dir, dataset: str, layout: str) -> pathlib.Path:
 
 
 def locate_folder_or_archive(data_dir, dataset: str, folder: str, marker: str, layout: str,
-                             keep) -> tuple[archives.Source, str]:
+                             keep) -> tuple[archives.FileTree, str]:
   """The dataset's folder (the one holding `marker`) or archive `folder`.*, and which it is; reads nothing.
 
   data_dir may be that folder, its parent, the archive, or the archive's parent.
@@ -57,21 +57,21 @@ def find_archive(folder: pathlib.Path, stem: str, suffixes: Sequence[str] = arch
   return None
 
 
-def base_of(source: archives.Source, marker: str) -> str | None:
+def base_of(tree: archives.FileTree, marker: str) -> str | None:
   """The folder ('' or 'a/b/') of the shallowest member named `marker`, or None if none is."""
-  hits = [m for m in source.members() if m == marker or m.endswith("/" + marker)]
+  hits = [m for m in tree.members() if m == marker or m.endswith("/" + marker)]
   if not hits:
     return None
   best = min(hits, key=lambda m: (m.count("/"), m))
   return best[:len(best) - len(marker)]
 
 
-def archive_root(source: archives.Source, marker: str, dataset: str, fix: str) -> archives.Source:
+def archive_root(tree: archives.FileTree, marker: str, dataset: str, fix: str) -> archives.FileTree:
   """The subtree of an archive rooted where its (shallowest) `marker` file is; lists the archive."""
-  base = base_of(source, marker)
+  base = base_of(tree, marker)
   if base is None:
-    raise DataError(f"{dataset} annotation file {marker} is missing from archive {source.description}; {fix}.")
-  return source.subtree(base)
+    raise DataError(f"{dataset} annotation file {marker} is missing from archive {tree.description}; {fix}.")
+  return tree.subtree(base)
 
 
 def safe_relative(path: str) -> bool:
@@ -88,23 +88,23 @@ def bad_line(where: str, lineno: int, expected: str, got: str, fix: str) -> Data
   return DataError(f"{where} line {lineno}: expected {expected}, got {clip(got)!r}; {fix}.")
 
 
-def require(source: archives.Source, member: str, dataset: str, holds: str, fix: str) -> None:
-  """DataError unless annotation file `member` is in `source`."""
-  if member not in source:
-    raise DataError(f"{dataset} annotation file {member} (with {holds}) is missing from {source.description}; {fix}.")
+def require(tree: archives.FileTree, member: str, dataset: str, holds: str, fix: str) -> None:
+  """DataError unless annotation file `member` is in `tree`."""
+  if member not in tree:
+    raise DataError(f"{dataset} annotation file {member} (with {holds}) is missing from {tree.description}; {fix}.")
 
 
-def text_lines(source: archives.Source, member: str, dataset: str, fix: str) -> list[tuple[int, str]]:
+def text_lines(tree: archives.FileTree, member: str, dataset: str, fix: str) -> list[tuple[int, str]]:
   """The non-blank lines of a text file as (1-based line number, stripped line)."""
-  data = source.read(member)
+  data = tree.read(member)
   try:
     text = data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
-    raise DataError(f"{dataset} file {source.where(member)} is not UTF-8 text ({e.reason} at byte {e.start}); {fix}.") from None
+    raise DataError(f"{dataset} file {tree.where(member)} is not UTF-8 text ({e.reason} at byte {e.start}); {fix}.") from None
   return [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
-def parse_rows(source: archives.Source, member: str, dataset: str, *, expected: str,
+def parse_rows(tree: archives.FileTree, member: str, dataset: str, *, expected: str,
                parse: Callable[[list[str]], T], fix: str, maxsplit: int = -1,
                lines: list[tuple[int, str]] | None = None) -> list[tuple[int, T]]:
   """Parses each non-blank line's whitespace-separated fields with `parse`.
@@ -113,15 +113,15 @@ def parse_rows(source: archives.Source, member: str, dataset: str, *, expected: 
   naming the file, the line, `expected` and what the line held.
   """
   if lines is None:
-    lines = text_lines(source, member, dataset, fix)
+    lines = text_lines(tree, member, dataset, fix)
   rows = []
   for lineno, line in lines:
     try:
       rows.append((lineno, parse(line.split(None, maxsplit))))
     except (ValueError, IndexError):
-      raise bad_line(source.where(member), lineno, expected, line, fix) from None
+      raise bad_line(tree.where(member), lineno, expected, line, fix) from None
   if not rows:
-    raise DataError(f"{dataset} file {source.where(member)} is empty; expected lines of {expected}; {fix}.")
+    raise DataError(f"{dataset} file {tree.where(member)} is empty; expected lines of {expected}; {fix}.")
   return rows
 
 
@@ -169,9 +169,9 @@ def check_same_ids(ids: Iterable, ref_where: str, table: dict, where: str, what:
                     f"first {absent[0]}; expected one line per {what}; {fix}.")
 
 
-def check_present(source: archives.Source, members: Sequence[str], dataset: str, listed_in: str, fix: str) -> None:
-  """DataError naming the first listed image absent from `source`, and how many are."""
-  missing = source.missing(members)
+def check_present(tree: archives.FileTree, members: Sequence[str], dataset: str, listed_in: str, fix: str) -> None:
+  """DataError naming the first listed image absent from `tree`, and how many are."""
+  missing = tree.missing(members)
   if missing:
     raise DataError(f"{len(missing)} of the {len(members)} {dataset} images listed in {listed_in} are missing "
-                    f"from {source.description}, first {missing[0]}; {fix}.")
+                    f"from {tree.description}, first {missing[0]}; {fix}.")

@@ -43,7 +43,7 @@ _DEVKIT_FIELDS = _BOX + ("class", "fname")
 _ANNOS_FIELDS = ("relative_im_path",) + _BOX + ("class", "test")
 
 
-def _folder_or_archive(root: pathlib.Path, name: str, stem: str) -> archives.Source | None:
+def _folder_or_archive(root: pathlib.Path, name: str, stem: str) -> archives.FileTree | None:
   """`root/name/` mounted as name/, else the archive `root/<stem>.tgz` (which holds name/)."""
   if (root / name).is_dir():
     return archives.open_folder(root / name, mount=name)
@@ -51,7 +51,7 @@ def _folder_or_archive(root: pathlib.Path, name: str, stem: str) -> archives.Sou
   return None if archive is None else archives.open_archive(archive)
 
 
-def locate(data_dir) -> tuple[archives.Source, str]:
+def locate(data_dir) -> tuple[archives.FileTree, str]:
   """The Cars196 files (one tree overlaying folders and archives) and the layout ('devkit' or 'cars_annos')."""
   root = _util.root_dir(data_dir, NAME, _LAYOUT)
   if not root.is_dir():
@@ -67,8 +67,8 @@ def locate(data_dir) -> tuple[archives.Source, str]:
       raise DataError(f"{NAME} images car_ims/ (or car_ims.tgz) are missing from {root}, where cars_annos.mat is; "
                       "put them there.")
     raise DataError(f"Found no {NAME} in {root}; put {_LAYOUT} there.")
-  for name, src in pieces.items():
-    if src is None:
+  for name, tree in pieces.items():
+    if tree is None:
       archive = "car_devkit.tgz" if name == "devkit" else f"{name}.tgz"
       raise DataError(f"{NAME} {name}/ (or {archive}) is missing from {root}; put it there beside the others "
                       f"({_LAYOUT}).")
@@ -84,47 +84,47 @@ def read_cars196(data_dir) -> DatasetRecords:
       entry (naming the file, the 1-based entry and what was expected), a class id
       outside 1..len(class_names), a file listed twice, or listed images missing.
   """
-  src, layout = locate(data_dir)
+  tree, layout = locate(data_dir)
   if layout == "cars_annos":
-    mat = _loadmat(src, "cars_annos.mat", "annotations and class_names")
-    class_names = _class_names(src, "cars_annos.mat", mat)
+    mat = _loadmat(tree, "cars_annos.mat", "annotations and class_names")
+    class_names = _class_names(tree, "cars_annos.mat", mat)
     records = tuple(
         ImageRecord(member=a["relative_im_path"], label=a["class"] - 1,
                     subset="test" if a["test"] else "train", bbox=_bbox(a))
-        for a in _annotations(src, "cars_annos.mat", mat, _ANNOS_FIELDS, len(class_names)))
-    _util.check_present(src, [r.member for r in records], NAME, "cars_annos.mat", _FIX)
-    return DatasetRecords("cars196", layout, class_names, records, src, src.fingerprint)
+        for a in _annotations(tree, "cars_annos.mat", mat, _ANNOS_FIELDS, len(class_names)))
+    _util.check_present(tree, [r.member for r in records], NAME, "cars_annos.mat", _FIX)
+    return DatasetRecords("cars196", layout, class_names, records, tree, tree.fingerprint)
 
   meta = "devkit/cars_meta.mat"
-  class_names = _class_names(src, meta, _loadmat(src, meta, "class_names"))
-  test_labels = TEST_LABELS if TEST_LABELS in src else f"devkit/{TEST_LABELS}"
-  if test_labels not in src:
-    unlabeled = " (devkit/cars_test_annos.mat has no labels)" if "devkit/cars_test_annos.mat" in src else ""
-    raise DataError(f"{NAME} test labels {TEST_LABELS} are missing from {src.description}{unlabeled}; "
+  class_names = _class_names(tree, meta, _loadmat(tree, meta, "class_names"))
+  test_labels = TEST_LABELS if TEST_LABELS in tree else f"devkit/{TEST_LABELS}"
+  if test_labels not in tree:
+    unlabeled = " (devkit/cars_test_annos.mat has no labels)" if "devkit/cars_test_annos.mat" in tree else ""
+    raise DataError(f"{NAME} test labels {TEST_LABELS} are missing from {tree.description}{unlabeled}; "
                     "download it from the Stanford Cars page and put it in data_dir.")
   records = []
   for subset, member in (("train", "devkit/cars_train_annos.mat"), ("test", test_labels)):
-    mat = _loadmat(src, member, "annotations")
-    for a in _annotations(src, member, mat, _DEVKIT_FIELDS, len(class_names)):
+    mat = _loadmat(tree, member, "annotations")
+    for a in _annotations(tree, member, mat, _DEVKIT_FIELDS, len(class_names)):
       records.append(ImageRecord(member=f'cars_{subset}/{a["fname"]}', label=a["class"] - 1, subset=subset,
                                  bbox=_bbox(a)))
-  _util.check_present(src, [r.member for r in records], NAME, f"cars_train_annos.mat and {TEST_LABELS}", _FIX)
-  return DatasetRecords("cars196", layout, class_names, tuple(records), src, src.fingerprint)
+  _util.check_present(tree, [r.member for r in records], NAME, f"cars_train_annos.mat and {TEST_LABELS}", _FIX)
+  return DatasetRecords("cars196", layout, class_names, tuple(records), tree, tree.fingerprint)
 
 
-def _loadmat(src: archives.Source, member: str, holds: str) -> dict:
-  _util.require(src, member, NAME, holds, _FIX)
+def _loadmat(tree: archives.FileTree, member: str, holds: str) -> dict:
+  _util.require(tree, member, NAME, holds, _FIX)
   try:
-    return scipy.io.loadmat(io.BytesIO(src.read(member)), squeeze_me=True)
+    return scipy.io.loadmat(io.BytesIO(tree.read(member)), squeeze_me=True)
   except DataError:
     raise
   except Exception as e:  # scipy raises ValueError, TypeError, OSError, ... on a bad file
-    raise DataError(f"{NAME} file {src.where(member)} is not a readable MATLAB file ({one_line(e)}); "
+    raise DataError(f"{NAME} file {tree.where(member)} is not a readable MATLAB file ({one_line(e)}); "
                     f"{_FIX}.") from None
 
 
-def _class_names(src: archives.Source, member: str, mat: dict) -> tuple[str, ...]:
-  where = src.where(member)
+def _class_names(tree: archives.FileTree, member: str, mat: dict) -> tuple[str, ...]:
+  where = tree.where(member)
   if "class_names" not in mat:
     raise DataError(f"{where} has no variable class_names; expected a cell of class name strings; {_FIX}.")
   names = np.atleast_1d(mat["class_names"])
@@ -134,10 +134,10 @@ def _class_names(src: archives.Source, member: str, mat: dict) -> tuple[str, ...
   return tuple(str(n) for n in names)
 
 
-def _annotations(src: archives.Source, member: str, mat: dict, fields: tuple[str, ...], num_classes: int
+def _annotations(tree: archives.FileTree, member: str, mat: dict, fields: tuple[str, ...], num_classes: int
                  ) -> list[dict]:
   """The `annotations` struct array as dicts of python values, each entry checked."""
-  where = src.where(member)
+  where = tree.where(member)
   if "annotations" not in mat:
     raise DataError(f'{where} has no variable annotations; expected a struct array with fields '
                     f'{", ".join(fields)}; {_FIX}.')

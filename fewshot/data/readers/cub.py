@@ -38,7 +38,7 @@ def _keep(name: str) -> bool:
   return name.rsplit("/", 1)[-1] in _EXPECTED
 
 
-def locate(data_dir) -> tuple[archives.Source, str]:
+def locate(data_dir) -> tuple[archives.FileTree, str]:
   """The CUB folder or archive and its layout ('folder' or 'archive'), without reading it."""
   return _util.locate_folder_or_archive(data_dir, NAME, FOLDER, "images.txt", _LAYOUT, _keep)
 
@@ -50,17 +50,17 @@ def read_cub(data_dir) -> DatasetRecords:
     DataError: a missing or malformed annotation file (naming file, line and the
       expected form), ids that disagree between files, or listed images missing.
   """
-  src, layout = locate(data_dir)
+  tree, layout = locate(data_dir)
   if layout == "archive":
-    src = _util.archive_root(src, "images.txt", NAME, _FIX)
+    tree = _util.archive_root(tree, "images.txt", NAME, _FIX)
   for member in ("images.txt", "image_class_labels.txt", "classes.txt", "bounding_boxes.txt"):
-    _util.require(src, member, NAME, f"lines {_EXPECTED[member]!r}", _FIX)
+    _util.require(tree, member, NAME, f"lines {_EXPECTED[member]!r}", _FIX)
 
   def rows(member, parse, maxsplit=-1):
     expected = repr(_EXPECTED[member]) + (" with width, height > 0" if member == "bounding_boxes.txt" else "")
-    parsed = _util.parse_rows(src, member, NAME, expected=expected, parse=parse,
+    parsed = _util.parse_rows(tree, member, NAME, expected=expected, parse=parse,
                               fix=_FIX, maxsplit=maxsplit)
-    return _util.unique_ids(parsed, src.where(member), "image id" if member != "classes.txt" else "class id", _FIX)
+    return _util.unique_ids(parsed, tree.where(member), "image id" if member != "classes.txt" else "class id", _FIX)
 
   def image_path(f):
     _util.fields(f, 2)
@@ -73,29 +73,29 @@ def read_cub(data_dir) -> DatasetRecords:
   classes = rows("classes.txt", lambda f: (_util.positive_int(_util.fields(f, 2)[0]), f[1]), maxsplit=1)
   boxes = rows("bounding_boxes.txt", _bbox_row)
   split = None
-  if "train_test_split.txt" in src:
+  if "train_test_split.txt" in tree:
     split = rows("train_test_split.txt", _split_row)
 
   class_ids = sorted(classes)
   if class_ids != list(range(1, len(class_ids) + 1)):
     gap = next(i for i, c in enumerate(class_ids, 1) if c != i)
-    raise DataError(f'{src.where("classes.txt")}: class ids must run 1..{len(class_ids)}, but {gap} is missing; {_FIX}.')
+    raise DataError(f'{tree.where("classes.txt")}: class ids must run 1..{len(class_ids)}, but {gap} is missing; {_FIX}.')
   class_names = tuple(classes[c][1][1] for c in class_ids)
   for table, member in ((labels, "image_class_labels.txt"), (boxes, "bounding_boxes.txt"),
                         (split, "train_test_split.txt")):
     if table is not None:
-      _util.check_same_ids(images, src.where("images.txt"), table, src.where(member), "image id", _FIX)
+      _util.check_same_ids(images, tree.where("images.txt"), table, tree.where(member), "image id", _FIX)
   for image_id, (lineno, (_, class_id)) in labels.items():
     if class_id not in classes:
-      raise _util.bad_line(src.where("image_class_labels.txt"), lineno,
+      raise _util.bad_line(tree.where("image_class_labels.txt"), lineno,
                            f"a class id listed in classes.txt (1..{len(class_ids)})", f"{image_id} {class_id}", _FIX)
 
   records = tuple(
       ImageRecord(member=f"images/{path}", label=labels[image_id][1][1] - 1,
                   subset=None if split is None else split[image_id][1][1], bbox=boxes[image_id][1][1:])
       for image_id, (_, (_, path)) in images.items())
-  _util.check_present(src, [r.member for r in records], NAME, "images.txt", _FIX)
-  return DatasetRecords("cub", layout, class_names, records, src, src.fingerprint)
+  _util.check_present(tree, [r.member for r in records], NAME, "images.txt", _FIX)
+  return DatasetRecords("cub", layout, class_names, records, tree, tree.fingerprint)
 
 
 def _bbox_row(f: list[str]) -> tuple:

@@ -38,7 +38,7 @@ _WNID = re.compile(r"n\d{8}")
 _HEADER = "filename,label"
 
 
-def locate(data_dir) -> tuple[archives.Source, str]:
+def locate(data_dir) -> tuple[archives.FileTree, str]:
   """The mini-ImageNet files in data_dir and their layout ('csv' or 'pickle'), without reading them."""
   root = _util.root_dir(data_dir, NAME, _LAYOUT)
   if not root.is_dir():
@@ -70,20 +70,20 @@ def read_mini_imagenet(data_dir) -> DatasetRecords:
       a listed image missing; an unreadable pickle, one referring to any other Python
       object, or one whose arrays and class_dict disagree.
   """
-  src, layout = locate(data_dir)
+  tree, layout = locate(data_dir)
   if layout == "csv":
-    return _read_csv(src)
-  return _read_pickles(src)
+    return _read_csv(tree)
+  return _read_pickles(tree)
 
 
-def _read_csv(src: archives.Source) -> DatasetRecords:
+def _read_csv(tree: archives.FileTree) -> DatasetRecords:
   split_rows: dict[str, list[tuple[str, str]]] = {}
   seen_file: dict[str, str] = {}
   seen_class: dict[str, str] = {}
   for subset, member in CSV.items():
-    _util.require(src, member, NAME, f"header {_HEADER!r} and <filename>,<wnid> lines", _FIX_CSV)
-    where = src.where(member)
-    lines = _util.text_lines(src, member, NAME, _FIX_CSV)
+    _util.require(tree, member, NAME, f"header {_HEADER!r} and <filename>,<wnid> lines", _FIX_CSV)
+    where = tree.where(member)
+    lines = _util.text_lines(tree, member, NAME, _FIX_CSV)
     if not lines or lines[0][1].replace(" ", "") != _HEADER:
       got = lines[0][1] if lines else ""
       raise _util.bad_line(where, lines[0][0] if lines else 1, f"the header {_HEADER!r}", got, _FIX_CSV)
@@ -109,22 +109,22 @@ def _read_csv(src: archives.Source) -> DatasetRecords:
   label = {w: i for i, w in enumerate(class_names)}
   records = tuple(ImageRecord(member=f"images/{f}", label=label[w], subset=s)
                   for s, rows in split_rows.items() for f, w in rows)
-  _util.check_present(src, [r.member for r in records], NAME, "the split csv files", _FIX_CSV)
-  return DatasetRecords("mini_imagenet", "csv", class_names, records, src, src.fingerprint)
+  _util.check_present(tree, [r.member for r in records], NAME, "the split csv files", _FIX_CSV)
+  return DatasetRecords("mini_imagenet", "csv", class_names, records, tree, tree.fingerprint)
 
 
 def _class_order(classes: dict[str, set[str]]) -> tuple[str, ...]:
   return tuple(w for s in SUBSETS for w in sorted(classes[s]))
 
 
-def _read_pickles(src: archives.Source) -> DatasetRecords:
+def _read_pickles(tree: archives.FileTree) -> DatasetRecords:
   pixels: dict[str, np.ndarray] = {}
   class_rows: dict[str, dict[str, list[int]]] = {}
   seen_class: dict[str, str] = {}
   for subset, member in PICKLE.items():
-    _util.require(src, member, NAME, "a pickled dict of 'image_data' and 'class_dict'", _FIX_PKL)
-    where = src.where(member)
-    images, class_dict = _load_cache(src, member)
+    _util.require(tree, member, NAME, "a pickled dict of 'image_data' and 'class_dict'", _FIX_PKL)
+    where = tree.where(member)
+    images, class_dict = _load_cache(tree, member)
     for wnid in class_dict:
       if seen_class.setdefault(wnid, member) != member:
         raise DataError(f"{NAME} pickle {where} has class {wnid}, which is also in {seen_class[wnid]}; "
@@ -136,13 +136,13 @@ def _read_pickles(src: archives.Source) -> DatasetRecords:
   label = {w: i for i, w in enumerate(class_names)}
   records = tuple(ImageRecord(member=PICKLE[s], label=label[w], subset=s, index=i)
                   for s in SUBSETS for w in sorted(class_rows[s]) for i in class_rows[s][w])
-  return DatasetRecords("mini_imagenet", "pickle", class_names, records, src, src.fingerprint, pixels)
+  return DatasetRecords("mini_imagenet", "pickle", class_names, records, tree, tree.fingerprint, pixels)
 
 
-def _load_cache(src: archives.Source, member: str) -> tuple[np.ndarray, dict[str, list[int]]]:
+def _load_cache(tree: archives.FileTree, member: str) -> tuple[np.ndarray, dict[str, list[int]]]:
   """One cache pickle, validated: (uint8 [N, H, W, 3], {wnid: rows covering 0..N-1 once})."""
-  where = src.where(member)
-  with src.open(member) as f:
+  where = tree.where(member)
+  with tree.open(member) as f:
     try:
       obj = _SafeUnpickler(f, where).load()
     except DataError:

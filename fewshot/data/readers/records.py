@@ -21,7 +21,7 @@ class ImageRecord:
 
   Attributes:
     member: where the image is. For an encoded file (JPEG, PNG), its name in
-      `DatasetRecords.source`; for an image stored as pixels (mini-ImageNet's
+      `DatasetRecords.tree`; for an image stored as pixels (mini-ImageNet's
       pickles), the key of `DatasetRecords.pixels` holding it.
     label: class index into `DatasetRecords.class_names` (0-based).
     subset: the dataset's own partition of images ('train', 'val', 'test'), or None.
@@ -45,7 +45,7 @@ class DatasetRecords:
     layout: which on-disk variant was read (e.g. 'folder', 'archive', 'csv', 'pickle').
     class_names: one name per label, in the dataset's own order.
     records: one per image, in the order of the dataset's annotation files.
-    source: the files (folders and/or archives) that file records are read from.
+    tree: the files (folders and/or archives) that file records are read from.
     fingerprint: names, sizes and mtimes of those files, hashed; keys prepared data.
     pixels: for datasets shipped as arrays, uint8 [N, H, W, C] per key; records
       with `index` set point into them. Empty for file datasets.
@@ -55,7 +55,7 @@ class DatasetRecords:
   layout: str
   class_names: tuple[str, ...]
   records: tuple[ImageRecord, ...]
-  source: archives.Source
+  tree: archives.FileTree
   fingerprint: str
   pixels: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
@@ -87,14 +87,14 @@ class DatasetRecords:
     """
     if record.index is not None:
       return self.pixels[record.member][record.index]
-    return self.source.read(record.member)
+    return self.tree.read(record.member)
 
   def iter_images(self, records: Iterable[ImageRecord] | None = None
                   ) -> Iterator[tuple[ImageRecord, bytes | np.ndarray]]:
     """Yields (record, image) for `records` (default all), in the order cheapest to read.
 
     Pixel records come first, in the given order; file records follow in the
-    source's order (archive order for tar files: one pass over a .tgz).
+    tree's order (archive order for tar files: one pass over a .tgz).
     """
     records = self.records if records is None else tuple(records)
     by_member: dict[str, list[ImageRecord]] = {}
@@ -103,7 +103,7 @@ class DatasetRecords:
         yield r, self.pixels[r.member][r.index]
       else:
         by_member.setdefault(r.member, []).append(r)
-    for member, data in self.source.iter_read(by_member):
+    for member, data in self.tree.iter_read(by_member):
       for r in by_member[member]:
         yield r, data
 

@@ -31,7 +31,7 @@ def _keep(name: str) -> bool:
   return name.rsplit("/", 1)[-1] in FILES.values()
 
 
-def locate(data_dir) -> tuple[archives.Source, str]:
+def locate(data_dir) -> tuple[archives.FileTree, str]:
   """The SOP folder or archive and its layout ('folder' or 'archive'), without reading it."""
   return _util.locate_folder_or_archive(data_dir, NAME, FOLDER, FILES["train"], _LAYOUT, _keep)
 
@@ -44,21 +44,21 @@ def read_sop(data_dir) -> DatasetRecords:
       a class in both files or in two super classes, class ids that do not run
       1..number of classes, or listed images missing.
   """
-  src, layout = locate(data_dir)
+  tree, layout = locate(data_dir)
   if layout == "archive":
-    src = _util.archive_root(src, FILES["train"], NAME, _FIX)
+    tree = _util.archive_root(tree, FILES["train"], NAME, _FIX)
   rows = []
   class_info: dict[int, tuple[int, str, str]] = {}  # class_id -> (super_class_id, folder, where it was first seen)
   subset_of: dict[int, str] = {}
   seen_path: dict[str, str] = {}
   for subset, member in FILES.items():
-    _util.require(src, member, NAME, f"header {_HEADER!r} and one line per image", _FIX)
-    where = src.where(member)
-    lines = _util.text_lines(src, member, NAME, _FIX)
+    _util.require(tree, member, NAME, f"header {_HEADER!r} and one line per image", _FIX)
+    where = tree.where(member)
+    lines = _util.text_lines(tree, member, NAME, _FIX)
     if not lines or " ".join(lines[0][1].split()) != _HEADER:
       raise _util.bad_line(where, lines[0][0] if lines else 1, f"the header {_HEADER!r}",
                            lines[0][1] if lines else "", _FIX)
-    parsed = _util.parse_rows(src, member, NAME, expected="'<image_id> <class_id> <super_class_id> <path>'",
+    parsed = _util.parse_rows(tree, member, NAME, expected="'<image_id> <class_id> <super_class_id> <path>'",
                               parse=_row, fix=_FIX, maxsplit=3, lines=lines[1:])
     _util.unique_ids(parsed, where, "image_id", _FIX)
     for lineno, (_, class_id, super_id, path) in parsed:
@@ -83,8 +83,8 @@ def read_sop(data_dir) -> DatasetRecords:
                     f'but {gap} is missing; {_FIX}.')
   class_names = tuple(f"{_super_name(class_info[c][1])}/{c}" for c in class_ids)
   records = tuple(ImageRecord(member=path, label=class_id - 1, subset=subset) for class_id, subset, path in rows)
-  _util.check_present(src, [r.member for r in records], NAME, " and ".join(FILES.values()), _FIX)
-  return DatasetRecords("sop", layout, class_names, records, src, src.fingerprint)
+  _util.check_present(tree, [r.member for r in records], NAME, " and ".join(FILES.values()), _FIX)
+  return DatasetRecords("sop", layout, class_names, records, tree, tree.fingerprint)
 
 
 def _row(f: list[str]) -> tuple[int, int, int, str]:

@@ -7,7 +7,8 @@ import pathlib
 from typing import Callable, Hashable
 
 from fewshot.errors import RunDirError
-from fewshot.records.rundir import LOCATION_FIELDS, RunDir
+from fewshot.options import LOCATION_FIELDS
+from fewshot.records.rundir import RunDir
 
 
 def finished_results(workdir: pathlib.Path, config) -> dict | None:

@@ -22,7 +22,7 @@ from fewshot.episodic import learning
 from fewshot.episodic.experiment import build_learner, with_values
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
-from fewshot.records.rundir import CHECKPOINT_KINDS, existing_run
+from fewshot.records.rundir import existing_checkpoint
 from fewshot.training import compilation_cache, split_embedding
 from fewshot.training.train_state import run_keys
 
@@ -125,9 +125,7 @@ def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
   value again: ``fewshot.load(workdir, head=my_head)``; without it, a one-line ``ConfigError`` says so.
   ``test_shifts`` replaces the run's ``--test_shifts`` in :meth:`TrainedModel.embed` (None keeps it).
   """
-  if checkpoint not in CHECKPOINT_KINDS:
-    raise ConfigError(f"unknown checkpoint {checkpoint!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
-  rundir = existing_run(workdir)
+  rundir = existing_checkpoint(workdir, checkpoint)
   saved = rundir.read_config()
   config = Config.from_dict(saved)
   if test_shifts is not None:

@@ -8,7 +8,6 @@ that a saved configuration names its data exactly.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from fewshot import choices
 from fewshot.data import options as data_options
@@ -116,8 +115,7 @@ class Config(RunOptions):
     paper = PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])
     self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, paper))
     self.check_fields()  # the resolved defaults too
-    if self.data_dir is not None:
-      object.__setattr__(self, "data_dir", os.path.abspath(os.path.expanduser(self.data_dir)))
+    self.resolve_locations()
 
   @property
   def is_image_dataset(self) -> bool:

@@ -15,21 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING
 
 from absl import flags, logging
 
 from fewshot import cli
 from fewshot.config import Config
-from fewshot.errors import ConfigError, RunDirError
-from fewshot.records.files import finite_json
-from fewshot.records.rundir import CHECKPOINT_KINDS, RunDir, existing_run, write_json_atomic
-
-if TYPE_CHECKING:  # the model machinery is imported where a model is tested, after the flags are checked
-  import numpy as np
-
-  from fewshot.episodic.experiment import Experiment
-  from fewshot.training.train_state import TrainState
+from fewshot.errors import ConfigError
+from fewshot.records.files import finite_json, write_json_atomic
+from fewshot.records.rundir import existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
@@ -59,30 +52,7 @@ def define_flags() -> None:
 FLAGS = flags.FLAGS
 
 
-def _checkpoint(workdir: str, checkpoint: str) -> RunDir:
-  rundir = existing_run(workdir)
-  if checkpoint not in CHECKPOINT_KINDS:
-    raise ConfigError(f"unknown --checkpoint {checkpoint!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
-  if not rundir.has_checkpoint(checkpoint):
-    raise RunDirError(f"{rundir.path} has no {checkpoint!r} checkpoint yet; train it first (python -m fewshot.train "
-                      "--resume), or test the other checkpoint.")
-  return rundir
-
-
-def cached_accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> np.ndarray:
-  """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once."""
-  import numpy as np
-
-  from fewshot.episodic import cached_test, learning  # the model machinery, only where a model is tested
-  from fewshot.episodic.experiment import test_shape
-
-  variables, source = learning.model_variables(state), experiment.sources["test"]
-  embeddings = cached_test.embed_split(experiment.learner, variables, source.images)
-  return np.asarray(cached_test.evaluate_cached(experiment.learner, variables, embeddings, source.layout,
-                                                experiment.keys["test"], num_episodes, test_shape(experiment.config)))
-
-
-def _summary(accuracies: np.ndarray, prefix: str = "") -> dict:
+def _summary(accuracies, prefix: str = "") -> dict:
   from fewshot.analysis import stats
 
   mean, half_width = stats.mean_confidence_interval(100.0 * accuracies)
@@ -102,10 +72,11 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   if cached_episodes is not None and (cached_episodes < 1 or test_by == "episode"):
     raise ConfigError(f"--cached_episodes must be a positive integer with --test_by cached or both, got "
                       f"{cached_episodes} with --test_by {test_by}.")
-  rundir = _checkpoint(workdir, checkpoint)
+  rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = Config.from_dict(rundir.read_config())
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
-  from fewshot.episodic.experiment import Experiment  # the model machinery, once the options and run passed
+  from fewshot.episodic import cached_test  # the model machinery, once the options and run passed
+  from fewshot.episodic.experiment import Experiment
   from fewshot.training import compilation_cache
 
   compilation_cache.enable()
@@ -114,11 +85,11 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   cached_count = cached_episodes or config.test_episodes
   if test_by == "cached":
     results = {"model": config.model_name, "test_query": config.test_query,
-               **_summary(cached_accuracies(experiment, state, cached_count))}
+               **_summary(cached_test.accuracies(experiment, state, cached_count))}
   else:
     results = experiment.test(state)
     if test_by == "both":
-      results.update(_summary(cached_accuracies(experiment, state, cached_count), prefix="cached_"))
+      results.update(_summary(cached_test.accuracies(experiment, state, cached_count), prefix="cached_"))
   results.update(test_by=test_by, checkpoint=checkpoint, checkpoint_episode=rundir.checkpoint_step(checkpoint))
   return results
 
@@ -132,7 +103,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   from fewshot import api  # the model machinery, only where a model is tested
   from fewshot.episodic import lake
 
-  rundir = _checkpoint(workdir, checkpoint)
+  rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = Config.from_dict(rundir.read_config())
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import typing
 
 from fewshot.errors import ConfigError
 from fewshot.training.distributed import Processes
 
+# Where a run reads its data from: not part of the run (a moved dataset is the same run; --resume may name new
+# places), and made absolute by every configuration, so a record names them wherever it is read.
+LOCATION_FIELDS = ("data_dir", "tfds_dir")
 _ABSL_DEFINE = {bool: "DEFINE_bool", int: "DEFINE_integer", float: "DEFINE_float", str: "DEFINE_string"}
 
 
@@ -43,6 +47,12 @@ class RunOptions:
       if meta.get("positive") and value is not None and value <= 0:
         kind = "a positive integer" if isinstance(value, int) else "positive"
         raise ConfigError(f"--{f.name} must be {kind}, got {value}.")
+
+  def resolve_locations(self) -> None:
+    """Make the :data:`LOCATION_FIELDS` the configuration has absolute (``~`` expanded)."""
+    for name in LOCATION_FIELDS:
+      if getattr(self, name, None) is not None:
+        object.__setattr__(self, name, os.path.abspath(os.path.expanduser(getattr(self, name))))
 
   def set_default(self, name: str, value) -> None:
     """Resolve a field left at None (frozen dataclasses resolve their defaults in ``__post_init__``)."""

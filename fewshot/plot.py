@@ -35,9 +35,9 @@ from fewshot import cli
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
+from fewshot.options import LOCATION_FIELDS
 from fewshot.records.files import check_writable, make_dirs
 from fewshot.records.reading import protocol_warning, read_run, run_labels
-from fewshot.records.rundir import LOCATION_FIELDS
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))

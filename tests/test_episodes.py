@@ -169,7 +169,7 @@ def test_episode_shape_rejects_non_positive_sizes(way, shot, query):
 
 def test_grouped_draws_take_every_episode_s_classes_from_one_large_enough_group():
   groups = np.array([0, 1, 1, 2, 2, 2, 1], np.int32)  # group 0 has one class: too small for 2-way episodes
-  grouped = sources.DeviceSource.from_split(SPLIT, class_groups=groups)
+  grouped = sources.DeviceSource.from_split(SPLIT, superclasses=groups)
   keys = jax.random.split(jax.random.key(3), N_EPISODES)
   shape = EpisodeShape(2, 1, 4)
   draw = jax.jit(lambda keys, source: jax.lax.map(lambda k: episodes.sample_episode(k, source, shape), keys))
@@ -184,6 +184,6 @@ def test_grouped_draws_take_every_episode_s_classes_from_one_large_enough_group(
   assert class_freq[0] == 0 and chi_square(class_freq[1:], expected[1:]) < loose_bound(NUM_CLASSES - 3)
   # The images of a drawn class are still the class's own.
   np.testing.assert_array_equal(CLASS_OF[index_of(eps.support_images)], eps.classes)
-  with pytest.raises(DataError, match="larger than the largest group of the train split .3 classes.*--way 3 or less"):
-    class_draws.check_groups_fit(groups, "train", "--way", 4)
-  class_draws.check_groups_fit(groups, "train", "--way", 3)
+  with pytest.raises(DataError, match="larger than the largest superclass .alphabet. of the train split .3 classes.*--way 3 or less"):
+    class_draws.check_superclasses_fit(groups, "train", "--way", 4)
+  class_draws.check_superclasses_fit(groups, "train", "--way", 3)

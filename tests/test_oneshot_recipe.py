@@ -158,7 +158,7 @@ def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leave
   classes = np.stack([np.asarray(episodes.sample_episode(k, built.sources["train"], EpisodeShape(5, 1, 1)).classes)
                       for k in keys])
   assert all(len(set(alphabet[c])) == 1 for c in classes) and len(set(alphabet[classes[:, 0]])) == 2
-  assert built.sources["val"].layout.class_groups is None and built.sources["test"].layout.class_groups is None
+  assert built.sources["val"].layout.superclasses is None and built.sources["test"].layout.superclasses is None
   with pytest.raises(ConfigError, match="one Omniglot alphabet; strokes has none"):
     Config(dataset="strokes", within_alphabet=True)
   with pytest.raises(DataError, match="--way 28 or less"):  # the larger alphabet trains 7 characters x 4 rotations

@@ -5,7 +5,6 @@ defaults, SPEC §7), its help and validation; the flags are generated from these
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from fewshot import choices
 from fewshot.data import options as data_options
@@ -72,9 +71,7 @@ class DMLConfig(RunOptions):
     self.set_default("epochs", DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS))
     self.set_default("loss_learning_rate", self.learning_rate)
     self.check_fields()  # the resolved defaults too
-    for name in ("data_dir", "tfds_dir"):
-      if getattr(self, name) is not None:
-        object.__setattr__(self, name, os.path.abspath(os.path.expanduser(getattr(self, name))))
+    self.resolve_locations()
 
   @property
   def custom_loss(self) -> bool:

@@ -139,12 +139,12 @@ class Experiment:
     stored = next(iter(loaded.values())).image_shape
     if stored[-1] != config.channels:
       raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
-    class_groups = {}
+    superclasses = {}
     if config.within_alphabet and "train" in loaded:
-      class_groups["train"] = omniglot.alphabets(loaded["train"].class_names)
-      class_draws.check_groups_fit(class_groups["train"], "train", "--way", config.way)
+      superclasses["train"] = omniglot.alphabets(loaded["train"].class_names)
+      class_draws.check_superclasses_fit(superclasses["train"], "train", "--way", config.way)
     if seeds is None:
-      placed = {name: sources.place(split, placement, class_groups=class_groups.get(name))
+      placed = {name: sources.place(split, placement, superclasses=superclasses.get(name))
                 for name, split in loaded.items()}
       # The learner is initialised on what the backbone sees, after the transforms.
       return cls(config, learner, placed, config.input_shape, run_keys(config.seed))
@@ -155,7 +155,7 @@ class Experiment:
     check_memory(group, lambda: learning.step_memory_bytes(learner, config.input_shape, stored_shape), shared)
     padded = tuple(group.pad(list(seeds)))
     placed = {name: sources.place(split, placement, device=group.replicated, run_sharding=group.runs,
-                                  class_groups=class_groups.get(name))
+                                  superclasses=superclasses.get(name))
               for name, split in loaded.items()}
     keys = {stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
     return cls(config, learner, placed, config.input_shape, keys, group, padded)

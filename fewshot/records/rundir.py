@@ -8,9 +8,8 @@ Layout::
   <workdir>/checkpoints/best  the train state with the best validation score
   <workdir>/results.json      test results of the best checkpoint
 
-Every file is written atomically (a temporary file renamed into place; orbax, or
-:mod:`fewshot.records.local_checkpoints` for a group over several processes, does the same for
-checkpoints), so a run killed at any moment leaves each file whole. Both trainers write
+Every file is written atomically (a temporary file renamed into place; checkpoints likewise,
+:mod:`fewshot.records.checkpoints`), so a run killed at any moment leaves each file whole. Both trainers write
 through :class:`RunDir`, and ``evaluate`` and ``fewshot.load`` read through it
 (``analyze`` and ``plot`` read the records through :mod:`fewshot.records.reading`):
 :func:`open_for_training` is the one rule for reusing a directory, :func:`existing_run`
@@ -24,13 +23,10 @@ import os
 import pathlib
 from typing import Any
 
-from fewshot.errors import ConfigError, RunDirError
-from fewshot.records import local_checkpoints
+from fewshot.errors import RunDirError
+from fewshot.options import LOCATION_FIELDS
+from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import check_writable, finite_json, make_dirs, write_json_atomic
-
-CHECKPOINT_KINDS = ("last", "best")
-# Where the data was read from does not change a run: a moved dataset is the same run.
-LOCATION_FIELDS = ("data_dir", "tfds_dir")
 
 
 class RunDir:
@@ -41,7 +37,7 @@ class RunDir:
     self.config_path = self.path / "config.json"
     self.metrics_path = self.path / "metrics.jsonl"
     self.results_path = self.path / "results.json"
-    self._managers: dict = {}
+    self.checkpoints = Checkpoints(self.path / "checkpoints")
 
   def holds_run(self) -> bool:
     return self.config_path.exists()
@@ -85,79 +81,21 @@ class RunDir:
   def write_results(self, results: dict) -> None:
     write_json_atomic(self.results_path, finite_json(results))
 
+  # ---- checkpoints (fewshot.records.checkpoints) --------------------------------------------
   def has_checkpoint(self, kind: str) -> bool:
     """Whether ``checkpoints/<kind>`` holds a saved step (read from its folder names: no orbax needed)."""
-    folder = self.path / "checkpoints" / kind
-    return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
-
-  # ---- checkpoints -------------------------------------------------------------------------
-  def _manager(self, kind: str):
-    import orbax.checkpoint as ocp  # only where checkpoints are touched: reading records needs no orbax
-
-    if kind not in self._managers:
-      options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False, create=True)
-      self._managers[kind] = ocp.CheckpointManager(self.path / "checkpoints" / kind, options=options,
-                                                   item_handlers=ocp.StandardCheckpointHandler())
-    return self._managers[kind]
-
-  def _local(self, kind: str, writing: bool = False) -> bool:
-    """Whether this kind's checkpoint is (or, ``writing``, will be) a :mod:`fewshot.records.local_checkpoints` one: a
-    run written by one of several processes, which orbax cannot write; a run then stays in that kind.
-    """
-    if local_checkpoints.holds(self.path / "checkpoints" / kind):
-      return True
-    if not writing:
-      return False
-    import jax
-
-    return jax.process_count() > 1
+    return self.checkpoints.has(kind)
 
   def checkpoint_step(self, kind: str) -> int | None:
     """Steps trained at the saved checkpoint of this kind, or None if there is none."""
-    folder = self.path / "checkpoints" / kind
-    if not folder.exists():
-      return None
-    if self._local(kind):
-      return local_checkpoints.steps(folder)[-1]
-    return self._manager(kind).latest_step()
+    return self.checkpoints.step(kind)
 
   def save_checkpoint(self, kind: str, step: int, state: Any) -> None:
-    import orbax.checkpoint as ocp
-
-    if self._local(kind, writing=True):
-      return local_checkpoints.save(self.path / "checkpoints" / kind, step, state)
-    manager = self._manager(kind)
-    if step in manager.all_steps():  # a resumed run replaying a checkpoint it had saved
-      manager.delete(step)
-    manager.save(step, args=ocp.args.StandardSave(state))
-    manager.wait_until_finished()
+    self.checkpoints.save(kind, step, state)
 
   def restore_checkpoint(self, kind: str, like: Any) -> Any:
     """Restore the checkpoint of this kind into the structure, shapes and dtypes of ``like``."""
-    import orbax.checkpoint as ocp
-
-    if kind not in CHECKPOINT_KINDS:
-      raise ConfigError(f"there is no {kind!r} checkpoint; choose one of {', '.join(CHECKPOINT_KINDS)}.")
-    step = self.checkpoint_step(kind)
-    if step is None:
-      raise RunDirError(f"{self.path} has no {kind} checkpoint; train it first (or use the other checkpoint).")
-    if self._local(kind):
-      return local_checkpoints.restore(self.path / "checkpoints" / kind, step, like)
-    manager = self._manager(kind)
-    stored = set(manager.item_metadata(step).keys())
-    if "episode" in stored and "step" not in stored and hasattr(like, "step"):
-      return _restore_episode_checkpoint(manager, step, like)
-    return manager.restore(step, args=ocp.args.StandardRestore(like))
-
-  def drop_checkpoints_after(self, step: int) -> None:
-    """Forget checkpoints newer than ``step`` (a resumed run replays those steps)."""
-    for kind in CHECKPOINT_KINDS:
-      saved = self.checkpoint_step(kind)
-      if saved is not None and saved > step:
-        if self._local(kind):
-          local_checkpoints.delete(self.path / "checkpoints" / kind, saved)
-        else:
-          self._manager(kind).delete(saved)
+    return self.checkpoints.restore(kind, like)
 
   def resume(self, state: Any, step_key: str) -> tuple[Any, list[dict]]:
     """Continue from the ``last`` checkpoint: ``(state, metrics rows up to it)``; ``(state, [])`` if none.
@@ -175,7 +113,7 @@ class RunDir:
       ends = f"ends at {step_key} {kept[-1][step_key]}" if kept else "has no rows"
       raise RunDirError(f"{self.metrics_path} {ends} but checkpoints/last is at {step_key} {done}: rows are missing; "
                         "restore the file, or train the run again in a new --workdir.")
-    self.drop_checkpoints_after(done)
+    self.checkpoints.drop_after(done)
     return state, kept
 
 
@@ -189,16 +127,6 @@ def _read_rows(path: pathlib.Path) -> list[dict]:
         raise RunDirError(f"{path} line {number} is not JSON (the file was cut short or edited); restore it, or "
                           "delete that line and the ones after it to resume from the rows before.") from None
   return rows
-
-
-def _restore_episode_checkpoint(manager, step: int, like: Any) -> Any:
-  """A few-shot checkpoint saved before the shared TrainState, which counted its steps as "episode"."""
-  import orbax.checkpoint as ocp
-
-  target = {"episode": like.step, "params": like.params, "batch_stats": like.batch_stats, "opt_state": like.opt_state}
-  restored = manager.restore(step, args=ocp.args.StandardRestore(target))
-  return like.replace(step=restored["episode"], params=restored["params"], batch_stats=restored["batch_stats"],
-                      opt_state=restored["opt_state"])
 
 
 def _check_resumable(rundir: RunDir) -> None:
@@ -273,4 +201,16 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
     raise RunDirError(f"run directory {path} is empty; {fix}.")
   if not rundir.holds_run():
     raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
+  return rundir
+
+
+def existing_checkpoint(path: str | os.PathLike, kind: str, option: str = "checkpoint") -> RunDir:
+  """The run directory at ``path``, refused in one line unless it holds a run with a ``kind`` checkpoint
+  (``option`` names the flag or argument that chose the kind).
+  """
+  rundir = existing_run(path)
+  check_kind(kind, option)
+  if not rundir.has_checkpoint(kind):
+    raise RunDirError(f"{rundir.path} has no {kind!r} checkpoint yet; train it first (python -m fewshot.train "
+                      "--resume), or test the other checkpoint.")
   return rundir

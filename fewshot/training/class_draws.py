@@ -1,8 +1,8 @@
 """What a step draws from a split: which classes, and which images of each, as a pure function of a key.
 
-:class:`ClassLayout` is all the draw needs of a split (its classes' offsets and sizes, optionally a group per
-class); :func:`sample_class_images` is the one draw of few-shot episodes and metric-learning batches alike,
-wherever the split's images live (:mod:`fewshot.training.sources`); :func:`check_fits` and :func:`check_groups_fit`
+:class:`ClassLayout` is all the draw needs of a split (its classes' offsets and sizes, optionally a superclass
+per class); :func:`sample_class_images` is the one draw of few-shot episodes and metric-learning batches alike,
+wherever the split's images live (:mod:`fewshot.training.sources`); :func:`check_fits` and :func:`check_superclasses_fit`
 refuse, in one line, a split that cannot supply the draws asked for.
 """
 
@@ -21,23 +21,23 @@ from fewshot.errors import DataError
 class ClassLayout:
   """Where each class of a split starts and how many images it has: all that drawing indices needs.
 
-  With ``class_groups`` (a group per class, e.g. Omniglot's alphabets) every draw takes its classes from one
-  group (:func:`sample_class_images`).
+  With ``superclasses`` (a superclass per class, e.g. Omniglot's alphabets) every draw takes its classes from
+  one superclass (:func:`sample_class_images`).
   """
 
   class_offsets: jax.Array  # int32 [num_classes]
   class_counts: jax.Array  # int32 [num_classes]
   max_count: int = flax.struct.field(pytree_node=False)
-  class_groups: jax.Array | None = None  # int32 [num_classes] in 0..num_groups-1
-  num_groups: int = flax.struct.field(pytree_node=False, default=0)
+  superclasses: jax.Array | None = None  # int32 [num_classes] in 0..num_superclasses-1
+  num_superclasses: int = flax.struct.field(pytree_node=False, default=0)
 
   @classmethod
-  def from_split(cls, split: Split, device=None, class_groups: np.ndarray | None = None) -> ClassLayout:
+  def from_split(cls, split: Split, device=None, superclasses: np.ndarray | None = None) -> ClassLayout:
     put = lambda a: jax.device_put(a, device)
-    grouped = {} if class_groups is None else dict(class_groups=put(np.asarray(class_groups, np.int32)),
-                                                   num_groups=int(np.max(class_groups)) + 1)
+    nested = {} if superclasses is None else dict(superclasses=put(np.asarray(superclasses, np.int32)),
+                                                   num_superclasses=int(np.max(superclasses)) + 1)
     return cls(class_offsets=put(split.class_offsets), class_counts=put(split.class_counts),
-               max_count=int(split.class_counts.max()), **grouped)
+               max_count=int(split.class_counts.max()), **nested)
 
   @property
   def num_classes(self) -> int:
@@ -53,10 +53,10 @@ def sample_class_images(key: jax.Array, layout: ClassLayout, num_classes: int,
   Episodes never hit that case, since :func:`check_fits` rejects such splits up front.
   """
   class_key, image_key = jax.random.split(key)
-  if layout.class_groups is None:
+  if layout.superclasses is None:
     classes = jax.random.choice(class_key, layout.num_classes, (num_classes,), replace=False)
   else:
-    classes = _classes_of_one_group(class_key, layout.class_groups, layout.num_groups, num_classes)
+    classes = _classes_of_one_superclass(class_key, layout.superclasses, layout.num_superclasses, num_classes)
   counts = layout.class_counts[classes]
   # Distinct images per class: the top per_class of uniform scores over the class's
   # slots, with slots past the class's size scored below any real one.
@@ -66,24 +66,25 @@ def sample_class_images(key: jax.Array, layout: ClassLayout, num_classes: int,
   return classes, layout.class_offsets[classes][:, None] + within_class % counts[:, None]
 
 
-def _classes_of_one_group(key: jax.Array, class_groups: jax.Array, num_groups: int, num_classes: int) -> jax.Array:
-  """``num_classes`` distinct classes of one group, the group drawn in proportion to its classes among the groups
-  that have enough of them (:func:`check_groups_fit` makes sure one does).
+def _classes_of_one_superclass(key: jax.Array, superclasses: jax.Array, num_superclasses: int,
+                               num_classes: int) -> jax.Array:
+  """``num_classes`` distinct classes of one superclass, drawn in proportion to its classes among the superclasses
+  that have enough of them (:func:`check_superclasses_fit` makes sure one does).
   """
-  group_key, class_key = jax.random.split(key)
-  sizes = jnp.zeros(num_groups, jnp.int32).at[class_groups].add(1)
+  superclass_key, class_key = jax.random.split(key)
+  sizes = jnp.zeros(num_superclasses, jnp.int32).at[superclasses].add(1)
   weights = jnp.where(sizes >= num_classes, sizes, 0).astype(jnp.float32)
-  group = jax.random.choice(group_key, num_groups, p=weights / weights.sum())
-  scores = jnp.where(class_groups == group, jax.random.uniform(class_key, class_groups.shape), -1.0)
+  superclass = jax.random.choice(superclass_key, num_superclasses, p=weights / weights.sum())
+  scores = jnp.where(superclasses == superclass, jax.random.uniform(class_key, superclasses.shape), -1.0)
   return jax.lax.top_k(scores, num_classes)[1]
 
 
-def check_groups_fit(class_groups: np.ndarray, split_name: str, flag: str, num_classes: int) -> None:
-  """Raise a one-line ``DataError`` if no group has ``num_classes`` classes to draw from."""
-  largest = int(np.bincount(class_groups).max()) if len(class_groups) else 0
+def check_superclasses_fit(superclasses: np.ndarray, split_name: str, flag: str, num_classes: int) -> None:
+  """Raise a one-line ``DataError`` if no superclass has ``num_classes`` classes to draw from."""
+  largest = int(np.bincount(superclasses).max()) if len(superclasses) else 0
   if num_classes > largest:
-    raise DataError(f"{flag} {num_classes} is larger than the largest group of the {split_name} split ({largest} "
-                    f"classes), and every episode draws its classes from one group; use {flag} {largest} or less.")
+    raise DataError(f"{flag} {num_classes} is larger than the largest superclass (alphabet) of the {split_name} split ({largest} "
+                    f"classes), and every episode draws its classes from one superclass; use {flag} {largest} or less.")
 
 
 def check_fits(split: Split, split_name: str, classes: tuple[str, int], images: dict[str, int] | None = None) -> None:

@@ -123,8 +123,8 @@ class DeviceSource:
   layout: ClassLayout
 
   @classmethod
-  def from_split(cls, split: Split, device=None, class_groups: np.ndarray | None = None) -> DeviceSource:
-    return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device, class_groups))
+  def from_split(cls, split: Split, device=None, superclasses: np.ndarray | None = None) -> DeviceSource:
+    return cls(images=jax.device_put(split.images, device), layout=ClassLayout.from_split(split, device, superclasses))
 
   @property
   def num_classes(self) -> int:
@@ -152,12 +152,12 @@ class HostSource:
   """A split in host memory: images as numpy, the class layout on the device for the index draws."""
 
   def __init__(self, split: Split, device=None, block_bytes: int = BLOCK_BYTES, prefetch: int = PREFETCH,
-               run_sharding=None, class_groups: np.ndarray | None = None):
+               run_sharding=None, superclasses: np.ndarray | None = None):
     """``device``: a device or a (replicated) sharding; ``run_sharding``: where a group's blocks go (their
     leading run axis sharded over the devices), None to put them like the rest.
     """
     self.images, self.device, self.run_sharding = split.images, device, run_sharding
-    self.layout = ClassLayout.from_split(split, device, class_groups)
+    self.layout = ClassLayout.from_split(split, device, superclasses)
     self.block_bytes, self.prefetch = block_bytes, prefetch
 
   @property
@@ -212,18 +212,18 @@ class HostSource:
 
 
 def place(split: Split, placement: str = "auto", budget_bytes: int = DEVICE_BUDGET_BYTES, device=None,
-          run_sharding=None, class_groups: np.ndarray | None = None) -> DeviceSource | HostSource:
+          run_sharding=None, superclasses: np.ndarray | None = None) -> DeviceSource | HostSource:
   """The split as a source: resident on the device, or streamed from host memory.
 
   ``auto`` keeps a split on the device when :func:`fits_on_device`; ``device`` and ``host``
   force one path. Either way a run sees the same draws. ``device`` may be a sharding: a
   group of runs sharded over several devices keeps a copy of the split on each
   (``NamedSharding(mesh, P())``) and streams its draws sharded by run (``run_sharding``).
-  ``class_groups`` (see :class:`ClassLayout`) makes each draw's classes one group's.
+  ``superclasses`` (see :class:`ClassLayout`) makes each draw's classes one group's.
   """
   if placement not in PLACEMENTS:
     raise DataError(f"Unknown placement {placement!r}; choose one of {', '.join(PLACEMENTS)}.")
   on_host = placement == "host" or (placement == "auto" and not fits_on_device(split.images.nbytes, budget_bytes))
   if on_host:
-    return HostSource(split, device, run_sharding=run_sharding, class_groups=class_groups)
-  return DeviceSource.from_split(split, device, class_groups)
+    return HostSource(split, device, run_sharding=run_sharding, superclasses=superclasses)
+  return DeviceSource.from_split(split, device, superclasses)

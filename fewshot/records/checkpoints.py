@@ -1,0 +1,116 @@
+"""A run's checkpoints: ``checkpoints/last`` (resume from here) and ``checkpoints/best``, one step kept in each.
+
+Orbax writes them (a temporary folder renamed into place, so a run killed at any moment keeps its last whole
+checkpoint), except for a run that one of several processes writes alone, which orbax refuses: those are
+:mod:`fewshot.records.local_checkpoints` (Flax msgpack, written the same way), and a run stays in the kind it
+started with. orbax and JAX are imported inside the methods that read or write a checkpoint, so that reading a
+run's records needs neither.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.records import local_checkpoints
+
+CHECKPOINT_KINDS = ("last", "best")
+
+
+def check_kind(kind: str, option: str = "checkpoint") -> str:
+  """``kind`` if it names a checkpoint kind, else a one-line ``ConfigError`` naming ``option`` (the flag or
+  argument that chose it).
+  """
+  if kind not in CHECKPOINT_KINDS:
+    raise ConfigError(f"unknown {option} {kind!r}; choose one of {', '.join(CHECKPOINT_KINDS)}.")
+  return kind
+
+
+class Checkpoints:
+  """The ``checkpoints/`` folder of one run directory."""
+
+  def __init__(self, folder: pathlib.Path):
+    self.folder = folder
+    self._managers: dict = {}
+
+  def _manager(self, kind: str):
+    import orbax.checkpoint as ocp  # only where checkpoints are touched: reading records needs no orbax
+
+    if kind not in self._managers:
+      options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False, create=True)
+      self._managers[kind] = ocp.CheckpointManager(self.folder / kind, options=options,
+                                                   item_handlers=ocp.StandardCheckpointHandler())
+    return self._managers[kind]
+
+  def _local(self, kind: str, writing: bool = False) -> bool:
+    """Whether this kind's checkpoint is (or, ``writing``, will be) a :mod:`fewshot.records.local_checkpoints` one:
+    a run written by one of several processes, which orbax cannot write; a run then stays in that kind.
+    """
+    if local_checkpoints.holds(self.folder / kind):
+      return True
+    if not writing:
+      return False
+    import jax
+
+    return jax.process_count() > 1
+
+  def has(self, kind: str) -> bool:
+    """Whether ``kind`` holds a saved step (read from its folder names: no orbax needed)."""
+    folder = self.folder / kind
+    return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
+
+  def step(self, kind: str) -> int | None:
+    """Steps trained at the saved checkpoint of this kind, or None if there is none."""
+    if not (self.folder / kind).exists():
+      return None
+    if self._local(kind):
+      return local_checkpoints.steps(self.folder / kind)[-1]
+    return self._manager(kind).latest_step()
+
+  def save(self, kind: str, step: int, state: Any) -> None:
+    import orbax.checkpoint as ocp
+
+    if self._local(kind, writing=True):
+      return local_checkpoints.save(self.folder / kind, step, state)
+    manager = self._manager(kind)
+    if step in manager.all_steps():  # a resumed run replaying a checkpoint it had saved
+      manager.delete(step)
+    manager.save(step, args=ocp.args.StandardSave(state))
+    manager.wait_until_finished()
+
+  def restore(self, kind: str, like: Any) -> Any:
+    """The checkpoint of this kind in the structure, shapes and dtypes of ``like``."""
+    import orbax.checkpoint as ocp
+
+    check_kind(kind)
+    step = self.step(kind)
+    if step is None:
+      raise RunDirError(f"{self.folder.parent} has no {kind} checkpoint; train it first (or use the other checkpoint).")
+    if self._local(kind):
+      return local_checkpoints.restore(self.folder / kind, step, like)
+    manager = self._manager(kind)
+    stored = set(manager.item_metadata(step).keys())
+    if "episode" in stored and "step" not in stored and hasattr(like, "step"):
+      return _restore_episode_checkpoint(manager, step, like)
+    return manager.restore(step, args=ocp.args.StandardRestore(like))
+
+  def drop_after(self, step: int) -> None:
+    """Forget checkpoints newer than ``step`` (a resumed run replays those steps)."""
+    for kind in CHECKPOINT_KINDS:
+      saved = self.step(kind)
+      if saved is not None and saved > step:
+        if self._local(kind):
+          local_checkpoints.delete(self.folder / kind, saved)
+        else:
+          self._manager(kind).delete(saved)
+
+
+def _restore_episode_checkpoint(manager, step: int, like: Any) -> Any:
+  """A few-shot checkpoint saved before the shared TrainState, which counted its steps as "episode"."""
+  import orbax.checkpoint as ocp
+
+  target = {"episode": like.step, "params": like.params, "batch_stats": like.batch_stats, "opt_state": like.opt_state}
+  restored = manager.restore(step, args=ocp.args.StandardRestore(target))
+  return like.replace(step=restored["episode"], params=restored["params"], batch_stats=restored["batch_stats"],
+                      opt_state=restored["opt_state"])

@@ -129,7 +129,7 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
         times[name].append(time.perf_counter() - start)
     t = {name: statistics.median(v) for name, v in times.items()}
     group_total = runs * episodes / t["group"]
-    row = {"size": size, "head": head, "runs": runs, "devices": placement.num_devices,
+    row = {"size": size, "head": head, "runs": runs, "devices": group.num_devices,
            "group_episodes_per_s": group_total, "per_run_episodes_per_s": group_total / runs,
            "sequential_episodes_per_s": episodes / t["single"],
            "group_vs_sequential": group_total / (episodes / t["single"]),

@@ -1,7 +1,8 @@
 """fewshot: few-shot episodic learning and deep metric learning in JAX/Flax.
 
-``fewshot.load``, ``fewshot.build`` and ``fewshot.TrainedModel`` are imported on first use,
-so that light tools (``python -m fewshot.analyze``) start without the model machinery.
+``fewshot.load``, ``fewshot.build`` and ``fewshot.TrainedModel`` (:mod:`fewshot.api`) are imported on first use,
+so that light tools (``python -m fewshot.analyze``) start without the model machinery. How the package is organised,
+and what each folder may import: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ shell's status for SIGINT. Nothing here imports JAX: a command checks its flags 
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import signal
 import socket
 import sys
@@ -16,7 +18,9 @@ from typing import Callable
 
 from absl import app, flags
 
-from fewshot.errors import FewshotError
+from fewshot import options
+from fewshot.errors import ConfigError, FewshotError
+from fewshot.training.distributed import Processes
 
 INTERRUPTED = 130  # 128 + SIGINT
 
@@ -89,3 +93,88 @@ def _exit_at_once_on_ctrl_c() -> None:
         _exit_interrupted(_interrupted_message())
 
   threading.Thread(target=watch, name="fewshot-ctrl-c", daemon=True).start()
+
+
+# ---- the training commands' shared flags and main ------------------------------------------------------------
+_SEEDS = re.compile(r"^\d+(-\d+)?$")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+  """``"0-7"``, ``"0,3,5"`` or a mix (``"0-3,9"``) as the seeds, in order; a one-line ``ConfigError`` otherwise."""
+  fix = "pass --seeds as a range 0-7 or a list 0,3,5 of distinct non-negative integers"
+  parts = [p.strip() for p in str(text).split(",")]
+  if not text or not all(_SEEDS.match(p) for p in parts):
+    raise ConfigError(f"--seeds {text!r} is not a list of seeds; {fix}.")
+  seeds = []
+  for part in parts:
+    first, _, last = part.partition("-")
+    lo, hi = int(first), int(last or first)
+    if hi < lo:
+      raise ConfigError(f"--seeds range {part} runs backwards; write it {hi}-{lo}.")
+    seeds.extend(range(lo, hi + 1))
+  if len(set(seeds)) < len(seeds):  # linear: a set of what was seen, not a count per seed
+    seen = set()
+    repeated = next(s for s in seeds if s in seen or seen.add(s))
+    raise ConfigError(f"--seeds names seed {repeated} twice; {fix}.")
+  return tuple(seeds)
+
+
+def define_run_flags(default_workdir: str) -> None:
+  """The flags of a training command that are not part of the run's configuration: where it runs and is written."""
+  from absl import flags
+
+  from fewshot.choices import PLACEMENTS
+
+  flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
+                    "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
+  flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
+                      "holds the group's run directories, default runs)")
+  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
+                    "--tfds_dir may name new places, which the resumed run then reads (and records)")
+  flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
+  # A seed group over several processes (hosts): fewshot.training.distributed.
+  flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: HOST:PORT "
+                      "of process 0, the same for every process (with --num_processes and --process_id)")
+  flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")
+  flags.DEFINE_integer("process_id", None, "this process's index, 0 to --num_processes - 1 (with "
+                       "--coordinator_address)")
+
+
+def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
+  """A seed group's seeds and run directories (``<--workdir>/<run name>``) from ``--seeds``; None for one run."""
+  from absl import flags
+
+  values = flags.FLAGS
+  if values.seeds is None:
+    return None
+  if values["seed"].present:
+    raise ConfigError("--seeds trains a group and --seed a single run; pass one of them.")
+  seeds = parse_seeds(values.seeds)
+  parent = values.workdir or "runs"
+  return seeds, [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
+
+
+def train_from_flags(config_type, train, train_group, format_results, **train_options) -> None:
+  """A trainer's ``main``: one run (``--seed``) or a seed group (``--seeds``) of the parsed flags, results printed."""
+  from absl import flags, logging
+
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  values = flags.FLAGS
+  config = options.from_flags(config_type)
+  group = seed_group_from_flags(config)
+  processes = Processes(values.coordinator_address, values.num_processes, values.process_id)
+  if processes.several and group is None:
+    raise ConfigError("several processes train a seed group, each writing its own runs; pass --seeds (a single run "
+                      "trains in one process).")
+  processes.initialize()
+  if group is None:
+    results = train(config, values.workdir or f"runs/{config.run_name}", resume=values.resume,
+                    placement=values.placement, **train_options)
+    print(format_results(config, results))
+    print(f"run directory: {results['workdir']}")
+    return
+  seeds, workdirs = group
+  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=values.resume,
+                                                                  placement=values.placement)):
+    if results is not None:  # another host's run
+      print(f"seed {seed} [{workdir}]:\n{format_results(config, results)}")

@@ -18,7 +18,6 @@ import os
 import typing
 
 from fewshot.errors import ConfigError
-from fewshot.training.distributed import Processes
 
 # Where a run reads its data from: not part of the run (a moved dataset is the same run; --resume may name new
 # places), and made absolute by every configuration, so a record names them wherever it is read.
@@ -91,69 +90,6 @@ def define_flags(config_type, flag_values=None) -> None:
       help_text += f" (one of {', '.join(map(str, f.metadata['choices']))})"
     define = getattr(flags, _ABSL_DEFINE[_flag_type(hints[f.name])])
     define(f.name, f.default, help_text, flag_values=flag_values)
-
-
-def define_run_flags(default_workdir: str) -> None:
-  """The flags of a training command that are not part of the run's configuration: where it runs and is written."""
-  from absl import flags
-
-  from fewshot.choices import PLACEMENTS
-
-  flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
-                    "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
-  flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
-                      "holds the group's run directories, default runs)")
-  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
-                    "--tfds_dir may name new places, which the resumed run then reads (and records)")
-  flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
-  # A seed group over several processes (hosts): fewshot.training.distributed.
-  flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: HOST:PORT "
-                      "of process 0, the same for every process (with --num_processes and --process_id)")
-  flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")
-  flags.DEFINE_integer("process_id", None, "this process's index, 0 to --num_processes - 1 (with "
-                       "--coordinator_address)")
-
-
-def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
-  """A seed group's seeds and run directories (``<--workdir>/<run name>``) from ``--seeds``; None for one run."""
-  from absl import flags
-
-  from fewshot.training.seed_groups import parse_seeds
-
-  values = flags.FLAGS
-  if values.seeds is None:
-    return None
-  if values["seed"].present:
-    raise ConfigError("--seeds trains a group and --seed a single run; pass one of them.")
-  seeds = parse_seeds(values.seeds)
-  parent = values.workdir or "runs"
-  return seeds, [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
-
-
-def train_from_flags(config_type, train, train_group, format_results, **train_options) -> None:
-  """A trainer's ``main``: one run (``--seed``) or a seed group (``--seeds``) of the parsed flags, results printed."""
-  from absl import flags, logging
-
-  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  values = flags.FLAGS
-  config = from_flags(config_type)
-  group = seed_group_from_flags(config)
-  processes = Processes(values.coordinator_address, values.num_processes, values.process_id)
-  if processes.several and group is None:
-    raise ConfigError("several processes train a seed group, each writing its own runs; pass --seeds (a single run "
-                      "trains in one process).")
-  processes.initialize()
-  if group is None:
-    results = train(config, values.workdir or f"runs/{config.run_name}", resume=values.resume,
-                    placement=values.placement, **train_options)
-    print(format_results(config, results))
-    print(f"run directory: {results['workdir']}")
-    return
-  seeds, workdirs = group
-  for seed, workdir, results in zip(seeds, workdirs, train_group(config, seeds, workdirs, resume=values.resume,
-                                                                  placement=values.placement)):
-    if results is not None:  # another host's run
-      print(f"seed {seed} [{workdir}]:\n{format_results(config, results)}")
 
 
 def from_flags(config_type, flag_values=None):

@@ -24,7 +24,7 @@ from fewshot.training.runs import Runs
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(Config)
-  options.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
+  cli.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
 
 
 def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto", *,
@@ -74,7 +74,7 @@ def format_results(config: Config, results: dict) -> str:
 
 def main(argv):
   del argv
-  options.train_from_flags(Config, train, train_group, format_results)
+  cli.train_from_flags(Config, train, train_group, format_results)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,14 @@ as new classes (`omniglot.protocol_splits`, `omniglot.rotated`). The image datas
 split by `protocol` and `class_order` (see `class_splits`); `memory_plan` says which
 splits fit on the device. What each dataset can be asked for is `options`.
 
-The loaders (and tensorflow_datasets behind them) are imported on first use, so that
-configurations and analysis can name datasets without loading that machinery.
+Its modules by role: what can be asked for (`options`, `split`), reading the files a researcher
+has (`archives` and its parts, `readers/` for the image datasets, `omniglot`, `strokes` built here),
+class splits (`class_splits`, `holdout`), preparing and reading back (`tfds_io`, `images`,
+`image_decoding`, `prepared`, `loading`), and device memory (`memory`).
+
+It imports only `fewshot.errors` of the package: everything else stands on it. The loaders (and
+tensorflow_datasets behind them) are imported on first use, so that configurations and analysis
+can name datasets without loading that machinery.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from fewshot.training.runs import Runs
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(DMLConfig)
-  options.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
+  cli.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
   flags.DEFINE_bool("data_parallel", None, "shard each batch over the devices (default: on when there are several, "
                     "off with --seeds, whose runs are sharded instead)")
 
@@ -107,7 +107,7 @@ def format_results(config: DMLConfig, results: dict) -> str:
 
 def main(argv):
   del argv
-  options.train_from_flags(DMLConfig, train, train_group, format_results, data_parallel=FLAGS.data_parallel)
+  cli.train_from_flags(DMLConfig, train, train_group, format_results, data_parallel=FLAGS.data_parallel)
 
 
 if __name__ == "__main__":

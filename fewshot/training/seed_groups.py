@@ -7,15 +7,12 @@ device holding its runs' state and its own copy of a resident split; across host
 ``jax.distributed.initialize()``, each process holds the runs of its devices. A group whose
 size does not divide over the devices is padded with copies of its last run, which train
 along and are never written (:attr:`SeedGroup.size`).
-
-    >>> parse_seeds("0-3,7")
-    (0, 1, 2, 3, 7)
+(``--seeds`` itself is parsed by :func:`fewshot.cli.parse_seeds`.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import jax
 import jax.numpy as jnp
@@ -23,27 +20,6 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from fewshot.errors import ConfigError
-
-_SEEDS = re.compile(r"^\d+(-\d+)?$")
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-  """``"0-7"``, ``"0,3,5"`` or a mix (``"0-3,9"``) as the seeds, in order; a one-line ``ConfigError`` otherwise."""
-  fix = "pass --seeds as a range 0-7 or a list 0,3,5 of distinct non-negative integers"
-  parts = [p.strip() for p in str(text).split(",")]
-  if not text or not all(_SEEDS.match(p) for p in parts):
-    raise ConfigError(f"--seeds {text!r} is not a list of seeds; {fix}.")
-  seeds = []
-  for part in parts:
-    first, _, last = part.partition("-")
-    lo, hi = int(first), int(last or first)
-    if hi < lo:
-      raise ConfigError(f"--seeds range {part} runs backwards; write it {hi}-{lo}.")
-    seeds.extend(range(lo, hi + 1))
-  repeated = sorted({s for s in seeds if seeds.count(s) > 1})
-  if repeated:
-    raise ConfigError(f"--seeds names seed {repeated[0]} twice; {fix}.")
-  return tuple(seeds)
 
 
 @dataclasses.dataclass(frozen=True)

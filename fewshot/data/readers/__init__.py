@@ -9,6 +9,7 @@ Each reader locates the dataset's folders or archives, then parses and cross-che
 every annotation file and checks that every listed image is present, raising a
 one-line DataError (file, line, what was expected, how to fix) before any image is
 decoded. Decoding and storage are the caller's; `check_image` tells a corrupt image.
+The readers import only `fewshot.data.archives` (the file tree) and `fewshot.errors`.
 """
 
 from __future__ import annotations

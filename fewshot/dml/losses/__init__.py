@@ -4,7 +4,8 @@ Each loss lives in the module of its family; :data:`LOSSES` names them for train
 loops and command lines, with how to initialise the loss's own learnable parameters
 (proxies, scales, thresholds) and whether it accepts mined triplets. A user-written
 loss is a :class:`Loss` value too and trains the same way (``fewshot.dml.train.train(...,
-loss=)``); its run records it as ``custom:<name>``.
+loss=)``); its run records it as ``custom:<name>``. The losses import only :mod:`fewshot.distances`,
+:mod:`fewshot.heads` (the DR proxy loss) and the masked reductions and tuples of :mod:`fewshot.dml`.
 """
 
 from __future__ import annotations

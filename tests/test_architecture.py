@@ -1,0 +1,127 @@
+"""The package's shape, as docs/architecture.md states it: which folder may import which, and which import light.
+
+Every module of ``fewshot`` belongs to one layer (a folder, or a group of root modules); a layer imports only the
+layers below it (``MAY_IMPORT``), so data flows one way and the import graph has no cycles. The records and the
+analysis import without JAX, Flax, orbax or TensorFlow Datasets (they read runs anywhere, in a moment), and so do
+the commands until their options have been checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fewshot"
+COMMANDS = {"fewshot.cli", "fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.dml.train"}
+ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "distances": "research",
+               "heads": "research", "backbones": "research", "config": "config", "api": "api"}
+MAY_IMPORT = {
+    "kernel": set(),
+    "research": {"kernel"},
+    "data": {"kernel"},
+    "config": {"kernel", "data"},
+    "augment": {"kernel", "data"},
+    "records": {"kernel"},
+    "analysis": {"kernel", "records"},
+    "training": {"kernel", "data", "records"},
+    "episodic": {"kernel", "research", "config", "data", "augment", "records", "analysis", "training"},
+    "dml": {"kernel", "research", "data", "augment", "records", "analysis", "training"},
+    "api": {"kernel", "research", "config", "data", "augment", "records", "analysis", "training", "episodic"},
+    "commands": {"kernel", "research", "config", "data", "augment", "records", "analysis", "training", "episodic",
+                 "dml", "api"},
+    "package": {"api"},  # fewshot/__init__.py: fewshot.load and fewshot.build, imported on first use
+}
+LIGHT = ("jax", "flax", "orbax", "tensorflow_datasets", "tensorflow")
+
+
+def _module_name(path: pathlib.Path) -> str:
+  return ".".join(("fewshot", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+
+
+MODULES = sorted(_module_name(path) for path in PACKAGE.rglob("*.py"))
+
+
+def layer(module: str) -> str:
+  """The layer of a module of the package."""
+  if module in COMMANDS:
+    return "commands"
+  parts = module.split(".")
+  if len(parts) == 1:
+    return "package"
+  return ROOT_LAYERS.get(parts[1], parts[1])
+
+
+def imported(module: str) -> set[str]:
+  """The package modules ``module`` imports (at its top or inside functions), resolved to modules."""
+  path = PACKAGE.joinpath(*module.split(".")[1:])
+  path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+  targets = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fewshot"):
+      targets.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                     for a in node.names)
+    elif isinstance(node, ast.Import):
+      targets.update(a.name for a in node.names if a.name.startswith("fewshot"))
+  return targets
+
+
+def test_every_module_has_a_layer_and_every_layer_a_rule():
+  assert {layer(m) for m in MODULES} == set(MAY_IMPORT)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_a_module_imports_only_the_layers_below_its_own(module):
+  own = layer(module)
+  upward = sorted(t for t in imported(module) if layer(t) != own and layer(t) not in MAY_IMPORT[own])
+  assert not upward, f"{module} ({own}) imports {upward}; {own} may import {sorted(MAY_IMPORT[own])}"
+
+
+def test_the_import_graph_has_no_cycles():
+  graph = {m: {t for t in imported(m) if t in MODULES and t != m} for m in MODULES}
+  done, active = set(), []
+
+  def visit(module):
+    if module in active:
+      pytest.fail(f"import cycle: {' -> '.join(active[active.index(module):] + [module])}")
+    if module in done:
+      return
+    active.append(module)
+    for target in sorted(graph[module]):
+      visit(target)
+    active.pop()
+    done.add(module)
+
+  for module in MODULES:
+    visit(module)
+
+
+def test_the_package_root_holds_only_commands_and_the_research_api():
+  root = {p.stem for p in PACKAGE.glob("*.py")}
+  assert root == {"__init__", "analyze", "api", "backbones", "choices", "cli", "config", "distances", "errors",
+                  "evaluate", "heads", "options", "plot", "train"}
+
+
+def test_every_folder_says_what_it_holds_and_what_it_may_import():
+  for init in PACKAGE.rglob("__init__.py"):
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    assert len(doc.splitlines()) >= 2, f"{init} needs a docstring saying what the folder holds"
+    assert "import" in doc.lower(), f"{init}'s docstring should say what the folder may import"
+
+
+LIGHT_MODULES = [m for m in MODULES if layer(m) in ("kernel", "records", "analysis", "config")] + [
+    "fewshot.analyze", "fewshot.plot", "fewshot.train", "fewshot.evaluate", "fewshot.dml.train", "fewshot.dml.config"]
+
+
+def test_records_analysis_and_the_commands_import_without_jax_flax_orbax_or_tfds():
+  code = ("import importlib, sys\n"
+          f"for name in {LIGHT_MODULES!r}:\n"
+          "  importlib.import_module(name)\n"
+          f"  heavy = sorted(m for m in {LIGHT!r} if m in sys.modules)\n"
+          "  assert not heavy, (name, heavy)\n"
+          "print('ok')")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+  assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""Compare the training diagnostics of runs, as in the DR paper's Tables 3-10 (SPEC.md §6).
+"""Compare the training diagnostics of runs, as in the DR paper's Sec. 5, Tables 3-10 (arXiv 2201.08676).
 
     python -m fewshot.analyze runs/A runs/B [runs/C ...] [--pairs first|all]
         [--format table|markdown|csv|latex] [--out FILE]

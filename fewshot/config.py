@@ -14,10 +14,11 @@ from fewshot.data import options as data_options
 from fewshot.errors import ConfigError
 from fewshot.options import RunOptions, option
 
-# Episode counts of the distance-ratio paper (SPEC.md §1) for its datasets; the small
-# datasets get counts that finish in minutes on a 2-core CPU.
+# Episode counts of the distance-ratio paper (arXiv 2201.08676, Sec. 4; docs/protocol.md#training-and-model-selection)
+# for its datasets; the small datasets get counts that finish in minutes on a 2-core CPU.
 PAPER_EPISODES = {1: 60_000, 5: 50_000}
-# Queries per class of the paper's protocol (SPEC §1): 16 in training and validation episodes, 15 in test episodes.
+# Queries per class of the paper's protocol (docs/protocol.md#episodes): 16 in training and validation episodes, 15 in
+# test episodes.
 PAPER_QUERY, PAPER_TEST_QUERY = 16, 15
 SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
 

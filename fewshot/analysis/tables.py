@@ -71,13 +71,13 @@ def render_markdown(tables: list[Table]) -> str:
   return "\n\n".join(blocks) + "\n\nBold: p < 0.05 (two-sided).\n"
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "±": r"$\pm$", "—": "--", "<": r"$<$", ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:
-  return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+  return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
 def render_latex(tables: list[Table]) -> str:

@@ -51,7 +51,7 @@ class Augmentation:
 
   @classmethod
   def paper(cls, size: int, channels: int = 3) -> Augmentation:
-    """SPEC §4 at ``size``; ImageNet normalisation for RGB, none otherwise (the 28×28×1 runs train without)."""
+    """The DR paper's augmentation (docs/protocol.md#data) at ``size``; ImageNet normalisation for RGB, none otherwise."""
     stats = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else (None, None)
     return cls(size=size, mean=stats[0], std=stats[1])
 

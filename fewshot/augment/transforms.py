@@ -1,4 +1,7 @@
-"""On-device image augmentation of the distance-ratio paper (SPEC §4), jittable and batched.
+"""On-device image augmentation of the distance-ratio paper, jittable and batched.
+
+The DR paper (arXiv 2201.08676, Sec. 4) follows Chen et al., "A Closer Look at Few-shot Classification" (arXiv
+1904.04232); the pipeline and its parameters are listed in docs/protocol.md#data.
 
 Training: RandomResizedCrop(size, scale (0.08, 1), ratio (3/4, 4/3)) → brightness,
 contrast, saturation jitter, each factor U[0.6, 1.4], in that order → horizontal flip
@@ -183,7 +186,7 @@ def train_transform(
     mean=IMAGENET_MEAN,
     std=IMAGENET_STD,
 ) -> jax.Array:
-  """SPEC §4's training augmentation of a uint8 batch ``[B, H, W, C]`` → float32 ``[B, size, size, C]``.
+  """The paper's training augmentation of a uint8 batch ``[B, H, W, C]`` → float32 ``[B, size, size, C]``.
 
   Everything is determined by ``key`` (see :func:`sample_params`, which returns the draws).
   Jitter strengths of 0 and ``flip_prob=0`` switch those steps off.
@@ -199,7 +202,7 @@ def train_transform(
 @functools.partial(jax.jit, static_argnames=("size", "resize", "mean", "std"))
 def eval_transform(images: jax.Array, size: int, *, resize: int | None = None, mean=IMAGENET_MEAN,
                    std=IMAGENET_STD) -> jax.Array:
-  """SPEC §4's evaluation transform: resize to ``resize`` square (default ``int(1.15·size)``), center crop ``size``.
+  """The paper's evaluation transform: resize to ``resize`` square (default ``int(1.15·size)``), center crop ``size``.
 
   Stored images already ``resize × resize`` are only sliced (exactly); otherwise the
   resize and the crop are one bilinear resample (PIL's conventions, antialiased when

@@ -1,7 +1,7 @@
 r"""k-means on the device, and the NMI and pairwise F1 of a clustering against class labels.
 
-The clustering metrics of deep metric learning (SPEC §8): cluster the embeddings with
-k-means, ``k`` = the number of classes, and score the clusters against the labels.
+The clustering metrics of deep metric learning (docs/protocol.md#other-measures-of-an-embedding): cluster the
+embeddings with k-means, ``k`` = the number of classes, and score the clusters against the labels.
 The assignment step is the blocked exact search of :func:`fewshot.dml.knn.nearest_neighbours`,
 so 100,000 points and 10,000 centroids never need a ``100,000 x 10,000`` matrix.
 """

@@ -1,5 +1,6 @@
 """A metric-learning run's configuration: every option of ``python -m fewshot.dml.train`` (the reality check's
-defaults, SPEC §7), its help and validation; the flags are generated from these fields.
+defaults: Musgrave, Belongie & Lim 2020, arXiv 2003.08505; docs/protocol.md), its help and validation; the flags
+are generated from these fields.
 """
 
 from __future__ import annotations

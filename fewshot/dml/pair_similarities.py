@@ -5,7 +5,8 @@ once. The similarity is the inner product of the L2-normalised embeddings (the c
 similarity). :func:`pair_statistics` gives the two means in closed form on the host;
 :func:`pair_similarity_histograms` bins every pair in tiles on the device, never holding the
 :math:`n \times n` matrix; :func:`histogram_jsd` compares the two area-normalised histograms,
-the JSD of Oi, Kawakami & Naemura between positive-pair and negative-pair inner products (SPEC §8).
+the JSD of Oi, Kawakami & Naemura between positive-pair and negative-pair inner products
+(docs/protocol.md#other-measures-of-an-embedding).
 """
 
 from __future__ import annotations

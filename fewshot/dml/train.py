@@ -1,11 +1,10 @@
 """Metric-learning training: ``python -m fewshot.dml.train --dataset cars196 --loss triplet --miner semi_hard``.
 
-The reality check's protocol (SPEC §7): the training classes are cut into 4
-class-disjoint folds; each fold model trains on 3 of them and is validated (P@1,
-R-Precision, MAP@R) on the 4th every epoch, keeping its best checkpoint by validation
-MAP@R. The best checkpoints are then tested on the test classes, each model alone
-("separated") and, with ``--folds 4``, the 4 models' L2-normalised embeddings
-concatenated and re-normalised ("concatenated"). ``--folds 1`` trains fold model 0
+The reality check's protocol (Musgrave, Belongie & Lim 2020, arXiv 2003.08505; docs/protocol.md): the
+training classes are cut into 4 class-disjoint folds; each fold model trains on 3 of them and is validated
+(P@1, R-Precision, MAP@R) on the 4th every epoch, keeping its best checkpoint by validation MAP@R. The best
+checkpoints are then tested on the test classes, each model alone ("separated") and, with ``--folds 4``, the
+4 models' L2-normalised embeddings concatenated and re-normalised ("concatenated"). ``--folds 1`` trains fold model 0
 only, or, where the dataset has a 'val' split (strokes, omniglot, mini_imagenet),
 trains on all of 'train' and validates on 'val'.
 

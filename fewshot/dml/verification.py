@@ -1,4 +1,6 @@
-r"""Pair verification: is a pair the same class? Decided by a threshold on its distance (SPEC §8).
+r"""Pair verification: is a pair the same class? Decided by a threshold on its distance.
+
+One of the measures of an embedding beside the retrieval metrics (docs/protocol.md#other-measures-of-an-embedding).
 
 A pair is accepted as "same" iff its distance is at most the threshold. The threshold is
 chosen on validation pairs (:func:`best_threshold`) and then applied to test pairs

@@ -38,9 +38,8 @@ def contrastive_loss(embeddings: Array, labels: Array, *, margin: float = 1.0,
        y_{ij} D_{ij}^2 + (1 - y_{ij}) \max(0, m - D_{ij})^2
 
   with :math:`y_{ij} = 1` for a positive pair, :math:`P \cup N` every ordered pair
-  :math:`i \ne j`. This is the form of SPEC.md (and of the seed report's Eq. 4 without its
-  constant factor 1/2). Positives are pulled together, negatives pushed beyond the margin
-  :math:`m` (default 1.0). A batch with fewer than two items gives 0; a batch with negatives
+  :math:`i \ne j`. This is Hadsell et al.'s loss without its constant factor 1/2. Positives are
+  pulled together, negatives pushed beyond the margin :math:`m` (default 1.0). A batch with fewer than two items gives 0; a batch with negatives
   only still pushes them apart when they are closer than :math:`m`.
   """
   d, positive, negative = pairwise(embeddings, labels, distance)

@@ -97,7 +97,8 @@ def normalized_softmax_loss(
 
   :math:`\bar\cdot` L2-normalised, no bias. Zhai & Wu write it with a temperature
   :math:`\sigma = 1/s` (their :math:`\sigma = 0.05`, i.e. :math:`s = 20`); the default here is the
-  fixed :math:`s = 10` of the positive/negative histogram-JSD paper (SPEC §7).
+  fixed :math:`s = 10` of the positive/negative histogram-JSD paper (Oi, Kawakami & Naemura; the JSD is
+  :func:`fewshot.dml.pair_similarities.histogram_jsd`).
 
   Args:
     embeddings: ``[B, d]``.

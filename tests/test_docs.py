@@ -8,6 +8,8 @@ The docs are README.md, BUILD_NOTES.md and docs/*.md. They name:
 * links: a markdown link's target, resolved from the linking file, and its ``#anchor`` among the target's headings
   (as GitHub makes them);
 * modules: a dotted ``fewshot.x.y``, resolved by import to a module or an attribute of one.
+
+The code's docstrings and comments cite pages of docs/ (``docs/protocol.md#data``): those pages and headings exist.
 """
 
 from __future__ import annotations
@@ -112,6 +114,17 @@ def test_every_module_a_doc_names_imports(doc):
   named = sorted(set(MODULE.findall(_text(doc))))
   missing = [name for name in named if not resolves(name)]
   assert not missing, f"{doc} names {missing}, which do not import (checked: {', '.join(named)})"
+
+
+def test_every_docs_page_the_code_cites_exists():
+  cited = {(f"{path.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}", m[1], m[2])
+           for folder in ("fewshot", "tests", "experiments", "examples") for path in (ROOT / folder).rglob("*.py")
+           for text in [path.read_text(encoding="utf-8")]
+           for m in re.finditer(r"(?<![\w/.-])(docs/[\w-]+\.md)(?:#([\w-]+))?", text)}
+  assert cited, "no module cites docs/: is the pattern still right?"
+  broken = [f"{where}: {page}" + (f"#{anchor}" if anchor else "") for where, page, anchor in sorted(cited)
+            if not (ROOT / page).is_file() or (anchor and anchor not in anchors(ROOT / page))]
+  assert not broken, f"the code cites {broken}, absent from docs/ (checked {len(cited)} citations)"
 
 
 def _repository_files() -> list[pathlib.Path]:

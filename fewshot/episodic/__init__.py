@@ -6,8 +6,8 @@
 * :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
 * :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys;
 * :mod:`~fewshot.episodic.trainer`: ``python -m fewshot.train``'s training, validation and test of runs;
-* :mod:`~fewshot.episodic.cached_test`, :mod:`~fewshot.episodic.lake`, :mod:`~fewshot.episodic.evaluation`:
-  re-testing a run (the test split embedded once; Lake et al.'s one-shot runs; ``python -m fewshot.evaluate``).
+* :mod:`~fewshot.episodic.cached_test`, :mod:`~fewshot.episodic.lake`: re-testing a run (the test split embedded
+  once; Lake et al.'s one-shot runs), as ``python -m fewshot.evaluate`` does.
 
 Stands on :mod:`fewshot.training`, :mod:`fewshot.records`, :mod:`fewshot.augment`, :mod:`fewshot.data` and the
 research modules at the package root (heads, backbones, distances); nothing outside imports it but the commands

@@ -6,7 +6,7 @@
 * :mod:`~fewshot.analysis.tables`: tables as text, markdown, LaTeX or CSV;
 * :mod:`~fewshot.analysis.arms`: two arms of seed groups compared.
 
-A rule of this folder (``tests/analysis/test_light_imports.py``): importing any of it loads no JAX, Flax, orbax or
+A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or
 TensorFlow Datasets, so ``python -m fewshot.analyze`` and ``plot`` start in a moment. It reads runs through
 :mod:`fewshot.records` and nothing else of the package.
 """

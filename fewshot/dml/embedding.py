@@ -77,10 +77,10 @@ class MetricLearner:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
-def init_state(learner: MetricLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
-  """The initial state for stored images of ``image_shape`` (the model sees them after the evaluation transform)."""
+def init_state(learner: MetricLearner, key: jax.Array, stored_shape: tuple[int, ...]) -> TrainState:
+  """The initial state for stored images of ``stored_shape`` (the model sees them after the evaluation transform)."""
   model_key, loss_key = jax.random.split(key)
-  zeros = learner.augmentation.eval(jnp.zeros((2, *image_shape), jnp.uint8))
+  zeros = learner.augmentation.eval(jnp.zeros((2, *stored_shape), jnp.uint8))
   variables = learner.model.init(model_key, zeros, train=False)
   dim = learner.model.apply(variables, zeros[:1], train=False).shape[-1]
   spec = learner.loss
@@ -114,13 +114,13 @@ def _loss(learner: MetricLearner, params, batch_stats, batch: Batch):
   return loss, updates.get("batch_stats", {})
 
 
-def check_loss(learner: MetricLearner, image_shape: tuple[int, ...]) -> None:
+def check_loss(learner: MetricLearner, stored_shape: tuple[int, ...]) -> None:
   """Trace one step's loss on a batch of zeros (shapes only: nothing compiles or runs), so a loss that does not
   return a scalar is a one-line ``ConfigError`` before a run writes or trains anything.
   """
   def first_loss(key):
-    state = init_state(learner, key, image_shape)
-    images = learner.augmentation.eval(jnp.zeros((learner.batch.size, *image_shape), jnp.uint8))
+    state = init_state(learner, key, stored_shape)
+    images = learner.augmentation.eval(jnp.zeros((learner.batch.size, *stored_shape), jnp.uint8))
     labels = jnp.repeat(jnp.arange(learner.batch.classes, dtype=jnp.int32), learner.batch.per_class)
     return _loss(learner, state.params, state.batch_stats, Batch(images=images, labels=labels))
 

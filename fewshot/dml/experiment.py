@@ -76,9 +76,9 @@ class Experiment:
     config = config if loss is None else dataclasses.replace(config, loss=self.loss.label)  # what the run records
     self.config, self.placement = config, placement
     self.folds, self.test = load_data(config)
-    self.image_shape = self.test.image_shape  # as stored: the learners transform it for the model
+    self.stored_shape = self.test.image_shape  # the images as stored: the learners transform them for the model
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
-    self.augmentation = Augmentation.for_dataset(config.image_size, self.image_shape[-1], image, augment=image)
+    self.augmentation = Augmentation.for_dataset(config.image_size, self.stored_shape[-1], image, augment=image)
     self.group = None if seeds is None else seed_groups.SeedGroup.over(len(seeds))
     if self.group is not None:
       self.group.check_processes()
@@ -88,7 +88,7 @@ class Experiment:
   @property
   def input_shape(self) -> tuple[int, ...]:
     """What the backbone sees: the stored images after the evaluation transform (what ``config.json`` records)."""
-    return jax.eval_shape(self.augmentation.eval, jax.ShapeDtypeStruct((1, *self.image_shape), np.uint8)).shape[1:]
+    return jax.eval_shape(self.augmentation.eval, jax.ShapeDtypeStruct((1, *self.stored_shape), np.uint8)).shape[1:]
 
   @functools.lru_cache(maxsize=None)
   def learner(self, num_classes: int) -> MetricLearner:
@@ -114,7 +114,7 @@ class Experiment:
   def initial_state(self, fold: int):
     """Fold model ``fold`` as initialised, before any training (also the structure checkpoints restore into)."""
     learner = self.fold_learner(fold)
-    return self.stack([embedding.init_state(learner, fold_keys(s, fold)[0], self.image_shape) for s in self.seeds])
+    return self.stack([embedding.init_state(learner, fold_keys(s, fold)[0], self.stored_shape) for s in self.seeds])
 
   def train_keys(self, fold: int):
     return self.stack([fold_keys(s, fold)[1] for s in self.seeds])

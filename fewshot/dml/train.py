@@ -18,7 +18,7 @@ run directory passed, so a bad option is refused before JAX loads.
 
 Run directory (``--folds 1``: the fold's files are at the top)::
 
-  <workdir>/config.json                 the resolved configuration (+ image_shape)
+  <workdir>/config.json                 the resolved configuration (+ image_shape, the backbone's input)
   <workdir>/results.json                test metrics of the best checkpoint(s)
   <workdir>/fold<k>/metrics.jsonl       one row per epoch: loss, validation metrics, seconds
   <workdir>/fold<k>/checkpoints/{last,best}

@@ -47,7 +47,7 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   """
   c = experiment.config
   if c.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
-    embedding.check_loss(experiment.fold_learner(0), experiment.image_shape)
+    embedding.check_loss(experiment.fold_learner(0), experiment.stored_shape)
   runs = runs.on(experiment.group)
   runs.begin(image_shape=list(experiment.input_shape))
   folds = [runs.under(None if c.folds == 1 else f"fold{k}") for k in range(len(experiment.folds))]

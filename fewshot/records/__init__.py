@@ -6,6 +6,6 @@
 * :mod:`~fewshot.records.local_checkpoints`: checkpoints a process writes alone (a seed group over several hosts);
 * :mod:`~fewshot.records.reading`: a run's records as analysis reads them.
 
-A rule of this folder (``tests/records/test_light_imports.py``): importing any of it loads no JAX, Flax, orbax or
+A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or
 TensorFlow Datasets. Reading and writing checkpoints imports orbax (or Flax) inside the functions that do it.
 """

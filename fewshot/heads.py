@@ -74,11 +74,19 @@ def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:
 
 
 def prototypes(support: Array, support_labels: Array, way: int) -> Array:
-  """Class means of the support embeddings: ``[n_support, d] -> [way, d]``."""
+  """Class means of the support embeddings: ``[n_support, d] -> [way, d]``.
+
+  Summed by segment, not as ``one_hot.T @ support``: the same values to the bit, but jaxlib 0.10.2's XLA:CPU hands
+  the gradient of that product to a YNNPACK kernel that crashes the process (SIGSEGV on a worker thread) once the
+  embeddings reach ~512 dimensions (ResNet-12, ResNet-18, Conv4 at 84 px; jax-ml/jax#39257; BUILD_NOTES, "A crash").
+
+  >>> prototypes(jnp.array([[0.0], [2.0], [5.0]]), jnp.array([0, 0, 1]), 2).tolist()
+  [[1.0], [5.0]]
+  """
   chex.assert_rank([support, support_labels], [2, 1])
-  one_hot = jax.nn.one_hot(support_labels, way, dtype=support.dtype)
-  counts = jnp.maximum(one_hot.sum(axis=0), 1.0)
-  return (one_hot.T @ support) / counts[:, None]
+  sums = jax.ops.segment_sum(support, support_labels, num_segments=way)
+  counts = jax.ops.segment_sum(jnp.ones_like(support_labels, support.dtype), support_labels, num_segments=way)
+  return sums / jnp.maximum(counts, 1.0)[:, None]
 
 
 def class_distances(

@@ -2,7 +2,7 @@
 
 Bad input (any :class:`~fewshot.errors.FewshotError`) prints ``error: <message>`` and exits 2; Ctrl-C prints
 one line (where a training run stopped, from :class:`~fewshot.errors.Interrupted`) and exits 130, the
-shell's status for SIGINT. Nothing here imports JAX: a command checks its flags and configuration first.
+shell's status for SIGINT; SIGTERM (preemption) prints the same line and exits 143. Nothing here imports JAX: a command checks its flags and configuration first.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     except KeyboardInterrupt as e:
       _exit_interrupted(str(e) or _interrupted_message())
 
-  _exit_at_once_on_ctrl_c()
+  _exit_at_once_on_signals()
   app.run(guarded, flags_parser=_parse_flags)
 
 
@@ -56,13 +56,13 @@ _exiting = threading.Lock()
 _wakeup_sockets: list = []
 
 
-def _interrupted_message() -> str:
+def _interrupted_message(cause: str = "interrupted") -> str:
   loop = sys.modules.get("fewshot.training.loop")  # imported only by commands that train
-  return "interrupted." if loop is None else loop.interrupted_message()
+  return f"{cause}." if loop is None else loop.interrupted_message(cause)
 
 
-def _exit_interrupted(message: str) -> None:
-  """Print the one line and exit 130 at once, from whichever thread saw Ctrl-C first.
+def _exit_interrupted(message: str, status: int = INTERRUPTED) -> None:
+  """Print the one line and exit at once (130 for Ctrl-C, 143 for SIGTERM), from whichever thread saw it first.
 
   Every record is whole on disk at any moment (atomic writes, as after a SIGKILL), so the
   interpreter's teardown of JAX's and the loaders' threads is skipped.
@@ -71,14 +71,20 @@ def _exit_interrupted(message: str) -> None:
     print(message, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(INTERRUPTED)
+    os._exit(status)
 
 
-def _exit_at_once_on_ctrl_c() -> None:
-  """Exit on Ctrl-C even while the main thread waits on a compiled computation.
+def _exit_on(signum: int) -> None:
+  cause = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+  _exit_interrupted(_interrupted_message(cause), 128 + signum)
 
-  Python raises KeyboardInterrupt only when the main thread runs Python again, which a chunk of
-  training episodes delays by seconds; the signal's wake-up byte reaches this watcher at once.
+
+def _exit_at_once_on_signals() -> None:
+  """Exit on Ctrl-C, and on SIGTERM (what SLURM and cloud preemption send), even while the main thread waits on a
+  compiled computation.
+
+  Python runs a signal's handler only when the main thread runs Python again, which a chunk of training episodes
+  delays by seconds; the signal's wake-up byte reaches this watcher at once.
   """
   if threading.current_thread() is not threading.main_thread():
     return
@@ -86,13 +92,17 @@ def _exit_at_once_on_ctrl_c() -> None:
   _wakeup_sockets[:] = [receive, send]  # kept open for the process's life
   send.setblocking(False)
   signal.set_wakeup_fd(send.fileno(), warn_on_full_buffer=False)
+  # A Python handler, so that SIGTERM reaches the wake-up socket (and exits here if the main thread runs first).
+  signal.signal(signal.SIGTERM, lambda signum, frame: _exit_on(signum))
 
   def watch():
     while True:
-      if signal.SIGINT in receive.recv(64):
-        _exit_interrupted(_interrupted_message())
+      received = receive.recv(64)
+      for signum in (signal.SIGINT, signal.SIGTERM):
+        if signum in received:
+          _exit_on(signum)
 
-  threading.Thread(target=watch, name="fewshot-ctrl-c", daemon=True).start()
+  threading.Thread(target=watch, name="fewshot-signals", daemon=True).start()
 
 
 # ---- the training commands' shared flags and main ------------------------------------------------------------

@@ -64,7 +64,11 @@ def test_a_diverging_run_exits_2_in_one_line(tmp_path, assert_one_line_error):
 
 
 @pytest.mark.slow
-def test_ctrl_c_prints_where_the_run_stopped_exits_130_at_once_and_resume_continues(tmp_path):
+@pytest.mark.parametrize("signum, status, cause", [(signal.SIGINT, 130, "interrupted: "),
+                                                   (signal.SIGTERM, 143, "terminated (SIGTERM): ")])
+def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume_continues(signum, status, cause,
+                                                                                            tmp_path):
+  """Ctrl-C (exit 130) and SIGTERM, what SLURM and cloud preemption send (exit 143): one line each."""
   workdir = tmp_path / "run"
   command = [sys.executable, "-m", "fewshot.train", f"--workdir={workdir}",
              *_flags(**{**TINY, "episodes": 600, "eval_every": 50})]
@@ -75,12 +79,12 @@ def test_ctrl_c_prints_where_the_run_stopped_exits_130_at_once_and_resume_contin
     time.sleep(0.1)
   time.sleep(0.3)  # into the next chunk: the main thread waits on the device
   sent = time.time()
-  process.send_signal(signal.SIGINT)
+  process.send_signal(signum)
   _, stderr = process.communicate(timeout=60)
-  assert process.returncode == 130, stderr[-2000:]
+  assert process.returncode == status, stderr[-2000:]
   assert time.time() - sent < 5.0
   lines = [line for line in stderr.splitlines() if line.strip()]
-  assert len(lines) == 1 and lines[0].startswith("interrupted: ") and "--resume" in lines[0], stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith(cause) and "--resume" in lines[0], stderr[-2000:]
   saved = RunDir(workdir).checkpoint_step("last")
   assert saved < 600 and f"stopped at episode {saved} of 600" in lines[0]
   assert not (workdir / "results.json").exists()

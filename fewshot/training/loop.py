@@ -116,12 +116,12 @@ def _set_position(runs: Runs, schedule: Schedule, saved: int) -> None:
   _position.update(runs=runs, schedule=schedule, saved=saved)
 
 
-def interrupted_message() -> str:
-  """One line saying where training stopped and that ``--resume`` continues it (or just "interrupted.")."""
+def interrupted_message(cause: str = "interrupted") -> str:
+  """One line saying where training stopped (``cause``: what stopped it) and that ``--resume`` continues it."""
   if not _position or not _position["runs"].written_dirs:
-    return "interrupted."
+    return f"{cause}."
   runs, schedule, saved = _position["runs"], _position["schedule"], _position["saved"]
   others = f" and {len(runs.written_dirs) - 1} more runs" if len(runs.written_dirs) > 1 else ""
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
-  return f"interrupted: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume to continue."
+  return f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume to continue."

@@ -68,6 +68,22 @@ def require_values(recorded, passed: dict, fix: str) -> None:
                         f"rebuild; {fix.format(kind=kind)}")
 
 
+def check_batch(loss: str, needs, classes: int, per_class: int) -> None:
+  """One-line ``ConfigError`` for a ``classes x per_class`` batch that cannot give ``loss`` what it ``needs``
+  (``"positives"``: a pair of images of one class; ``"negatives"``: images of another class): such a batch would
+  train with a loss of exactly 0, or with half of it.
+  """
+  from fewshot.errors import ConfigError
+
+  missing = [f"--per_class {per_class} gives no positive pair (use 2 or more)" for need in needs
+             if need == "positives" and per_class < 2]
+  missing += [f"--classes {classes} gives no negatives (use 2 or more)" for need in needs
+              if need == "negatives" and classes < 2]
+  if missing:
+    raise ConfigError(f"the {loss} loss compares positive pairs with negatives in every batch, and "
+                      f"{'; '.join(missing)}.")
+
+
 def display_name(value: str) -> str:
   """A recorded name as logs, tables and run names show it: ``custom:<name>`` as ``<name>``."""
   return value[len(CUSTOM_PREFIX):] if is_custom(value) else value
@@ -88,4 +104,8 @@ LOSSES = ("contrastive", "two_margin_contrastive", "triplet", "npair", "bce_pair
           "soft_triple", "dr_proxy")
 TRIPLET_LOSSES = ("triplet",)
 PROXY_LOSSES = ("nsl", "cosface", "arcface", "sphereface", "proxy_nca", "soft_triple", "dr_proxy")
+# What a batch must hold for a loss to learn from it: the embedding losses compare a positive pair (two images of
+# a class) with negatives (another class), so their batches need 2 or more classes of 2 or more images each; a
+# proxy loss compares each image with the class proxies and learns from any batch.
+BATCH_NEEDS = {name: ("positives", "negatives") for name in LOSSES if name not in PROXY_LOSSES}
 MINERS = ("batch_hard", "semi_hard")

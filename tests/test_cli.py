@@ -103,3 +103,17 @@ def test_non_run_directory_is_refused(tmp_path):
   with pytest.raises(RunDirError, match="not empty"):
     train(Config(**TINY), tmp_path, progress=False)
   assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_run_that_stopped_before_it_trained_leaves_no_directory_in_the_way(tmp_path):
+  """A run that wrote its configuration and then failed (out of memory, say) has nothing to lose: the corrected
+  command starts there, where it used to be refused as "a different run".
+  """
+  rundir = RunDir(tmp_path / "run")
+  rundir.write_config({**Config(**{**TINY, "way": 3}).to_dict(), "image_shape": [28, 28, 1]})
+  with pytest.raises(RunDirError, match="differs in --way"):  # --resume still means this very run
+    train(Config(**TINY), rundir.path, resume=True, progress=False)
+  results = train(Config(**TINY), rundir.path, progress=False)
+  assert Config.from_dict(rundir.read_config()).way == 2 and rundir.read_results() == results
+  with pytest.raises(RunDirError, match="pass --resume"):  # once it trained, the directory is the run's
+    train(Config(**TINY), rundir.path, progress=False)

@@ -172,6 +172,11 @@ def test_bad_input_fails_with_one_line_and_writes_nothing(cars_dir, tmp_path, as
       "placement": (["--placement=gpu"], ["--placement"]),
       "custom_loss": (["--loss=custom:mine"], ["custom:mine", "from Python"]),
       "too_many_classes": ([f"--data_dir={cars_dir}", "--classes=7"], ["--classes 6"]),
+      # Batches a loss cannot learn from: before, they trained every epoch with a loss of exactly 0 (or half of it).
+      "one_class": (["--classes=1"], ["triplet", "--classes 1 gives no negatives"]),
+      "one_per_class": (["--per_class=1"], ["triplet", "--per_class 1 gives no positive pair"]),
+      "npair_one_per_class": (["--loss=npair", "--per_class=1"], ["npair", "--per_class 1 gives no positive pair"]),
+      "contrastive_one_per_class": (["--loss=contrastive", "--per_class=1"], ["contrastive", "no positive pair"]),
   }
   # Started together: each pays the interpreter's and jax's start-up, the slow part of a refusal.
   results = _finish({name: subprocess.Popen(_cli(tmp_path / name, *extra), stdout=subprocess.PIPE,
@@ -229,3 +234,18 @@ def test_a_loss_that_returns_no_scalar_is_refused_before_training(cars_dir, tmp_
     train(DMLConfig(data_dir=str(cars_dir), **TINY), str(tmp_path / "run"), progress=False, loss=per_example)
   assert "\n" not in str(refused.value)
   assert not (tmp_path / "run" / "config.json").exists() and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_user_loss_states_what_its_batches_need_and_is_refused_a_batch_without_it():
+  from fewshot.backbones import Conv4  # noqa: PLC0415
+  from fewshot.dml.embedding import Embedder, MetricLearner  # noqa: PLC0415
+  from fewshot.dml.samplers import BatchShape  # noqa: PLC0415
+
+  pairs = Loss(lambda embeddings, labels: jnp.mean(embeddings), name="pairs", needs=("positives",))
+  model = Embedder(Conv4(features=4), embedding_dim=4)
+  assert MetricLearner(model, BatchShape(1, 2), loss=pairs).loss.needs == ("positives",)  # one class: no negatives needed
+  with pytest.raises(ConfigError, match=r"the custom:pairs loss .* --per_class 1 gives no positive pair") as refused:
+    MetricLearner(model, BatchShape(8, 1), loss=pairs)
+  assert "\n" not in str(refused.value)
+  with pytest.raises(ConfigError, match="'positives' and/or 'negatives'"):
+    Loss(pairs.fn, name="typo", needs=("positive",))

@@ -23,6 +23,7 @@ def test_the_light_loss_and_miner_names_are_the_registries():
   assert choices.LOSSES == tuple(LOSSES) and choices.MINERS == tuple(MINERS)
   assert choices.TRIPLET_LOSSES == tuple(name for name, spec in LOSSES.items() if spec.takes_triplets)
   assert choices.PROXY_LOSSES == tuple(name for name, spec in LOSSES.items() if spec.per_class)
+  assert choices.BATCH_NEEDS == {name: spec.needs for name, spec in LOSSES.items() if spec.needs}
 
 
 def test_the_metric_learning_command_refuses_a_bad_flag_before_loading_jax():

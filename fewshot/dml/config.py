@@ -72,6 +72,7 @@ class DMLConfig(RunOptions):
     self.set_default("epochs", DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS))
     self.set_default("loss_learning_rate", self.learning_rate)
     self.check_fields()  # the resolved defaults too
+    choices.check_batch(self.loss, choices.BATCH_NEEDS.get(self.loss, ()), self.classes, self.per_class)
     self.resolve_locations()
 
   @property

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fewshot import distances
+from fewshot import choices, distances
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
 from fewshot.dml.losses import LOSSES, Loss, get_loss
@@ -70,6 +70,7 @@ class MetricLearner:
     if self.miner is not None and not spec.takes_triplets:
       takes = ", ".join(name for name, s in LOSSES.items() if s.takes_triplets)
       raise ConfigError(f"the {spec.label} loss does not take mined triplets; use a miner only with {takes}.")
+    choices.check_batch(spec.label, spec.needs, self.batch.classes, self.batch.per_class)
     if spec.per_class and self.num_classes is None:
       raise ValueError(f"the {spec.label} loss learns one proxy per class: pass num_classes (the training split's "
                        "classes).")

@@ -45,6 +45,14 @@ class RunDir:
   def is_empty(self) -> bool:
     return not self.path.exists() or not any(self.path.iterdir())
 
+  def trained_anything(self) -> bool:
+    """Whether the run wrote anything beyond its configuration: a metrics row, a checkpoint or results (its own, or
+    a fold model's).
+    """
+    rows = any(p.stat().st_size for p in self.path.rglob("metrics.jsonl"))
+    saved = any(p.name.isdigit() for p in self.path.rglob("checkpoints/*/*"))
+    return rows or saved or self.results_path.exists()
+
   def differences(self, config, ignore: tuple[str, ...] = ()) -> list[str]:
     """The options in which the saved run's configuration differs from ``config`` (of the same type)."""
     saved = type(config).from_dict(self.read_config())
@@ -158,6 +166,8 @@ def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
 def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
   rundir = RunDir(path)
   check_writable(rundir.path, "--workdir")
+  if rundir.holds_run() and not resume and not rundir.trained_anything():
+    return rundir  # a run that stopped before it trained (out of memory, say): nothing to lose, so a new one may start
   if rundir.holds_run():
     changed = rundir.differences(config, ignore=LOCATION_FIELDS)
     if changed:

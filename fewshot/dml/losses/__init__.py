@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Callable
 
-from fewshot.choices import CUSTOM_PREFIX
+from fewshot.choices import BATCH_NEEDS, CUSTOM_PREFIX
 from fewshot.dml.losses import margin_losses, pair_losses, proxy_losses, tuple_losses
 from fewshot.dml.losses.margin_losses import arcface_loss, cosface_loss, sphereface_loss
 from fewshot.dml.losses.pair_losses import (
@@ -92,6 +92,9 @@ class Loss:
       number of training classes must be known.
     takes_triplets: whether ``fn`` accepts ``triplets=`` from a miner.
     name: how runs record it (default ``fn``'s name); a user's loss is ``custom:<name>``.
+    needs: what every batch must hold for the loss to learn from it: ``"positives"`` (a pair of images of one
+      class, so 2 or more per class) and ``"negatives"`` (another class, so 2 or more classes); a batch shape
+      that cannot give it is refused before training (:func:`fewshot.choices.check_batch`).
   """
 
   fn: Callable
@@ -99,11 +102,16 @@ class Loss:
   per_class: bool = False
   takes_triplets: bool = False
   name: str | None = None
+  needs: tuple[str, ...] = ()
 
   def __post_init__(self):
     if not callable(self.fn) or (self.init is not None and not callable(self.init)):
       raise ConfigError(f"Loss(fn, init) takes functions, got fn={self.fn!r}, init={self.init!r}.")
     name = getattr(self.fn, "__name__", "") if self.name is None else self.name
+    if not set(self.needs) <= {"positives", "negatives"}:
+      raise ConfigError(f"Loss(needs=...) names what a batch must hold, 'positives' and/or 'negatives', got "
+                        f"{self.needs!r}.")
+    object.__setattr__(self, "needs", tuple(self.needs))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):  # it becomes part of a record and of a run's name
       raise ConfigError(f"name the loss with letters, digits, '_', '.' or '-': Loss(fn, name=...), got {name!r}.")
     object.__setattr__(self, "name", name)
@@ -119,8 +127,10 @@ def _unit_proxies(fn, init) -> Loss:
 
 
 def _named(losses: dict[str, Loss]) -> dict[str, Loss]:
-  """Each registered loss carrying its command-line name."""
-  return {name: dataclasses.replace(loss, name=name) for name, loss in losses.items()}
+  """Each registered loss carrying its command-line name and what its batches need (:data:`BATCH_NEEDS
+  <fewshot.choices.BATCH_NEEDS>`).
+  """
+  return {name: dataclasses.replace(loss, name=name, needs=BATCH_NEEDS.get(name, ())) for name, loss in losses.items()}
 
 
 def _no_classes(init):

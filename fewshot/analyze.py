@@ -30,7 +30,8 @@ from fewshot.analysis.measures import LABELS, MEASURES, PROPERLY_LEARNED
 from fewshot.analysis.tables import MISSING, Cell, Table, format_p, format_proportion, format_value, render_csv
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
-from fewshot.records.reading import Run, protocol_warning, read_run, run_labels
+from fewshot.records.files import check_writable, make_dirs, write_text_atomic
+from fewshot.records.reading import Run, protocol_warning, read_runs, run_labels
 
 PAIRINGS = ("first", "all")
 FORMATS = ("table", "markdown", "csv", "latex")
@@ -163,15 +164,15 @@ def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
 
 def analyze_arms(paths_a: list[str], paths_b: list[str], fmt: str = "table") -> str:
   """Read two arms of run directories and return the output."""
-  read = lambda paths: [read_run(p, Config.from_dict) for p in paths]  # noqa: E731
-  return report_arms(read(paths_a), read(paths_b), fmt)
+  runs = read_runs([*paths_a, *paths_b], Config.from_dict)
+  return report_arms(runs[: len(paths_a)], runs[len(paths_a):], fmt)
 
 
 def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tuple[str, str | None]:
   """Read the run directories and return the output and the protocol warning (or None)."""
   if len(paths) < 2:
     raise ConfigError(f"need at least two run directories, got {len(paths)}; usage: python -m fewshot.analyze runs/A runs/B.")
-  runs = [read_run(p, Config.from_dict) for p in paths]
+  runs = read_runs(paths, Config.from_dict)
   return report(runs, pairing, fmt), protocol_warning(runs)
 
 
@@ -189,8 +190,9 @@ def main(argv):
     out = pathlib.Path(FLAGS.out)
     if out.is_dir():
       raise OutputError(f"--out {out} is a folder; pass a file name such as {out / 'table.md'}.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    check_writable(out.parent, "--out's folder")
+    make_dirs(out.parent)
+    write_text_atomic(out, text)
     print(f"wrote {out}")
   else:
     sys.stdout.write(text)

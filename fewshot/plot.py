@@ -37,7 +37,7 @@ from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.files import check_writable, make_dirs
-from fewshot.records.reading import protocol_warning, read_run, run_labels
+from fewshot.records.reading import protocol_warning, read_runs, run_labels
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
@@ -234,7 +234,7 @@ def plot(paths: list[str], out: str, landscape_only: bool = False) -> tuple[list
   """Write the figures; return their paths and the runs' protocol warning (or None)."""
   if not paths and not landscape_only:
     raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
-  runs = [] if landscape_only else [read_run(p, Config.from_dict) for p in paths]
+  runs = [] if landscape_only else read_runs(paths, Config.from_dict)
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
     raise OutputError(f"--out {out} is a file; pass a folder for the figures.")

@@ -158,6 +158,9 @@ def test_read_only_directory_cli(tmp_path, assert_one_line_error):
   assert_one_line_error(_cli("fewshot.train", f"--workdir={tmp_path / 'ro' / 'run'}"), "cannot be written")
   assert_one_line_error(_cli("fewshot.plot", "--landscape_only", f"--out={tmp_path / 'ro' / 'figs'}"),
                         "cannot be written")
+  runs = [_fake_run(tmp_path / name).path for name in ("a", "b")]
+  assert_one_line_error(_cli("fewshot.analyze", f"--out={tmp_path / 'ro' / 'table.md'}", *map(str, runs)),
+                        "cannot be written")
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
@@ -212,3 +215,15 @@ def test_preparing_a_dataset_leaves_no_download_lines_or_cursor_escapes_in_logs(
   assert result.stdout == "200\n"
   assert "Downloading" not in result.stderr and "Unknown size" not in result.stderr
   assert "\r" not in result.stderr and "\x1b" not in result.stderr, result.stderr[-500:]
+
+
+def test_analyze_refuses_an_out_it_cannot_write_and_a_run_named_twice(tmp_path, assert_one_line_error):
+  runs = [_fake_run(tmp_path / name).path for name in ("a", "b")]
+  (tmp_path / "file").write_text("not a folder")
+  assert_one_line_error(_cli("fewshot.analyze", f"--out={tmp_path / 'file' / 'table.md'}", *map(str, runs)),
+                        "--out's folder", "is a file; pass a folder")
+  assert_one_line_error(_cli("fewshot.analyze", str(runs[0]), str(runs[0]), "--", str(runs[1]), str(runs[1])),
+                        f"names the run {runs[0]} names already", "name each run once")
+  os.symlink(runs[1], tmp_path / "link")
+  assert_one_line_error(_cli("fewshot.analyze", str(runs[1]), str(tmp_path / "link")), "names the run")
+  assert not (tmp_path / "file").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "file", "link"]

@@ -119,7 +119,7 @@ def test_figures_label_their_axes_show_the_properly_learned_side_and_the_val_int
   figures = {}
   monkeypatch.setattr(plot, "_save", lambda fig, path: figures.setdefault(path.name, fig) and str(path))
   paths = [write_run(tmp_path / name, head, seed=k) for k, (name, head) in enumerate([("A", "softmax"), ("B", "dr")])]
-  runs = [plot.read_run(p, Config.from_dict) for p in paths]
+  runs = plot.read_runs(paths, Config.from_dict)
   plot.plot_val_accuracy(runs, tmp_path)
   plot.plot_norm_ratio(runs, tmp_path)
   plot.plot_alpha_ratios(runs, tmp_path)

@@ -74,9 +74,15 @@ def write_json_atomic(path: pathlib.Path, obj: Any, lines: bool = False) -> None
 
   Refuses (``ValueError``) a non-finite float: pass records through :func:`finite_json` first.
   """
-  path = pathlib.Path(path)
   dump = lambda o, **kw: json.dumps(o, allow_nan=False, **kw)  # noqa: E731
-  text = "".join(dump(row) + "\n" for row in obj) if lines else dump(obj, indent=2) + "\n"
+  write_text_atomic(path, "".join(dump(row) + "\n" for row in obj) if lines else dump(obj, indent=2) + "\n")
+
+
+def write_text_atomic(path: pathlib.Path, text: str) -> None:
+  """Write ``text`` to ``path`` through a temporary file renamed into place; an unwritable place is a one-line
+  ``OutputError``.
+  """
+  path = pathlib.Path(path)
   try:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   except OSError as e:

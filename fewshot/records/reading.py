@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fewshot.errors import RunDirError
+from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import existing_run
 
 
@@ -51,6 +51,19 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
   if not all(isinstance(row, dict) and "episode" in row for row in rows):
     raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
   return Run(path=str(path), config=config, rows=rows, results=results)
+
+
+def read_runs(paths: list[str], config_type: Callable[[dict], Any]) -> list[Run]:
+  """Each run directory's records (:func:`read_run`); a run named twice, under any path, is a one-line
+  ``ConfigError``: its copy would count as another run (or another seed) in every statistic.
+  """
+  named: dict[str, str] = {}
+  for path in paths:
+    same = named.setdefault(os.path.realpath(path), str(path))
+    if same != str(path) or list(map(str, paths)).count(str(path)) > 1:
+      raise ConfigError(f"{path} names the run {same} names already; name each run once (a copy would count as "
+                        "another run, or another seed).")
+  return [read_run(path, config_type) for path in paths]
 
 
 # The options that make runs comparable: analysis warns when they differ.

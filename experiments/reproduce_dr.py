@@ -3,7 +3,7 @@
     python -m experiments.reproduce_dr --dataset cub --data_dir DIR [--out runs/dr_cub] [--smoke]
 
 Trains {Conv4, ResNet18} x {1, 5}-shot x {ProtoNet_S, ProtoNet_DR}, plus 1-NN_S and 1-NN_DR at
-5-shot, each in OUT/<run name>; a configuration whose results.json exists is skipped, and an
+5-shot (``--nn_shots 1,5``: at 1-shot too), each in OUT/<run name>; a configuration whose results.json exists is skipped, and an
 interrupted one resumes, so re-running the command continues the grid. Prints the accuracy table
 (rows: models, columns: backbone x shot) and, per (backbone, shot, classifier), fewshot.analyze's
 tables of S against DR, and writes both to OUT/summary.md.
@@ -40,12 +40,13 @@ SMOKE_BACKBONES = ("conv4",)  # ResNet-18 compiles for minutes on CPU; name it w
 
 def configurations(args) -> list[Config]:
   """Every configuration of the grid, in the order they run."""
-  overrides = SMOKE if args.smoke else {}
+  overrides = {**(SMOKE if args.smoke else {}), **{k: getattr(args, k) for k in ("episodes", "eval_every")
+                                                    if getattr(args, k) is not None}}
   configs = []
   for backbone in args.backbones:
     for shot in args.shots:
       for classifier, head in MODELS:
-        if classifier == "nn" and shot not in NN_SHOTS:
+        if classifier == "nn" and shot not in args.nn_shots:
           continue
         configs.append(Config(dataset=args.dataset, data_dir=args.data_dir, backbone=backbone, shot=shot,
                               classifier=classifier, head=head, seed=args.seed, **overrides))
@@ -93,7 +94,7 @@ def statistics_tables(results: dict[Config, dict], out: pathlib.Path, seeds: tup
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--dataset", required=True, choices=("cub", "mini_imagenet"))
+  parser.add_argument("--dataset", required=True, choices=("cub", "mini_imagenet", "omniglot", "strokes"))
   parser.add_argument("--data_dir", default=None)
   parser.add_argument("--out", default=None, help="default: runs/dr_<dataset>")
   parser.add_argument("--smoke", action="store_true", help="tiny episodes and images: checks the pipeline, not the paper")
@@ -101,7 +102,13 @@ def parse_args(argv):
   parser.add_argument("--seeds", default=None, help="train every configuration as a seed group (0-4, or 0,3,5)")
   parser.add_argument("--backbones", default=None, help=f"comma-separated subset of {','.join(BACKBONES)}")
   parser.add_argument("--shots", default=None, help="comma-separated subset of 1,5")
+  parser.add_argument("--nn_shots", default=",".join(map(str, NN_SHOTS)),
+                      help="shots at which the 1-NN heads train too (the paper's: 5; the seeded grid's: 1,5)")
+  parser.add_argument("--episodes", type=int, default=None, help="training episodes of every run (default: the "
+                      "dataset's, or the smoke grid's)")
+  parser.add_argument("--eval_every", type=int, default=None, help="episodes between checkpoints (default 100)")
   args = parser.parse_args(argv)
+  args.nn_shots = tuple(int(s) for s in args.nn_shots.split(",") if s)
   default_backbones = SMOKE_BACKBONES if args.smoke else BACKBONES
   args.backbones = tuple(args.backbones.split(",")) if args.backbones else default_backbones
   args.shots = tuple(int(s) for s in args.shots.split(",")) if args.shots else SHOTS

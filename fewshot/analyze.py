@@ -106,7 +106,8 @@ def measure_table(measure: str, pairs: list[Pair]) -> Table:
   """The paper's table of one measure: a row per pair of runs."""
   relation = PROPERLY_LEARNED.get(measure)
   name = LABELS[measure]
-  headers = ["A", "B", "n A", "n B", "undefined A", "undefined B", "geo. mean A", "geo. mean B", "Mann-Whitney p"]
+  headers = ["A", "B", "n A", "n B", "undefined A", "undefined B", "geo. mean A", "geo. mean B",
+             "Mann-Whitney p (normal approx.)"]
   if relation is not None:
     headers += [f"P({relation}) A", f"P({relation}) B", "Fisher p"]
   headers.append("note")

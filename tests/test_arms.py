@@ -35,18 +35,20 @@ def test_arms_compare_per_seed_accuracies_and_geometric_means_against_scipy(tmp_
   assert f"{np.mean(acc_a):.2f} ± {t:.2f}" in text
   welch = scipy.stats.ttest_ind(acc_b, acc_a, equal_var=False).confidence_interval(0.95)
   assert f"{np.mean(acc_b) - np.mean(acc_a):+.2f} ± {(welch.high - welch.low) / 2:.2f}" in text
-  p = scipy.stats.mannwhitneyu(acc_a, acc_b, alternative="two-sided", method="asymptotic").pvalue
-  assert f"{analyze.format_p(p)}*" in text  # every B seed beats every A seed: significant
+  # A few seeds without ties: the exact distribution (scipy's "exact"), and the table says so.
+  p = scipy.stats.mannwhitneyu(acc_a, acc_b, alternative="two-sided", method="exact").pvalue
+  assert p == 2 / scipy.special.comb(9, 4)  # every B seed beats every A seed: 2 of the C(9, 4) rank splits
+  assert f"{analyze.format_p(p)}*" in text and "Mann-Whitney U: exact distribution" in text
   # Per-seed geometric means of the norm ratio, compared across seeds.
   runs_a = [read_run(x, Config.from_dict) for x in a]
   runs_b = [read_run(x, Config.from_dict) for x in b]
   gm_a = [scipy.stats.gmean(r.values("norm_ratio")) for r in runs_a]
   gm_b = [scipy.stats.gmean(r.values("norm_ratio")) for r in runs_b]
   np.testing.assert_allclose(arms.seed_means(runs_a, "norm_ratio"), gm_a, rtol=1e-12)
-  p_gm = scipy.stats.mannwhitneyu(gm_a, gm_b, alternative="two-sided", method="asymptotic").pvalue
+  p_gm = scipy.stats.mannwhitneyu(gm_a, gm_b, alternative="two-sided", method="exact").pvalue
   table = arms.seed_means_table(runs_a, runs_b)
   row = next(r for r in table.rows if r[0].text == "norm ratio")
-  assert row[5].text == analyze.format_p(p_gm) and row[5].significant
+  assert row[5].text == analyze.format_p(p_gm) and row[5].significant and row[6].text == "exact distribution"
   # Pooled: every checkpoint of an arm; then seed by seed for the 4 seeds both arms have.
   pairs = analyze.compare_arms(runs_a, runs_b)
   assert [x.label_a for x in pairs] == ["ProtoNet_S (pooled)"] + [f"ProtoNet_S seed {s}" for s in range(4)]

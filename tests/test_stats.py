@@ -135,3 +135,17 @@ def test_all_values_equal_leaves_mann_whitney_undefined():
 def test_unknown_measure_raises():
   with pytest.raises(ValueError, match="measure"):
     stats.compare_runs(A, B, "alpha")
+
+
+def test_mann_whitney_is_exact_for_a_few_seeds_and_asymptotic_for_the_paper_s_checkpoint_tables():
+  # 3 seeds against 3, fully separated: of the C(6, 3) = 20 equally likely rank splits, 2 are as extreme (two-sided).
+  a, b = [90.0, 91.0, 92.0], [93.0, 94.0, 95.0]
+  assert stats.mann_whitney(a, b, method="auto")[0] == pytest.approx(2 / 20, abs=1e-15)
+  assert stats.mann_whitney(a, b)[0] == pytest.approx(0.0809, abs=1e-4)  # the normal approximation
+  for method in ("exact", "asymptotic"):
+    expected = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue
+    assert stats.mann_whitney(a, b, method=method)[0] == pytest.approx(expected, rel=1e-12)
+  # Ties, or more than 8 values in both samples: the approximation (scipy's rule), as the paper's tables use.
+  assert stats.mann_whitney_method(3, 3, tied=True) == "asymptotic"
+  assert stats.mann_whitney_method(9, 9, tied=False) == "asymptotic"
+  assert stats.mann_whitney_method(8, 200, tied=False) == "exact"

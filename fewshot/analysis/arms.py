@@ -61,7 +61,7 @@ def accuracy_table(a: list[Run], b: list[Run]) -> Table:
              "Mann-Whitney p")
   acc_a, acc_b = _accuracies(a), _accuracies(b)
   fa, fb = acc_a[np.isfinite(acc_a)], acc_b[np.isfinite(acc_b)]
-  p, note = stats.mann_whitney(fa, fb)
+  p, note = stats.mann_whitney(fa, fb, method="auto")
   if fa.size and fb.size:
     difference, half = stats.welch_difference(fa, fb)
     diff = f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
@@ -72,8 +72,14 @@ def accuracy_table(a: list[Run], b: list[Run]) -> Table:
     per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, acc))
     rows.append((Cell(name), Cell(arm_label(arm)), Cell(str(len(arm))), Cell(per_seed), Cell(_mean_interval(acc)),
                  Cell(diff if name == "B" else ""), Cell(format_p(p) if name == "B" else "", bool(p and p < 0.05))))
-  title = "Test accuracy across seeds" + (f" ({note})" if note else "")
+  title = f"Test accuracy across seeds (Mann-Whitney U: {_distribution(fa, fb)})" + (f" ({note})" if note else "")
   return Table(title, headers, tuple(rows))
+
+
+def _distribution(a: np.ndarray, b: np.ndarray) -> str:
+  """Which distribution the per-seed Mann–Whitney U test used (exact for a few seeds without ties)."""
+  tied = np.unique(np.concatenate([a, b])).size < a.size + b.size
+  return "exact distribution" if stats.mann_whitney_method(a.size, b.size, tied) == "exact" else "normal approximation"
 
 
 def seed_means(arm: list[Run], measure: str) -> np.ndarray:
@@ -89,11 +95,11 @@ def seed_means_table(a: list[Run], b: list[Run]) -> Table:
   for measure in MEASURES:
     ma, mb = seed_means(a, measure), seed_means(b, measure)
     fa, fb = ma[np.isfinite(ma)], mb[np.isfinite(mb)]
-    p, note = stats.mann_whitney(fa, fb)
+    p, note = stats.mann_whitney(fa, fb, method="auto")
     listed = lambda m: ", ".join(format_value(stats.finite_or_none(v)) for v in m)  # noqa: E731
     median = lambda f: format_value(float(np.median(f))) if f.size else MISSING  # noqa: E731
     rows.append((Cell(LABELS[measure]), Cell(listed(ma)), Cell(listed(mb)), Cell(median(fa)), Cell(median(fb)),
-                 Cell(format_p(p), bool(p is not None and p < 0.05)), Cell(note)))
+                 Cell(format_p(p), bool(p is not None and p < 0.05)), Cell(note or _distribution(fa, fb))))
   return Table("Diagnostics across seeds: each seed's geometric mean over its checkpoints", headers, tuple(rows))
 
 

@@ -2,10 +2,13 @@
 
 import json
 import re
+import shutil
 
+import numpy as np
 import pytest
 
 from fewshot.analysis import stats
+from fewshot.config import Config
 from fewshot.errors import RunDirError
 from fewshot.records.rundir import RunDir
 
@@ -193,3 +196,65 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
   for s in (0, 1):
     assert json.loads((out / "distort" / f"omniglot_conv4_ProtoNet_S_5w1s_seed{s}" / "lake_runs.json").read_text())[
         "test_shifts"] == 1
+
+
+def _write_dr_records(records, seeds=5):
+  """A grid's records as training leaves them, with known values: DR's curves rise earlier and its norm ratio is
+  larger in every seed (claims 1 and 2 hold by construction); div-alpha > 1 as often under both (claim 3 does not).
+  """
+  from fewshot.records.rundir import RunDir  # noqa: PLC0415
+
+  for shot in (1, 5):
+    for classifier in ("proto", "nn"):
+      for head in ("softmax", "dr"):
+        for seed in range(seeds):
+          config = Config(dataset="strokes", way=5, shot=shot, classifier=classifier, head=head, seed=seed,
+                          episodes=600, eval_every=100)
+          rng = np.random.default_rng(seed)
+          lift = 10.0 if head == "dr" else 0.0
+          rows = [{"episode": e, "train_loss": 1.0, "val_accuracy": min(90.0, 40.0 + lift + 10 * k) + rng.uniform(),
+                   "norm_ratio": (0.99 if head == "softmax" else 0.998) + 1e-4 * rng.uniform(),
+                   "div_alpha": 1.01 if k % 2 else 0.99, "con_alpha": 0.99, "seconds": 1.0}
+                  for k, e in enumerate(range(100, 601, 100))]
+          rundir = RunDir(records / config.run_name)
+          rundir.write_config({**config.to_dict(), "image_shape": [28, 28, 1]})
+          rundir.write_metrics(rows)
+          rundir.write_results({"test_accuracy": 80.0 + lift / 10 + seed, "test_ci95": 1.0})
+
+
+def test_dr_results_page_from_a_grid_s_records_its_claims_and_byte_for_byte_rebuild(tmp_path):
+  from experiments import dr_claims, dr_results  # noqa: PLC0415
+
+  records = tmp_path / "docs" / "results" / "strokes"
+  _write_dr_records(records)
+  argv = ["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")]
+  page = dr_results.main(argv)  # every record of the 8 arms x 5 seeds present: nothing trains
+  assert not (tmp_path / "runs").exists() and (tmp_path / "docs" / "results" / "val_accuracy.png").stat().st_size
+  verdicts = {claim: next(line for line in page.splitlines() if line.startswith(f"| {claim} |")).rstrip(" |")
+              for claim, *_ in dr_claims.CLAIMS}
+  assert verdicts["1. DR trains faster (Conv4)"].endswith("| holds")
+  assert verdicts["2. smaller norm ratio under softmax (Conv4)"].endswith("| holds")
+  assert verdicts["3. div-alpha > 1 more often under DR"].endswith("| does not hold")
+  # 5 seeds against 5, fully separated: the exact two-sided p is 2 / C(10, 5) = 0.0079 (3 against 3 could give 0.1 at
+  # best: never significant).
+  assert "1-shot ProtoNet: p = 0.0079 (exact)" in verdicts["2. smaller norm ratio under softmax (Conv4)"]
+  for setting, heads in dr_results.load_arms(records).items():  # each arm's seeds, mean and t-interval
+    for runs in heads.values():
+      values = [r.results["test_accuracy"] for r in runs]
+      mean, half = stats.t_interval(values)
+      assert f"| {setting} | {runs[0].config.model_name} | 5 | {', '.join(f'{v:.2f}' for v in values)} | " \
+             f"{mean:.2f} ± {half:.2f} |" in page
+  assert dr_results.main(argv) == page == (tmp_path / "docs" / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_dr_results_smoke_trains_a_tiny_grid_keeps_its_records_and_builds_the_page(tmp_path):
+  from experiments import dr_claims, dr_results  # noqa: PLC0415
+
+  argv = ["--smoke", "--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")]
+  page = dr_results.main(argv)
+  records = tmp_path / "docs" / "results" / "strokes"
+  assert len(list(records.glob("*/results.json"))) == 8 * 3 and not list(records.glob("*/checkpoints"))
+  assert all(f"| {claim} |" in page for claim, *_ in dr_claims.CLAIMS)
+  shutil.rmtree(tmp_path / "runs")  # the records alone rebuild the page, byte for byte
+  assert dr_results.main(argv) == page and not (tmp_path / "runs").exists()

@@ -1,0 +1,186 @@
+"""The distance-ratio paper's claims tested with seeds on every head, as a results page one command regenerates.
+
+    python -m experiments.dr_results --data_dir ../shared/data/omniglot    # trains what is missing, writes the page
+    python -m experiments.dr_results --smoke --data_dir DIR --out /tmp/page  # a tiny grid: checks the generator
+
+The grid is {ProtoNet, 1-NN} x {softmax, DR} x {1-shot, 5-shot}, 5-way, Conv4, seeds 0-4 on Omniglot (default
+protocol), each arm one seed group trained by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be
+trained over several sittings). The page is built from the runs' records alone (``config.json``,
+``metrics.jsonl``, ``results.json``; no checkpoints), kept in ``<out>/results/<dataset>/``: with them present,
+the command trains nothing and writes the same page byte for byte (the figures beside it aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import shutil
+import sys
+import time
+
+from fewshot import analyze
+from fewshot.analysis.tables import render_markdown
+from fewshot.config import Config
+from fewshot.records.reading import read_run
+
+from experiments import dr_claims, reproduce_dr
+
+EPISODES = 3000  # see BUILD_NOTES, "The DR paper's claims": the pilot's validation curves flatten by then
+SEEDS = "0-4"
+RECORDS = ("config.json", "metrics.jsonl", "results.json")
+SMOKE = dict(episodes=4, eval_every=2, seeds="0-2")
+
+
+def grid_argv(args) -> list[str]:
+  """The reproduce_dr command line of the grid."""
+  argv = ["--dataset", args.dataset, "--out", str(args.runs), "--backbones", "conv4", "--shots", "1,5",
+          "--nn_shots", "1,5", "--seeds", args.seeds, "--episodes", str(args.episodes), "--eval_every",
+          str(args.eval_every)]
+  return argv + (["--data_dir", args.data_dir] if args.data_dir else []) + (["--smoke"] if args.smoke else [])
+
+
+def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
+  """Train (or finish) the grid, then keep its records and how they were made under ``records``."""
+  started = time.time()
+  reproduce_dr.main(grid_argv(args))
+  for results in sorted(args.runs.glob("*/results.json")):
+    kept = records / results.parent.name
+    kept.mkdir(parents=True, exist_ok=True)
+    for name in RECORDS:
+      shutil.copyfile(results.parent / name, kept / name)
+  import jax
+  import jaxlib
+
+  made = {"command": f"python -m experiments.dr_results {' '.join(argv)}".strip(),
+          "grid": f"python -m experiments.reproduce_dr {' '.join(grid_argv(args))}",
+          "versions": {"python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                       "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}"},
+          "machine": f"{platform.machine()}, {_cpu_model()}", "wall_seconds_this_sitting": round(time.time() - started)}
+  (records / "made.json").write_text(json.dumps(made, indent=2) + "\n")
+
+
+def _cpu_model() -> str:
+  cpuinfo = pathlib.Path("/proc/cpuinfo")
+  lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+  model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor())
+  return f"{model}, {sum(line.startswith('processor') for line in lines)} cores"
+
+
+def load_arms(records: pathlib.Path) -> dict[str, dict[str, list]]:
+  """``{setting: {"softmax": runs, "DR": runs}}`` from the kept records, runs in seed order."""
+  arms: dict[str, dict[str, list]] = {}
+  for path in sorted(records.glob("*/config.json")):
+    run = read_run(path.parent, Config.from_dict)
+    c = run.config
+    setting = f"{c.shot}-shot {'ProtoNet' if c.classifier == 'proto' else '1-NN'}"
+    arms.setdefault(setting, {}).setdefault("DR" if c.head == "dr" else "softmax", []).append(run)
+  order = lambda s: (int(s.split("-")[0]), s.endswith("1-NN"))  # noqa: E731
+  return {s: {h: sorted(runs, key=lambda r: r.config.seed) for h, runs in arms[s].items()}
+          for s in sorted(arms, key=order)}
+
+
+def plot_curves(arms: dict, out: pathlib.Path) -> str:
+  """Validation accuracy against episodes, one panel per setting: each arm's median over seeds and the band of its
+  middle half of seeds (25th to 75th percentile).
+  """
+  from fewshot import plot  # matplotlib only here
+
+  pyplot = plot._pyplot()
+  fig, axes = pyplot.subplots(1, len(arms), figsize=(plot.PAGE, 2.4), sharey=True, squeeze=False)
+  for ax, (setting, heads) in zip(axes[0], arms.items()):
+    for head, runs in heads.items():
+      episodes, median, low, high = plot.median_band(runs, "val_accuracy")
+      line, = ax.plot(episodes, median, label=f"{head} (median of {len(runs)} seeds)")
+      ax.fill_between(episodes, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
+    ax.set(title=setting, xlabel="episodes")
+  axes[0][0].set_ylabel("validation accuracy (%)")
+  axes[0][0].legend(loc="lower right", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
+  path = out / "val_accuracy.png"
+  fig.savefig(path, dpi=150, bbox_inches="tight")
+  pyplot.close(fig)
+  return path.name
+
+
+def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
+  """The page's markdown, a function of the records alone."""
+  tests = {setting: dr_claims.cell_tests(heads["softmax"], heads["DR"], setting) for setting, heads in arms.items()}
+  any_run = next(iter(next(iter(arms.values())).values()))[0]
+  c = any_run.config
+  seeds = len(next(iter(arms.values()))["softmax"])
+  header = (f"# The distance-ratio paper's claims, tested with seeds\n\n"
+            f"Kim, Parviainen & Malde (arXiv 2201.08676) compare the softmax (S) and distance-ratio (DR) formulations "
+            f"with one run per formulation. Here every arm is {seeds} seeds: {c.dataset}"
+            f"{'' if c.protocol is None else f' ({c.protocol} protocol)'}, "
+            f"{c.way}-way, {c.backbone}, {c.episodes} episodes, a checkpoint every {c.eval_every}, "
+            f"{c.test_episodes} test episodes per run. Every comparison treats the seeds as the replicates: a two-sided "
+            f"Mann-Whitney U on one value per seed (the exact distribution where no values tie), the paper's own tests on pooled checkpoints "
+            f"beside it. A claim holds where every setting it covers is significant (p < 0.05) in its direction, "
+            f"does not hold where none is, and is mixed otherwise.\n")
+  sections = [header, render_markdown([dr_claims.claim_table(tests)]),
+              render_markdown([dr_claims.accuracy_table(arms, tests)]),
+              render_markdown([dr_claims.speed_table(tests)]), f"![validation accuracy]({figure})\n",
+              render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms), _how_made(made, records)]
+  return "\n".join(sections)
+
+
+def _paper_tables(arms: dict) -> str:
+  """The paper's per-checkpoint Tables 3-10 for each setting, checkpoints pooled over the seeds."""
+  parts = ["## The paper's Tables 3-10, per setting (every checkpoint of an arm pooled over its seeds)\n"]
+  for setting, heads in arms.items():
+    text = analyze.report_arms(heads["softmax"], heads["DR"], fmt="markdown")
+    pooled = text.split("### ")[3:]  # the measures' tables; accuracy and per-seed means are above
+    pooled = ["### " + block for block in pooled]
+    parts.append(f"<details><summary>{setting}</summary>\n\n" + "".join(pooled).rstrip() + "\n\n</details>\n")
+  return "\n".join(parts)
+
+
+def _how_made(made: dict, records: pathlib.Path) -> str:
+  seconds = sum(row.get("seconds", 0.0) for p in sorted(records.glob("*/metrics.jsonl"))
+                for row in map(json.loads, p.read_text().splitlines()))
+  lines = [f"- page: `{made.get('command', '')}`", f"- grid: `{made.get('grid', '')}`",
+           f"- versions: {', '.join(f'{k} {v}' for k, v in made.get('versions', {}).items())}",
+           f"- machine: {made.get('machine', '')}",
+           f"- training wall time, from the runs' records: {seconds / 3600:.1f} h of checkpoint chunks summed over "
+           f"runs (a seed group's runs share theirs)",
+           f"- records: `{records}` (config, metrics and results of every run; no checkpoints)"]
+  return "## How this page was made\n\n" + "\n".join(lines) + "\n"
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--dataset", default="omniglot", choices=("omniglot", "strokes"))
+  parser.add_argument("--data_dir", default=None)
+  parser.add_argument("--out", default="docs", help="where results.md and results/ go (default docs)")
+  parser.add_argument("--runs", default=None, help="where the grid trains (default runs/dr_<dataset>)")
+  parser.add_argument("--seeds", default=SEEDS)
+  parser.add_argument("--episodes", type=int, default=EPISODES)
+  parser.add_argument("--eval_every", type=int, default=100)
+  parser.add_argument("--smoke", action="store_true", help="a tiny grid: checks the generator, not the paper")
+  args = parser.parse_args(argv)
+  if args.smoke:
+    args.episodes, args.eval_every, args.seeds = SMOKE["episodes"], SMOKE["eval_every"], SMOKE["seeds"]
+  args.out = pathlib.Path(args.out)
+  args.runs = pathlib.Path(args.runs or f"runs/dr_{args.dataset}")
+  return args
+
+
+def main(argv=None) -> str:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = parse_args(argv)
+  records = args.out / "results" / args.dataset
+  expected = 8 * len(reproduce_dr.cli.parse_seeds(args.seeds))
+  if len(list(records.glob("*/results.json"))) < expected:
+    train_grid(args, argv, records)
+  made = json.loads((records / "made.json").read_text()) if (records / "made.json").exists() else {}
+  arms = load_arms(records)
+  figure = plot_curves(arms, args.out / "results")
+  text = page(arms, made, records.relative_to(args.out), f"results/{figure}")
+  (args.out / "results.md").write_text(text)
+  print(f"wrote {args.out / 'results.md'}")
+  return text
+
+
+if __name__ == "__main__":
+  main()

@@ -76,12 +76,8 @@ def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:
 def prototypes(support: Array, support_labels: Array, way: int) -> Array:
   """Class means of the support embeddings: ``[n_support, d] -> [way, d]``.
 
-  Summed by segment, not as ``one_hot.T @ support``: the same values to the bit, but jaxlib 0.10.2's XLA:CPU hands
-  the gradient of that product to a YNNPACK kernel that crashes the process (SIGSEGV on a worker thread) once the
-  embeddings reach ~512 dimensions (ResNet-12, ResNet-18, Conv4 at 84 px; jax-ml/jax#39257; BUILD_NOTES, "A crash").
-
-  >>> prototypes(jnp.array([[0.0], [2.0], [5.0]]), jnp.array([0, 0, 1]), 2).tolist()
-  [[1.0], [5.0]]
+  Summed by segment, not as ``one_hot.T @ support`` (the same bits), whose gradient jaxlib 0.10.2's XLA:CPU hands
+  to a YNNPACK kernel that crashes the process from ~512 dimensions (jax-ml/jax#39257; BUILD_NOTES, "A crash").
   """
   chex.assert_rank([support, support_labels], [2, 1])
   sums = jax.ops.segment_sum(support, support_labels, num_segments=way)

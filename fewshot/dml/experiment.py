@@ -25,6 +25,7 @@ from fewshot.dml.losses import Loss, get_loss
 from fewshot.dml.samplers import BatchShape
 from fewshot.errors import ConfigError
 from fewshot.training import class_draws, seed_groups, sources
+from fewshot.training.provenance import data_record
 from fewshot.training.train_state import adam_by_part, fold_keys
 
 
@@ -36,13 +37,14 @@ def fold_splits(config: DMLConfig, splits: dict[str, Split]) -> list[tuple[Split
           for k in range(config.folds)]
 
 
-def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split]:
+def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split, dict[str, Split]]:
+  """Each fold model's (training, validation) splits, the test split, and the dataset's splits they come from."""
   splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, image_size=config.image_size,
                             protocol=config.protocol, class_order=config.class_order, seed=config.split_seed)
   folds = fold_splits(config, splits)
   for k, (train, _) in enumerate(folds):
     class_draws.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
-  return folds, splits["test"]
+  return folds, splits["test"], splits
 
 
 def _data_mesh(config: DMLConfig, data_parallel: bool | None, group: bool) -> Mesh | None:
@@ -75,7 +77,8 @@ class Experiment:
     self.loss = get_loss(config.loss if loss is None else loss)
     config = config if loss is None else dataclasses.replace(config, loss=self.loss.label)  # what the run records
     self.config, self.placement = config, placement
-    self.folds, self.test = load_data(config)
+    self.folds, self.test, splits = load_data(config)
+    self.data = data_record(splits)  # how the dataset was split (what config.json records)
     self.stored_shape = self.test.image_shape  # the images as stored: the learners transform them for the model
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.stored_shape[-1], image, augment=image)

@@ -9,6 +9,7 @@ groups is :mod:`fewshot.training.runs`'; this module supplies the batches' chunk
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from fewshot import distances
@@ -18,7 +19,8 @@ from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.experiment import Experiment
 from fewshot.dml.metrics import retrieval_metrics
-from fewshot.training import loop, seed_groups
+from fewshot.training import loop, provenance, seed_groups
+from fewshot.training.progress import report_start, say
 from fewshot.training.runs import Runs
 
 RECALL_AT = (1, 2, 4, 8)
@@ -49,9 +51,13 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   if c.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
     embedding.check_loss(experiment.fold_learner(0), experiment.stored_shape)
   runs = runs.on(experiment.group)
-  runs.begin(image_shape=list(experiment.input_shape))
+  seeds = len(runs.configs)
+  report_start(c.loss if seeds == 1 else f"{c.loss} x{seeds} seeds", runs, c.dataset, experiment.data, progress)
+  runs.begin(image_shape=list(experiment.input_shape), provenance=provenance.provenance(), data=experiment.data)
   folds = [runs.under(None if c.folds == 1 else f"fold{k}") for k in range(len(experiment.folds))]
   bests = [train_fold(experiment, fold_runs, k, progress) for k, fold_runs in enumerate(folds)]  # [fold][run]
+  say(f"{c.loss}: testing the best checkpoint{'s' * (len(folds) > 1)} on {experiment.test.num_classes} test classes",
+      progress and jax.process_index() == 0)
   embeddings = [experiment.embed(k, fold_runs.restore("best", experiment.initial_state(k)), experiment.test,
                                  runs.written) for k, fold_runs in enumerate(folds)]
   return runs.finish([results(c, experiment.test, [b[k] for b in bests], [e[k] for e in embeddings])

@@ -20,6 +20,7 @@ from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError, DataError
 from fewshot.training import class_draws, seed_groups, sources
+from fewshot.training.provenance import data_record
 from fewshot.training.seed_groups import SeedGroup, check_memory
 from fewshot.training.train_state import KEY_STREAMS, TrainState, adam, run_keys
 
@@ -116,6 +117,7 @@ class Experiment:
   keys: dict[str, jax.Array]  # one run's keys, or a group's [R] keys per stream
   group: SeedGroup | None = None
   seeds: tuple[int, ...] = ()  # a group's seeds, padded to its run axis
+  data: dict = dataclasses.field(default_factory=dict)  # how the dataset was split (provenance.data_record)
 
   @classmethod
   def build(cls, config: Config, splits: tuple[str, ...] = SPLITS, placement: str = "auto",
@@ -147,7 +149,7 @@ class Experiment:
       placed = {name: sources.place(split, placement, superclasses=superclasses.get(name))
                 for name, split in loaded.items()}
       # The learner is initialised on what the backbone sees, after the transforms.
-      return cls(config, learner, placed, config.input_shape, run_keys(config.seed))
+      return cls(config, learner, placed, config.input_shape, run_keys(config.seed), data=data_record(loaded))
     group = SeedGroup.over(len(seeds))
     group.check_processes()
     stored_shape = next(iter(loaded.values())).image_shape
@@ -158,7 +160,7 @@ class Experiment:
                                   superclasses=superclasses.get(name))
               for name, split in loaded.items()}
     keys = {stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
-    return cls(config, learner, placed, config.input_shape, keys, group, padded)
+    return cls(config, learner, placed, config.input_shape, keys, group, padded, data_record(loaded))
 
   def init_state(self) -> TrainState:
     if self.group is None:

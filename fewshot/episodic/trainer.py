@@ -18,7 +18,8 @@ from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.episodic import learning
 from fewshot.episodic.experiment import Experiment
-from fewshot.training import loop, seed_groups
+from fewshot.training import loop, provenance, seed_groups
+from fewshot.training.progress import report_start, say
 from fewshot.training.runs import Runs
 
 
@@ -32,7 +33,9 @@ def train_runs(config: Config, seeds: tuple[int, ...] | None, runs: Runs, progre
   experiment = Experiment.build(config, placement=placement, seeds=seeds, head=head, backbone=backbone)
   _explain_missing_diagnostics(experiment.learner)
   runs = runs.on(experiment.group)
-  runs.begin(image_shape=list(experiment.image_shape))
+  desc = config.model_name if seeds is None else f"{config.model_name} x{len(seeds)} seeds"
+  report_start(desc, runs, config.dataset, experiment.data, progress)
+  runs.begin(image_shape=list(experiment.image_shape), provenance=provenance.provenance(), data=experiment.data)
 
   def train_chunk(state, episodes):
     state, metrics, diagnosed = learning.train_chunk(experiment.learner, state, experiment.sources["train"],
@@ -52,9 +55,10 @@ def train_runs(config: Config, seeds: tuple[int, ...] | None, runs: Runs, progre
 
   schedule = loop.Schedule(config.episodes, config.eval_every, best_by="val_accuracy", step_key="episode",
                            loss_key="train_loss")
-  desc = config.model_name if seeds is None else f"{config.model_name} x{len(seeds)} seeds"
   _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
                               progress=progress, desc=desc, unit="ep")
+  progress_line = f"{desc}: testing the best checkpoint on {config.test_episodes} test episodes"
+  say(progress_line, progress and jax.process_index() == 0)
   tested = experiment.test(runs.restore("best", experiment.init_state()))
   tested = [tested] if experiment.group is None else tested
   return runs.finish([{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"]}

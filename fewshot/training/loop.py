@@ -5,10 +5,11 @@ A trainer supplies its compiled chunk of steps, its validation and its metrics r
 batches, for one run and for a seed group (:mod:`fewshot.training.seed_groups`): resume from ``last``,
 write the row before the checkpoints (so a run killed in between resumes from the previous
 ``last`` and rewrites the same row), keep ``best`` by a named validation score (the earliest
-of ties; an undefined score ranks lowest), keep ``last``, and show a progress bar (on a
-terminal). A row whose training loss is not finite stops the run before its state is saved
-(:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C stops
-it with one line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
+of ties; an undefined score ranks lowest), keep ``last``, write each row to TensorBoard too
+(:mod:`fewshot.records.events`), and show where training stands (a bar on a terminal, a line per checkpoint in
+a log: :mod:`fewshot.training.progress`). A row whose training loss is not finite stops the run before its state
+is saved (:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C stops it with one
+line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import time
 from collections.abc import Callable
 
 import jax
-import tqdm
 
 from fewshot.errors import Interrupted, TrainingError
+from fewshot.records.events import EventWriter
 from fewshot.training import seed_groups
+from fewshot.training.progress import Progress
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
@@ -60,7 +62,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
   chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.written``);
   the loop adds the chunk's wall time as ``seconds``. ``postfix(row, best)`` of the first run is
-  what the progress bar shows.
+  what the progress bar (or, off a terminal, the checkpoint's line) shows.
   """
   resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
@@ -69,10 +71,9 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]
   done = seed_groups.local_step(state.step)
   _set_position(runs, schedule, done)
-  # None: shown on a terminal only, so logs hold no carriage returns and cursor escapes; one bar for all processes.
-  shown = progress and jax.process_index() == 0
-  bar = tqdm.tqdm(total=schedule.total_steps, initial=done, unit=unit, disable=None if shown else True, desc=desc)
-  key = schedule.step_key
+  shown = progress and jax.process_index() == 0  # one bar (or line) for all processes
+  bar = Progress(schedule.total_steps, done, desc, unit, schedule.step_key, shown)
+  events = [EventWriter(rundir.path, schedule.step_key, done) for rundir in runs.written_dirs]
   try:
     while done < schedule.total_steps:
       start = time.perf_counter()
@@ -80,31 +81,49 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
       state, outputs = train_chunk(state, steps)
       done += steps
       new_rows = [{**row, "seconds": time.perf_counter() - start} for row in make_rows(state, outputs)]
-      for k, rundir in enumerate(runs.written_dirs):
-        rows[k].append(new_rows[k])
-        rundir.write_metrics(rows[k])
-      for rundir, row in zip(runs.written_dirs, new_rows):
-        if not finite(row.get(schedule.loss_key)):
-          saved = done - steps
-          kept = f"checkpoints/last keeps {key} {saved}" if saved else "no checkpoint was saved"
-          raise TrainingError(f"training stopped: the training loss at {key} {done} of {rundir.path} is "
-                              f"{row.get(schedule.loss_key)} (not finite: the run diverged); {kept}; lower "
-                              "--learning_rate and train again in a new --workdir.")
-      for k, (rundir, run_state) in enumerate(zip(runs.written_dirs, runs.states(state))):
-        if bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by):
-          bests[k] = new_rows[k]
-          rundir.save_checkpoint("best", done, run_state)
-        rundir.save_checkpoint("last", done, run_state)
+      _record_rows(runs, rows, new_rows, events)
+      _stop_if_diverged(runs, schedule, new_rows, done, steps)
+      _save_checkpoints(runs, schedule, state, new_rows, bests, done)
       _set_position(runs, schedule, done)
-      bar.update(steps)
-      if rows:
-        bar.set_postfix(postfix(rows[0][-1], bests[0]))
+      bar.update(steps, postfix(rows[0][-1], bests[0]) if rows else {})
   except KeyboardInterrupt:
     raise Interrupted(interrupted_message()) from None
   finally:
     _position.clear()
     bar.close()
+    for writer in events:
+      writer.close()
   return state, bests
+
+
+def _record_rows(runs: Runs, rows: list[list[dict]], new_rows: list[dict], events: list[EventWriter]) -> None:
+  """Append each run's new row to its metrics.jsonl (written whole) and to its TensorBoard events."""
+  for k, rundir in enumerate(runs.written_dirs):
+    rows[k].append(new_rows[k])
+    rundir.write_metrics(rows[k])
+    events[k].write(new_rows[k])
+
+
+def _stop_if_diverged(runs: Runs, schedule: Schedule, new_rows: list[dict], done: int, steps: int) -> None:
+  """A non-finite training loss stops the run before its state is saved, so ``last`` keeps the last finite one."""
+  key = schedule.step_key
+  for rundir, row in zip(runs.written_dirs, new_rows):
+    if not finite(row.get(schedule.loss_key)):
+      saved = done - steps
+      kept = f"checkpoints/last keeps {key} {saved}" if saved else "no checkpoint was saved"
+      raise TrainingError(f"training stopped: the training loss at {key} {done} of {rundir.path} is "
+                          f"{row.get(schedule.loss_key)} (not finite: the run diverged); {kept}; lower "
+                          "--learning_rate and train again in a new --workdir.")
+
+
+def _save_checkpoints(runs: Runs, schedule: Schedule, state: TrainState, new_rows: list[dict], bests: list,
+                      done: int) -> None:
+  """``best`` where the row beats the best so far (the earliest of ties stays), and ``last``, for each run."""
+  for k, (rundir, run_state) in enumerate(zip(runs.written_dirs, runs.states(state))):
+    if bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by):
+      bests[k] = new_rows[k]
+      rundir.save_checkpoint("best", done, run_state)
+    rundir.save_checkpoint("last", done, run_state)
 
 
 # Where the loop stands (its runs and last checkpoint), for the line Ctrl-C prints: the command-line

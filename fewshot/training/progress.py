@@ -1,0 +1,72 @@
+"""Where a run stands while it trains: a progress bar on a terminal, one plain line per checkpoint in a log.
+
+Under ``nohup``, SLURM or any redirect, stderr is no terminal: a bar would write carriage returns and cursor
+escapes into the log, and nothing at all was written until the run ended. There, each checkpoint prints one line,
+flushed at once::
+
+    ProtoNet_DR x5 seeds: episode 300/2000, loss 0.412, val 88.10%, best 88.10%, elapsed 0:01:12, ETA 0:06:48
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+
+import tqdm
+
+from fewshot.training import provenance
+
+
+def _clock(seconds: float) -> str:
+  return str(datetime.timedelta(seconds=round(seconds)))
+
+
+class Progress:
+  """One loop's progress: ``update`` after each checkpoint with the fields to show (the first run's)."""
+
+  def __init__(self, total: int, done: int, desc: str | None, unit: str, step_key: str, shown: bool):
+    self.total, self.done, self.start_done, self.step_key = total, done, done, step_key
+    self.desc = desc or "training"
+    # disable=None: shown on a terminal only; off one, the plain lines below take its place.
+    self.bar = tqdm.tqdm(total=total, initial=done, unit=unit, disable=None if shown else True, desc=desc)
+    self.lines = shown and self.bar.disable
+    self.started = time.perf_counter()
+
+  def update(self, steps: int, fields: dict) -> None:
+    self.done += steps
+    self.bar.update(steps)
+    self.bar.set_postfix(fields)
+    if self.lines:
+      print(self.line(fields), file=sys.stderr, flush=True)
+
+  def line(self, fields: dict) -> str:
+    """The plain line of the last checkpoint: where the run stands, its fields, the time so far and still to go."""
+    elapsed = time.perf_counter() - self.started
+    rate = (self.done - self.start_done) / elapsed if elapsed > 0 else 0.0
+    eta = _clock((self.total - self.done) / rate) if rate > 0 else "?"
+    shown = "".join(f", {name} {value}" for name, value in fields.items())
+    return (f"{self.desc}: {self.step_key} {self.done}/{self.total}{shown}, elapsed {_clock(elapsed)}, "
+            f"ETA {eta}")
+
+  def close(self) -> None:
+    self.bar.close()
+
+
+def say(line: str, shown: bool = True) -> None:
+  """A status line of a training command (its devices, its data, its test), on stderr, flushed at once."""
+  if shown:
+    print(line, file=sys.stderr, flush=True)
+
+
+def report_start(desc: str, runs, dataset: str, data: dict, progress: bool) -> None:
+  """The first lines a training command writes: what trains where (its runs, the backend and devices), and how
+  the dataset was split.
+  """
+  import jax
+
+  shown = progress and jax.process_index() == 0
+  written = runs.written_dirs
+  others = f" and {len(written) - 1} more runs" if len(written) > 1 else ""
+  say(f"{desc}: training {written[0].path}{others} on {provenance.devices()}", shown)
+  say(provenance.describe_data(dataset, data), shown)

@@ -1,0 +1,67 @@
+"""What a reviewer asks when two runs disagree: the versions, the commit, the devices; and where the data went.
+
+Recorded in each run's ``config.json`` (``provenance`` and ``data``, beside the options) when the run starts, and
+printed in the first lines a training command writes.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import pathlib
+import platform
+import subprocess
+
+CHECKOUT = pathlib.Path(__file__).resolve().parents[2]  # the repository, when fewshot runs from a checkout
+
+
+def git_commit() -> str | None:
+  """The commit of the checkout fewshot runs from (``+dirty`` with uncommitted changes), None outside a checkout."""
+  if not (CHECKOUT / ".git").exists():
+    return None
+  try:
+    run = lambda *args: subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True,  # noqa: E731
+                                       timeout=10, check=True).stdout.strip()
+    commit = run("rev-parse", "HEAD")
+    dirty = run("status", "--porcelain", "--untracked-files=no")
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return commit + ("+dirty" if dirty else "")
+
+
+def devices() -> str:
+  """The backend and devices JAX trains on, e.g. ``cpu: 1 device (cpu)`` or ``gpu: 8 devices (NVIDIA H100) on 2
+  hosts``.
+  """
+  import jax
+
+  local = jax.devices()
+  hosts = f" on {jax.process_count()} hosts" if jax.process_count() > 1 else ""
+  count = f"{len(local)} device{'s' * (len(local) > 1)}"
+  return f"{jax.default_backend()}: {count} ({local[0].device_kind}){hosts}"
+
+
+def provenance() -> dict:
+  """The software and hardware a run trains on."""
+  import flax
+  import jax
+  import jaxlib
+
+  return {"fewshot": importlib.metadata.version("fewshot"), "git_commit": git_commit(), "python": platform.python_version(),
+          "jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__,
+          "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind,
+          "device_count": jax.device_count(), "process_count": jax.process_count()}
+
+
+def data_record(splits: dict) -> dict:
+  """How the dataset was split: classes and images of each split (:class:`fewshot.data.Split`), and in all."""
+  record = {name: {"classes": int(split.num_classes), "images": int(len(split.labels))} for name, split in
+            splits.items()}
+  return {**record, "total": {key: sum(r[key] for r in record.values()) for key in ("classes", "images")}}
+
+
+def describe_data(dataset: str, record: dict) -> str:
+  """One line: ``omniglot: 242 classes, 4840 images: train 145 classes / 2900 images, val ..., test ...``."""
+  parts = ", ".join(f"{name} {r['classes']} classes / {r['images']} images" for name, r in record.items()
+                    if name != "total")
+  total = record["total"]
+  return f"data: {dataset}, {total['classes']} classes and {total['images']} images in use: {parts}"

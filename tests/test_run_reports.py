@@ -1,0 +1,138 @@
+"""What a run reports while it trains and records for a collaborator: lines in a log, TensorBoard, provenance, data.
+
+Off a terminal (a log file, nohup, SLURM) a run prints its devices and data, one flushed line per checkpoint and a
+line when it tests; on a terminal the progress bar stays. Every metrics.jsonl field is a TensorBoard scalar, and
+config.json records the software, hardware and data split it ran on.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+import re
+import struct
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from fewshot import data
+from fewshot.records.rundir import RunDir
+from fewshot.training import progress, provenance
+
+FLAGS = ["--way=2", "--query=2", "--test_query=2", "--episodes=6", "--eval_every=2", "--val_episodes=2",
+         "--test_episodes=2"]
+CHECKPOINT_LINE = re.compile(r"^(.+): episode (\d+)/6, loss \d+\.\d{3}, val \d+\.\d\d%, best \d+\.\d\d%, "
+                             r"elapsed \d+:\d\d:\d\d, ETA (\d+:\d\d:\d\d|\?)$")
+
+
+@pytest.fixture(scope="module")
+def logged_run(tmp_path_factory):
+  """A run trained through the command line with stderr in a pipe, as under nohup; its lines, read as they came."""
+  workdir = tmp_path_factory.mktemp("logged") / "run"
+  process = subprocess.Popen([sys.executable, "-m", "fewshot.train", f"--workdir={workdir}", *FLAGS],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  lines, running_at_first_checkpoint = [], None
+  for line in process.stderr:
+    lines.append(line.rstrip("\n"))
+    if running_at_first_checkpoint is None and CHECKPOINT_LINE.match(lines[-1]):
+      running_at_first_checkpoint = process.poll() is None and not (workdir / "results.json").exists()
+  stdout = process.stdout.read()
+  assert process.wait() == 0, "\n".join(lines[-20:])
+  return workdir, lines, stdout, running_at_first_checkpoint
+
+
+def test_off_a_terminal_a_run_prints_its_devices_data_a_line_per_checkpoint_and_its_test(logged_run):
+  workdir, lines, stdout, running_at_first_checkpoint = logged_run
+  assert lines[0] == f"ProtoNet_S: training {workdir} on {provenance.devices()}"
+  splits = data.load_splits("strokes")
+  counts = ", ".join(f"{name} {s.num_classes} classes / {len(s.labels)} images" for name, s in splits.items())
+  assert lines[1] == (f"data: strokes, {sum(s.num_classes for s in splits.values())} classes and "
+                      f"{sum(len(s.labels) for s in splits.values())} images in use: {counts}")
+  checkpoints = [CHECKPOINT_LINE.match(line) for line in lines[2:5]]
+  assert all(checkpoints) and [m[2] for m in checkpoints] == ["2", "4", "6"]
+  rows = RunDir(workdir).read_metrics()
+  for match, row in zip(checkpoints, rows):
+    assert f"loss {row['train_loss']:.3f}, val {row['val_accuracy']:.2f}%" in match[0]
+  assert lines[5:] == ["ProtoNet_S: testing the best checkpoint on 2 test episodes"]
+  assert running_at_first_checkpoint  # each line reached the log while the run was still training
+  assert "\r" not in "".join(lines) and "\x1b" not in "".join(lines) and "test accuracy" in stdout
+
+
+def test_on_a_terminal_the_bar_stays_and_no_lines_are_printed(monkeypatch):
+  class Terminal(io.StringIO):
+    def isatty(self):
+      return True
+
+  terminal = Terminal()
+  monkeypatch.setattr(sys, "stderr", terminal)
+  shown = progress.Progress(total=4, done=0, desc="run", unit="ep", step_key="episode", shown=True)
+  shown.update(2, {"loss": "0.5"})
+  shown.close()
+  assert not shown.lines and "\r" in terminal.getvalue() and "episode 2/4" not in terminal.getvalue()
+  hidden = progress.Progress(total=4, done=0, desc="run", unit="ep", step_key="episode", shown=False)
+  hidden.update(2, {"loss": "0.5"})
+  assert not hidden.lines
+
+
+def _events(folder: pathlib.Path) -> list:
+  """Every event of a folder's event files, read by the TFRecord framing TensorBoard reads (length, its masked
+  CRC-32C, the record, its masked CRC-32C; the CRCs are not recomputed here).
+  """
+  from tensorboardX.proto import event_pb2  # noqa: PLC0415
+
+  events = []
+  for path in sorted(folder.glob("events.out.tfevents.*")):
+    raw, at = path.read_bytes(), 0
+    while at < len(raw):
+      (length,) = struct.unpack("<Q", raw[at:at + 8])
+      events.append(event_pb2.Event.FromString(raw[at + 12:at + 12 + length]))
+      at += 12 + length + 4
+  return events
+
+
+def test_every_metrics_field_is_a_tensorboard_scalar_at_its_episode(logged_run):
+  workdir = logged_run[0]
+  scalars = {(v.tag, e.step): v.simple_value for e in _events(workdir / "tensorboard") for v in e.summary.value}
+  rows = RunDir(workdir).read_metrics()
+  expected = {(name, row["episode"]): value for row in rows for name, value in row.items()
+              if name != "episode" and value is not None}
+  assert set(scalars) == set(expected) and len(rows) == 3
+  for key, value in expected.items():
+    assert scalars[key] == pytest.approx(value, rel=1e-6), key  # stored as float32
+
+
+def test_config_json_records_the_software_hardware_and_data_split(logged_run):
+  saved = RunDir(logged_run[0]).read_config()
+  recorded = saved["provenance"]
+  assert (recorded["jax"], recorded["backend"], recorded["device_count"], recorded["process_count"]) == (
+      jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
+  assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
+  checkout = pathlib.Path(__file__).resolve().parents[1]
+  if (checkout / ".git").exists():  # from a checkout: the commit it ran at
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert recorded["git_commit"].split("+")[0] == head.strip()
+  splits = data.load_splits("strokes")
+  assert saved["data"] == {**{name: {"classes": s.num_classes, "images": len(s.labels)} for name, s in splits.items()},
+                           "total": {"classes": sum(s.num_classes for s in splits.values()),
+                                     "images": sum(len(s.labels) for s in splits.values())}}
+
+
+def test_a_resumed_run_purges_the_events_past_its_last_checkpoint(tmp_path):
+  from fewshot.records.events import EventWriter  # noqa: PLC0415
+
+  first = EventWriter(tmp_path, "episode")
+  for episode in (2, 4, 6):  # 6 was written, then the run was killed before its checkpoint
+    first.write({"episode": episode, "train_loss": float(episode)})
+  first.close()
+  time.sleep(1.1)  # event files are named by the second they were opened
+  resumed = EventWriter(tmp_path, "episode", resumed_step=4)
+  resumed.write({"episode": 6, "train_loss": 60.0})
+  resumed.close()
+  events = _events(tmp_path / "tensorboard")
+  starts = [e for e in events if e.HasField("session_log")]
+  assert [s.step for s in starts] == [5] and starts[0].session_log.status == starts[0].session_log.START
+  assert np.isclose([v.simple_value for e in events for v in e.summary.value if e.step == 6], [6.0, 60.0]).all()

@@ -21,7 +21,7 @@ from fewshot.config import Config
 from fewshot.episodic import learning
 from fewshot.episodic.experiment import build_learner, with_values
 from fewshot.episodic.learning import EpisodicLearner
-from fewshot.errors import ConfigError
+from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import existing_checkpoint
 from fewshot.training import compilation_cache, split_embedding
 from fewshot.training.train_state import run_keys
@@ -37,9 +37,13 @@ class TrainedModel:
 
   @property
   def theta(self) -> float | None:
-    """The DR head's θ = exp(ρ); None for a head without ρ."""
-    rho = self.variables["params"].get("rho")
-    return None if rho is None else float(jnp.exp(rho))
+    """The DR head's θ = exp(ρ); None for a head without ρ, and for the softmax head, whose ρ is carried (every
+    paper head's checkpoint holds one) but takes no part in its logits (``metrics.jsonl`` records it all the same).
+    """
+    head, rho = self.learner.head, self.variables["params"].get("rho")
+    if rho is None or (isinstance(head, heads.DistanceHead) and head.formulation != "dr"):
+      return None
+    return float(jnp.exp(rho))
 
   def embed(self, images: jax.Array) -> jax.Array:
     """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1]) as stored by ``fewshot.data``.
@@ -126,11 +130,20 @@ def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
   ``test_shifts`` replaces the run's ``--test_shifts`` in :meth:`TrainedModel.embed` (None keeps it).
   """
   rundir = existing_checkpoint(workdir, checkpoint)
-  saved = rundir.read_config()
-  config = Config.from_dict(saved)
+  config = rundir.read_options(Config.from_dict)
+  image_shape = _image_shape(rundir)
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)
   compilation_cache.enable()
   learner = build_learner(config, head, backbone)
-  like = learning.init_state(learner, run_keys(config.seed)["init"], tuple(saved["image_shape"]))
+  like = learning.init_state(learner, run_keys(config.seed)["init"], image_shape)
   return TrainedModel(config, learner, learning.model_variables(rundir.restore_checkpoint(checkpoint, like)))
+
+
+def _image_shape(rundir) -> tuple[int, int, int]:
+  """The backbone's input recorded beside the options (``image_shape``), refused in one line where edited away."""
+  shape = rundir.read_config().get("image_shape")
+  if not (isinstance(shape, list) and len(shape) == 3 and all(type(n) is int and n > 0 for n in shape)):
+    raise RunDirError(f"{rundir.config_path}: image_shape is {shape!r}, not [height, width, channels]; restore the "
+                      "file from a backup, or train the run anew in a new --workdir.")
+  return tuple(shape)

@@ -73,7 +73,7 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
     raise ConfigError(f"--cached_episodes must be a positive integer with --test_by cached or both, got "
                       f"{cached_episodes} with --test_by {test_by}.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
-  config = Config.from_dict(rundir.read_config())
+  config = rundir.read_options(Config.from_dict)
   config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
   from fewshot.episodic import cached_test  # the model machinery, once the options and run passed
   from fewshot.episodic.experiment import Experiment
@@ -104,7 +104,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   from fewshot.episodic import lake
 
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
-  config = Config.from_dict(rundir.read_config())
+  config = rundir.read_options(Config.from_dict)
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)

@@ -63,13 +63,39 @@ class RunOptions:
 
   @classmethod
   def from_dict(cls, values: dict):
-    """The configuration saved as ``values``; fields it lacks (runs from before they existed) take their defaults."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in known})
+    """The configuration saved as ``values``; fields it lacks (runs from before they existed) take their defaults.
+
+    A value of another type than its field's (an edited record: ``"way": "five"``) is a one-line ``ConfigError``
+    naming the field, where the dataclass would fail deep inside its checks.
+    """
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    known = {k: v for k, v in values.items() if k in fields}
+    for name, value in known.items():
+      expected = _mistyped(hints[name], value, fields[name].metadata.get("positive", False))
+      if expected is not None:
+        raise ConfigError(f"--{name} is {value!r}, not {expected}.")
+    return cls(**known)
 
   def differences(self, other) -> list[str]:
     """Names of the options in which two configurations differ."""
     return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_POSITIVE_KINDS = {int: "a positive integer", float: "a positive number"}
+
+
+def _mistyped(annotation, value, positive: bool) -> str | None:
+  """What a field of this annotation takes, where ``value`` is not of it (a bool is no number); else None."""
+  base, optional = _flag_type(annotation), type(None) in typing.get_args(annotation)
+  if base not in _KINDS or (value is None and optional):
+    return None
+  number = isinstance(value, (int, float)) and not isinstance(value, bool)
+  if (base is float and number) or (isinstance(value, base) and (base is bool or not isinstance(value, bool))):
+    return None
+  kind = _POSITIVE_KINDS.get(base, _KINDS[base]) if positive else _KINDS[base]
+  return kind.replace(" or ", ", ") + " or null" if optional else kind
 
 
 def _flag_type(annotation) -> type:

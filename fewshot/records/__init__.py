@@ -3,7 +3,9 @@
 * :mod:`~fewshot.records.rundir`: one run's directory (``RunDir``), the rules for reusing one
   (``open_for_training``) and for reading one (``existing_run``);
 * :mod:`~fewshot.records.files`: atomic, strict-JSON writes with the user's permissions;
+* :mod:`~fewshot.records.checkpoints`: a run's ``last`` and ``best`` checkpoints (orbax, or the local ones);
 * :mod:`~fewshot.records.local_checkpoints`: checkpoints a process writes alone (a seed group over several hosts);
+* :mod:`~fewshot.records.damage`: a damaged checkpoint told from a bug, in the words of what was read;
 * :mod:`~fewshot.records.reading`: a run's records as analysis reads them.
 
 A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or

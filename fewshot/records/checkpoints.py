@@ -13,7 +13,7 @@ import pathlib
 from typing import Any
 
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.records import local_checkpoints
+from fewshot.records import damage, local_checkpoints
 
 CHECKPOINT_KINDS = ("last", "best")
 
@@ -61,12 +61,13 @@ class Checkpoints:
     return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
 
   def step(self, kind: str) -> int | None:
-    """Steps trained at the saved checkpoint of this kind, or None if there is none."""
-    if not (self.folder / kind).exists():
-      return None
-    if self._local(kind):
-      return local_checkpoints.steps(self.folder / kind)[-1]
-    return self._manager(kind).latest_step()
+    """Steps trained at the saved checkpoint of this kind, or None if there is none.
+
+    Read from the step folders' names, as orbax names them (a checkpoint being written has a temporary name), not
+    through orbax, which reads each step's metadata and logs, rather than raises, where that file is damaged.
+    """
+    saved = local_checkpoints.steps(self.folder / kind)
+    return saved[-1] if saved else None
 
   def save(self, kind: str, step: int, state: Any) -> None:
     import orbax.checkpoint as ocp
@@ -79,21 +80,45 @@ class Checkpoints:
     manager.save(step, args=ocp.args.StandardSave(state))
     manager.wait_until_finished()
 
-  def restore(self, kind: str, like: Any) -> Any:
-    """The checkpoint of this kind in the structure, shapes and dtypes of ``like``."""
-    import orbax.checkpoint as ocp
-
+  def restore(self, kind: str, like: Any, resuming: bool = False) -> Any:
+    """The checkpoint of this kind in the structure, shapes and dtypes of ``like``; one whose files cannot be read
+    is a one-line ``RunDirError`` naming it and the way out (``resuming``: the run continues from it).
+    """
     check_kind(kind)
     step = self.step(kind)
     if step is None:
       raise RunDirError(f"{self.folder.parent} has no {kind} checkpoint; train it first (or use the other checkpoint).")
-    if self._local(kind):
-      return local_checkpoints.restore(self.folder / kind, step, like)
+    where = self.folder / kind / str(step)
+    try:
+      if self._local(kind):
+        return local_checkpoints.restore(self.folder / kind, step, like)
+      return self._restore_orbax(kind, step, like)
+    except Exception as e:
+      reason = damage.unreadable(e)
+      if reason is None:  # not the files' fault: a bug, or a state unlike the saved one, is raised as it is
+        raise
+      raise RunDirError(f"{where} is damaged ({reason}); {self._way_out(kind, resuming)}") from None
+
+  def _restore_orbax(self, kind: str, step: int, like: Any) -> Any:
+    import orbax.checkpoint as ocp
+
+    damage.check_orbax_step(self.folder / kind / str(step))
+    damage.quiet_abandoned_reads()  # before reading: orbax's abandoned reads report as they end, at any time
     manager = self._manager(kind)
     stored = set(manager.item_metadata(step).keys())
     if "episode" in stored and "step" not in stored and hasattr(like, "step"):
       return _restore_episode_checkpoint(manager, step, like)
     return manager.restore(step, args=ocp.args.StandardRestore(like))
+
+  def _way_out(self, kind: str, resuming: bool) -> str:
+    if resuming:
+      return ("the run cannot continue from it: train the run anew in a new --workdir, or restore its checkpoints "
+              "folder from a backup.")
+    other = next(k for k in CHECKPOINT_KINDS if k != kind)
+    if self.has(other):
+      return (f"use the {other} checkpoint instead (--checkpoint {other}; fewshot.load(..., checkpoint={other!r})), "
+              "or restore the checkpoint from a backup.")
+    return "restore the checkpoint from a backup, or train the run anew in a new --workdir."
 
   def drop_after(self, step: int) -> None:
     """Forget checkpoints newer than ``step`` (a resumed run replays those steps)."""

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from fewshot.errors import RunDirError
+from fewshot.errors import RunDirError, one_line
+from fewshot.records.damage import Unreadable
 
 FILENAME = "state.msgpack"
 
@@ -64,7 +65,10 @@ def restore(folder: pathlib.Path, step: int, like: Any) -> Any:
   import jax
 
   path = folder / str(step) / FILENAME
-  restored = flax.serialization.from_bytes(like, path.read_bytes())
+  try:
+    restored = flax.serialization.from_bytes(like, path.read_bytes())
+  except (ValueError, TypeError) as e:  # msgpack's and flax's words for bytes that are not a train state
+    raise Unreadable(f"{FILENAME}: {one_line(e)}") from None
 
   def place(value, target):
     if np.shape(value) != np.shape(target):

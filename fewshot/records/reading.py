@@ -40,8 +40,8 @@ class Run:
 def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
   """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
   rundir = existing_run(path)
+  config = rundir.read_options(config_type)
   try:
-    config = config_type(rundir.read_config())
     rows = tuple(rundir.read_metrics())
     results = rundir.read_results()
   except (json.JSONDecodeError, TypeError, AttributeError) as e:

@@ -21,12 +21,22 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from typing import Any
+from typing import Any, Callable
 
-from fewshot.errors import RunDirError
+from fewshot.errors import ConfigError, RunDirError, one_line
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import check_writable, finite_json, make_dirs, write_json_atomic
+
+_RESTORE = "restore the file from a backup, or train the run anew in a new --workdir."
+# Which command wrote a run, told from its config.json: a metric-learning run's options have a loss and folds.
+RUN_KINDS = {"fewshot": ("few-shot", "python -m fewshot.train"),
+             "dml": ("metric-learning", "python -m fewshot.dml.train")}
+
+
+def run_kind(record: dict) -> str:
+  """``"dml"`` for the options of a metric-learning run (saved, or ``config.to_dict()``), else ``"fewshot"``."""
+  return "dml" if {"loss", "folds"} <= record.keys() else "fewshot"
 
 
 class RunDir:
@@ -55,12 +65,32 @@ class RunDir:
 
   def differences(self, config, ignore: tuple[str, ...] = ()) -> list[str]:
     """The options in which the saved run's configuration differs from ``config`` (of the same type)."""
-    saved = type(config).from_dict(self.read_config())
+    saved = self.read_options(type(config).from_dict)
     return [name for name in saved.differences(config) if name not in ignore]
 
   # ---- json records ----------------------------------------------------------------------
   def read_config(self) -> dict:
-    return json.loads(self.config_path.read_text())
+    """config.json as saved; one cut short or edited into something else than a JSON object is a one-line
+    ``RunDirError`` naming it.
+    """
+    try:
+      config = json.loads(self.config_path.read_bytes())
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8 text
+      raise RunDirError(f"{self.config_path} is not JSON ({one_line(e)}): it was cut short or edited; "
+                        f"{_RESTORE}") from None
+    if not isinstance(config, dict):
+      raise RunDirError(f"{self.config_path} holds a JSON {type(config).__name__}, not the run's options; {_RESTORE}")
+    return config
+
+  def read_options(self, from_dict: Callable[[dict], Any]) -> Any:
+    """The saved configuration as ``from_dict`` (e.g. ``Config.from_dict``) builds it; a value it refuses (a field
+    of the wrong type or out of range: the file was edited) is a one-line ``RunDirError`` naming the file and field.
+    """
+    record = self.read_config()
+    try:
+      return from_dict(record)
+    except ConfigError as e:
+      raise RunDirError(f"{self.config_path}: {str(e).rstrip('.')}; {_RESTORE}") from None
 
   def write_config(self, config: dict) -> None:
     make_dirs(self.path)
@@ -114,7 +144,7 @@ class RunDir:
     if self.checkpoint_step("last") is None:
       return state, []
     rows = self.read_metrics()
-    state = self.restore_checkpoint("last", state)
+    state = self.checkpoints.restore("last", state, resuming=True)
     done = int(state.step)
     kept = [row for row in rows if row[step_key] <= done]
     if not kept or kept[-1][step_key] != done:
@@ -169,6 +199,10 @@ def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
   if rundir.holds_run() and not resume and not rundir.trained_anything():
     return rundir  # a run that stopped before it trained (out of memory, say): nothing to lose, so a new one may start
   if rundir.holds_run():
+    saved, wanted = run_kind(rundir.read_config()), run_kind(config.to_dict())
+    if saved != wanted:
+      raise RunDirError(f"{rundir.path} holds a {RUN_KINDS[saved][0]} run ({RUN_KINDS[saved][1]}), not a "
+                        f"{RUN_KINDS[wanted][0]} one; choose another --workdir.")
     changed = rundir.differences(config, ignore=LOCATION_FIELDS)
     if changed:
       raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
@@ -211,6 +245,9 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
     raise RunDirError(f"run directory {path} is empty; {fix}.")
   if not rundir.holds_run():
     raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
+  if run_kind(rundir.read_config()) == "dml":
+    raise RunDirError(f"{path} holds a metric-learning run ({RUN_KINDS['dml'][1]}), not a few-shot one: its test "
+                      f"results are in its {rundir.results_path.name} (fewshot.dml has no evaluate command); {fix}.")
   return rundir
 
 

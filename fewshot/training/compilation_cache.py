@@ -6,12 +6,16 @@ The cache lives in ``$XDG_CACHE_HOME/fewshot/jax`` (``~/.cache/fewshot/jax`` whe
 configured through JAX itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is. A cached program is the compiled
 executable itself, so a run that loads it computes bit for bit what a run that compiled it does.
 
+A cached program JAX cannot read (a file cut short or overwritten) is dropped, with one warning line, and compiled
+again in its place (:func:`_drop_damaged_entries`).
+
 Every training and evaluation entry point (``fewshot.train``, ``fewshot.dml.train``, ``fewshot.evaluate``,
 ``fewshot.load`` and ``fewshot.build``) calls :func:`enable` before it compiles anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -47,6 +51,7 @@ def enable() -> str | None:
   if path is None:
     return None
   if jax.config.jax_compilation_cache_dir and ENV not in os.environ:
+    _drop_damaged_entries()
     return jax.config.jax_compilation_cache_dir  # the user configured JAX's cache directly
   try:
     os.makedirs(path, exist_ok=True)
@@ -59,4 +64,61 @@ def enable() -> str | None:
   jax.config.update("jax_compilation_cache_dir", path)
   if jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_SECONDS:  # not set by the user
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+  _drop_damaged_entries()
   return path
+
+
+_dropped_from: set = set()  # the folders this process said it dropped an entry from: one line each
+
+
+def _drop_damaged_entries() -> None:
+  """Have JAX drop a cached program it cannot read, so that the program, compiled again, takes its place.
+
+  JAX warns about an entry it cannot read (a file cut short or overwritten), two lines each, and compiles the
+  program; but its cache writes a key only once, so the damaged entry stays and every later run warns and compiles
+  again. JAX reads an entry, by its key, in one function, wrapped here: where that read fails, the entry's files are
+  deleted and one line says so; JAX then compiles the program and writes it, as on a first run.
+  """
+  from jax._src import compilation_cache as jax_cache  # JAX's own: the one place a cached program is read
+
+  read = getattr(jax_cache, "get_executable_and_time", None)
+  if read is None or getattr(read, "drops_damaged_entries", False):
+    return
+
+  def get_executable_and_time(cache_key, *args, **kwargs):
+    try:
+      return read(cache_key, *args, **kwargs)
+    except Exception as e:
+      if _asked_to_raise(e, jax_cache) or not _dropped(cache_key):  # not an entry of a local folder: JAX's way
+        raise
+      return None, None  # as for a program not in the cache: JAX compiles it and writes the entry
+
+  get_executable_and_time.drops_damaged_entries = True
+  jax_cache.get_executable_and_time = get_executable_and_time
+
+
+def _asked_to_raise(e: Exception, jax_cache) -> bool:
+  """Whether JAX raises, rather than warns about, this error of a cache read (as its own reader decides)."""
+  import jax
+
+  return jax.config.jax_raise_persistent_cache_errors or isinstance(e, getattr(jax_cache, "CacheVerificationError", ()))
+
+
+def _dropped(cache_key: str) -> bool:
+  """Delete the cache's entry of ``cache_key`` (and its last use, ``-atime``), saying so once per folder; False where
+  the cache is no local folder holding it.
+  """
+  import jax
+
+  folder = jax.config.jax_compilation_cache_dir
+  entry = os.path.join(folder or "", f"{cache_key}-cache")
+  if not folder or not os.path.isfile(entry):
+    return False
+  for path in (entry, os.path.join(folder, f"{cache_key}-atime")):
+    with contextlib.suppress(FileNotFoundError):  # another process sharing the cache dropped it first
+      os.remove(path)
+  if folder not in _dropped_from:
+    _dropped_from.add(folder)
+    print(f"warning: dropped a damaged compiled program from the compilation cache {folder}; it is compiled again.",
+          file=sys.stderr)
+  return True

@@ -20,7 +20,7 @@ from fewshot.dml.config import DMLConfig
 from fewshot.dml.experiment import Experiment
 from fewshot.dml.metrics import retrieval_metrics
 from fewshot.training import loop, provenance, seed_groups
-from fewshot.training.progress import report_start, say
+from fewshot.training.progress import say, start_lines
 from fewshot.training.runs import Runs
 
 RECALL_AT = (1, 2, 4, 8)
@@ -51,11 +51,12 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   if c.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
     embedding.check_loss(experiment.fold_learner(0), experiment.stored_shape)
   runs = runs.on(experiment.group)
-  seeds = len(runs.configs)
-  report_start(c.loss if seeds == 1 else f"{c.loss} x{seeds} seeds", runs, c.dataset, experiment.data, progress)
   runs.begin(image_shape=list(experiment.input_shape), provenance=provenance.provenance(), data=experiment.data)
+  seeds = len(runs.configs)
+  start = start_lines(c.loss if seeds == 1 else f"{c.loss} x{seeds} seeds", runs, c.dataset, experiment.data)
   folds = [runs.under(None if c.folds == 1 else f"fold{k}") for k in range(len(experiment.folds))]
-  bests = [train_fold(experiment, fold_runs, k, progress) for k, fold_runs in enumerate(folds)]  # [fold][run]
+  bests = [train_fold(experiment, fold_runs, k, progress, start if k == 0 else ())  # [fold][run]
+           for k, fold_runs in enumerate(folds)]
   say(f"{c.loss}: testing the best checkpoint{'s' * (len(folds) > 1)} on {experiment.test.num_classes} test classes",
       progress and jax.process_index() == 0)
   embeddings = [experiment.embed(k, fold_runs.restore("best", experiment.initial_state(k)), experiment.test,
@@ -64,8 +65,11 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
                       for k in range(len(runs.written))])
 
 
-def train_fold(experiment: Experiment, runs: Runs, fold: int, progress: bool = True) -> list[dict]:
-  """Train (or finish training) fold model ``fold`` of each run; returns each written run's best validation row."""
+def train_fold(experiment: Experiment, runs: Runs, fold: int, progress: bool = True,
+               start: tuple[str, ...] = ()) -> list[dict]:
+  """Train (or finish training) fold model ``fold`` of each run; returns each written run's best validation row
+  (``start``: the lines to print once the runs resumed).
+  """
   c, val_split = experiment.config, experiment.folds[fold][1]
   learner, source, train_key = experiment.fold_learner(fold), experiment.train_source(fold), experiment.train_keys(fold)
 
@@ -85,7 +89,7 @@ def train_fold(experiment: Experiment, runs: Runs, fold: int, progress: bool = T
       lambda state, steps: embedding.train_chunk(learner, state, source, train_key, steps), make_rows,
       lambda row, best: dict(loss=row["loss"], val_map_at_r=_percent(row["val_map_at_r"]),
                              best=_percent(best["val_map_at_r"])),
-      progress=progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}")
+      progress=progress, desc=c.loss if c.folds == 1 else f"{c.loss} fold {fold}", start=tuple(start))
   return bests
 
 

@@ -19,7 +19,7 @@ from fewshot.config import Config
 from fewshot.episodic import learning
 from fewshot.episodic.experiment import Experiment
 from fewshot.training import loop, provenance, seed_groups
-from fewshot.training.progress import report_start, say
+from fewshot.training.progress import say, start_lines
 from fewshot.training.runs import Runs
 
 
@@ -34,7 +34,6 @@ def train_runs(config: Config, seeds: tuple[int, ...] | None, runs: Runs, progre
   _explain_missing_diagnostics(experiment.learner)
   runs = runs.on(experiment.group)
   desc = config.model_name if seeds is None else f"{config.model_name} x{len(seeds)} seeds"
-  report_start(desc, runs, config.dataset, experiment.data, progress)
   runs.begin(image_shape=list(experiment.image_shape), provenance=provenance.provenance(), data=experiment.data)
 
   def train_chunk(state, episodes):
@@ -56,7 +55,8 @@ def train_runs(config: Config, seeds: tuple[int, ...] | None, runs: Runs, progre
   schedule = loop.Schedule(config.episodes, config.eval_every, best_by="val_accuracy", step_key="episode",
                            loss_key="train_loss")
   _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
-                              progress=progress, desc=desc, unit="ep")
+                              progress=progress, desc=desc, unit="ep",
+                              start=start_lines(desc, runs, config.dataset, experiment.data))
   progress_line = f"{desc}: testing the best checkpoint on {config.test_episodes} test episodes"
   say(progress_line, progress and jax.process_index() == 0)
   tested = experiment.test(runs.restore("best", experiment.init_state()))

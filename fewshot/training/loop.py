@@ -24,7 +24,7 @@ import jax
 from fewshot.errors import Interrupted, TrainingError
 from fewshot.records.events import EventWriter
 from fewshot.training import seed_groups
-from fewshot.training.progress import Progress
+from fewshot.training.progress import Progress, say
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
@@ -55,14 +55,16 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
                 train_chunk: Callable[[TrainState, int], tuple[TrainState, object]],
                 make_rows: Callable[[TrainState, object], list[dict]],
                 postfix: Callable[[dict, dict], dict] = lambda row, best: {},
-                progress: bool = True, desc: str | None = None, unit: str = "step") -> tuple[TrainState, list[dict]]:
+                progress: bool = True, desc: str | None = None, unit: str = "step",
+                start: tuple[str, ...] = ()) -> tuple[TrainState, list[dict]]:
   """Train ``state`` to ``schedule.total_steps``, writing each run's directory; returns the state and each run's
   best row.
 
   ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
   chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.written``);
   the loop adds the chunk's wall time as ``seconds``. ``postfix(row, best)`` of the first run is
-  what the progress bar (or, off a terminal, the checkpoint's line) shows.
+  what the progress bar (or, off a terminal, the checkpoint's line) shows; the ``start`` lines are printed
+  once the runs have resumed.
   """
   resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
@@ -72,6 +74,8 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   done = seed_groups.local_step(state.step)
   _set_position(runs, schedule, done)
   shown = progress and jax.process_index() == 0  # one bar (or line) for all processes
+  for line in start:
+    say(line, shown)
   bar = Progress(schedule.total_steps, done, desc, unit, schedule.step_key, shown)
   events = [EventWriter(rundir.path, schedule.step_key, done) for rundir in runs.written_dirs]
   try:

@@ -59,14 +59,11 @@ def say(line: str, shown: bool = True) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def report_start(desc: str, runs, dataset: str, data: dict, progress: bool) -> None:
-  """The first lines a training command writes: what trains where (its runs, the backend and devices), and how
-  the dataset was split.
+def start_lines(desc: str, runs, dataset: str, data: dict) -> list[str]:
+  """The first lines a training command writes, once its runs have resumed (a run that cannot resume says so in
+  its one line alone): what trains where (its runs, the backend and devices), and how the dataset was split.
   """
-  import jax
-
-  shown = progress and jax.process_index() == 0
   written = runs.written_dirs
   others = f" and {len(written) - 1} more runs" if len(written) > 1 else ""
-  say(f"{desc}: training {written[0].path}{others} on {provenance.devices()}", shown)
-  say(provenance.describe_data(dataset, data), shown)
+  return [f"{desc}: training {written[0].path}{others} on {provenance.devices()}",
+          provenance.describe_data(dataset, data)]

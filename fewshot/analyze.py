@@ -23,7 +23,7 @@ import sys
 
 from absl import flags
 
-from fewshot import cli
+from fewshot import cli, options
 from fewshot.analysis import arms, stats
 from fewshot.analysis import tables as tables_mod
 from fewshot.analysis.measures import LABELS, MEASURES, PROPERLY_LEARNED
@@ -39,9 +39,11 @@ FORMATS = ("table", "markdown", "csv", "latex")
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  flags.DEFINE_enum("format", "table", FORMATS, "output format")
-  flags.DEFINE_enum("pairs", "first", PAIRINGS, "first: the first run against each other run; all: every pair")
-  flags.DEFINE_string("out", None, "write the output to this file instead of standard output")
+  with options.flag_group("comparison"):
+    flags.DEFINE_enum("pairs", "first", PAIRINGS, "first: the first run against each other run; all: every pair")
+  with options.flag_group("output"):
+    flags.DEFINE_enum("format", "table", FORMATS, "output format")
+    flags.DEFINE_string("out", None, "write the output to this file instead of standard output")
 
 
 FLAGS = flags.FLAGS

@@ -31,10 +31,13 @@ def fail(message: str) -> None:
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
+  if options.asks_for_help(argv):  # the command's own flags by heading (absl's --help lists only __main__'s)
+    print(options.help_text(options.command_name(), sys.modules["__main__"].__doc__))
+    sys.exit(0)
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    fail(f"{e}; see --help.")
+    fail(f"{options.flagfile_prefix(argv, str(e))}{e}; see --help.")
 
 
 def run(main: Callable[[list[str]], None]) -> None:
@@ -44,7 +47,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     try:
       main(argv)
     except FewshotError as e:
-      fail(str(e))
+      fail(options.flagfile_prefix(sys.argv, str(e)) + str(e))
     except KeyboardInterrupt as e:
       _exit_interrupted(str(e) or _interrupted_message())
 
@@ -135,19 +138,26 @@ def define_run_flags(default_workdir: str) -> None:
 
   from fewshot.choices import PLACEMENTS
 
-  flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
-                    "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
-  flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
-                      "holds the group's run directories, default runs)")
-  flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
-                    "--tfds_dir may name new places, which the resumed run then reads (and records)")
-  flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of --seed)")
+  with options.flag_group(options.DATA):
+    flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
+                      "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
+  with options.flag_group(options.RUNS):
+    flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
+                        "holds the group's run directories, default runs)")
+    flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
+                      "--tfds_dir may name new places, which the resumed run then reads (and records)")
+    flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of "
+                        "--seed)")
+    flags.DEFINE_string("config", None, "replay a run: the options its config.json (runs/NAME/config.json) records "
+                        "are the defaults, the flags given override them; the run goes where that configuration's "
+                        "run goes (--workdir as above)")
   # A seed group over several processes (hosts): fewshot.training.distributed.
-  flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: HOST:PORT "
-                      "of process 0, the same for every process (with --num_processes and --process_id)")
-  flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")
-  flags.DEFINE_integer("process_id", None, "this process's index, 0 to --num_processes - 1 (with "
-                       "--coordinator_address)")
+  with options.flag_group(options.HOSTS):
+    flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: "
+                        "HOST:PORT of process 0, the same for every process (with --num_processes and --process_id)")
+    flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")
+    flags.DEFINE_integer("process_id", None, "this process's index, 0 to --num_processes - 1 (with "
+                         "--coordinator_address)")
 
 
 def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
@@ -170,7 +180,9 @@ def train_from_flags(config_type, train, train_group, format_results, **train_op
 
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   values = flags.FLAGS
-  config = options.from_flags(config_type)
+  # A replayed config.json's seed is no flag given, so --seeds replaces it without the --seed conflict.
+  recorded = options.recorded_options(config_type, values.config, options.command_name()) if values.config else None
+  config = options.from_flags(config_type, recorded=recorded)
   group = seed_group_from_flags(config)
   processes = Processes(values.coordinator_address, values.num_processes, values.process_id)
   if processes.several and group is None:

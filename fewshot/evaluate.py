@@ -18,7 +18,7 @@ import pathlib
 
 from absl import flags, logging
 
-from fewshot import cli
+from fewshot import cli, options
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import finite_json, write_json_atomic
@@ -32,22 +32,27 @@ EPISODE_FLAGS = ("test_episodes", "test_query", "seed", "data_dir", "tfds_dir", 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  flags.DEFINE_string("workdir", None, "run directory written by python -m fewshot.train", required=True)
-  flags.DEFINE_integer("test_episodes", None, "test episodes (default: the run's)")
-  flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
-  flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
-  flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
-  flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
-                      "(a dataset not prepared there yet is prepared there)")
-  flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
-  flags.DEFINE_integer("test_shifts", None, "embed each image as the mean over its shifts by up to this many pixels "
-                       "(strokes/omniglot; 0: the image alone; default: the run's --test_shifts)")
-  flags.DEFINE_enum("test_by", "episode", TEST_BY, "episode: embed each test episode (the paper's protocol); cached: "
-                    "the same episodes over the test split embedded once (seconds for 10,000); both: report both")
-  flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
-  flags.DEFINE_string("lake_runs", None, "Lake et al.'s one-shot runs (all_runs folder or all_runs.zip): score them "
-                      f"instead of the test split and write {LAKE_FILE} into the run directory")
-
+  with options.flag_group("the run"):
+    flags.DEFINE_string("workdir", None, "the run directory (required), written by python -m fewshot.train",
+                        required=True)
+    flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
+  with options.flag_group("test episodes"):
+    flags.DEFINE_enum("test_by", "episode", TEST_BY, "episode: embed each test episode (the paper's protocol); "
+                      "cached: the same episodes over the test split embedded once (seconds for 10,000); both: report "
+                      "both")
+    flags.DEFINE_integer("test_episodes", None, "test episodes (default: the run's)")
+    flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
+    flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
+    flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
+    flags.DEFINE_integer("test_shifts", None, "embed each image as the mean over its shifts by up to this many "
+                         "pixels (strokes/omniglot; 0: the image alone; default: the run's --test_shifts)")
+  with options.flag_group(options.DATA):
+    flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
+    flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
+                        "(a dataset not prepared there yet is prepared there)")
+  with options.flag_group("Lake's one-shot runs"):
+    flags.DEFINE_string("lake_runs", None, "Lake et al.'s one-shot runs (all_runs folder or all_runs.zip): score "
+                        f"them instead of the test split and write {LAKE_FILE} into the run directory")
 
 FLAGS = flags.FLAGS
 

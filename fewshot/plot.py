@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 from absl import flags, logging
 
-from fewshot import cli
+from fewshot import cli, options
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
@@ -67,8 +67,9 @@ def _pyplot():
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  flags.DEFINE_string("out", "figs", "folder for the PNG files (created if missing)")
-  flags.DEFINE_bool("landscape_only", False, "draw only the confidence landscape (no run directories needed)")
+  with options.flag_group("figures"):
+    flags.DEFINE_string("out", "figs", "folder for the PNG files (created if missing)")
+    flags.DEFINE_bool("landscape_only", False, "draw only the confidence landscape (no run directories needed)")
 
 
 FLAGS = flags.FLAGS

@@ -10,7 +10,7 @@ import dataclasses
 from fewshot import choices
 from fewshot.data import options as data_options
 from fewshot.errors import ConfigError
-from fewshot.options import RunOptions, option
+from fewshot.options import DATA, RUNS, RunOptions, option
 
 # The reality check's batches (Musgrave et al., 2020): C = 8 classes x M = 4 images for embedding losses, which
 # need positive pairs in every batch; C = 32 x M = 1 for classification (proxy) losses.
@@ -19,37 +19,41 @@ CLASSIFICATION_LOSS_BATCH = (32, 1)
 DEFAULT_EPOCHS = {"strokes": 20, "omniglot": 20}
 IMAGE_DATASET_EPOCHS = 100
 FOLDS = (1, 4)
+# The headings of --help the options are listed under, with options.DATA and options.RUNS.
+MODEL, TRAINING = "model and loss", "batches and training"
 
 
 @dataclasses.dataclass(frozen=True)
 class DMLConfig(RunOptions):
   dataset: str = option("strokes", "the dataset (strokes: embedded, built by the package)",
-                        choices=data_options.DATASETS)
+                        choices=data_options.DATASETS, group=DATA)
   data_dir: str | None = option(None, "folder with the dataset's files (archives or extracted folders); not part of "
-                                "the run: --resume may name a new one")
+                                "the run: --resume may name a new one", group=DATA)
   tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
-                                "--resume may name a new one")
-  backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES)
-  embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True)
+                                "--resume may name a new one", group=DATA)
+  backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES, group=MODEL)
+  embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True, group=MODEL)
   loss: str = option("triplet", f"the loss, one of {', '.join(choices.LOSSES)} (a run of a user-written loss, "
-                     f"trained from Python, records {choices.CUSTOM_PREFIX}<its name>)")
-  miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS))
+                     f"trained from Python, records {choices.CUSTOM_PREFIX}<its name>)", group=MODEL)
+  miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS), group=MODEL)
   classes: int | None = option(None, "classes per batch (default 8 for embedding losses, 32 for classification "
-                               "losses)", positive=True)
+                               "losses)", positive=True, group=TRAINING)
   per_class: int | None = option(None, "images per class in a batch (default 4 for embedding losses, 1 for "
-                                 "classification)", positive=True)
-  steps_per_epoch: int = option(100, "training steps between validations", positive=True)
+                                 "classification)", positive=True, group=TRAINING)
+  steps_per_epoch: int = option(100, "training steps between validations", positive=True, group=TRAINING)
   epochs: int | None = option(None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)",
-                              positive=True)
-  learning_rate: float = option(1e-3, "Adam learning rate of the model", positive=True)
+                              positive=True, group=TRAINING)
+  learning_rate: float = option(1e-3, "Adam learning rate of the model", positive=True, group=TRAINING)
   loss_learning_rate: float | None = option(None, "Adam learning rate of the loss's own parameters (proxies, "
-                                            "scales); default --learning_rate", positive=True)
-  image_size: int | None = option(None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)")
+                                            "scales); default --learning_rate", positive=True, group=TRAINING)
+  image_size: int | None = option(None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)",
+                                  group=DATA)
   class_order: str = option("default", "the class order the train/test halves are cut from: default or random",
-                            choices=data_options.CLASS_ORDERS)
-  split_seed: int = option(0, "seed of --class_order random (and of the folds' order under it)")
-  folds: int = option(1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)")
-  seed: int = option(0, "seed of initialisation and of every batch")
+                            choices=data_options.CLASS_ORDERS, group=DATA)
+  split_seed: int = option(0, "seed of --class_order random (and of the folds' order under it)", group=DATA)
+  folds: int = option(1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)",
+                      group=TRAINING)
+  seed: int = option(0, "seed of initialisation and of every batch", group=RUNS)
 
   def __post_init__(self):
     self.check_fields()

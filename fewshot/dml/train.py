@@ -30,6 +30,7 @@ import dataclasses
 from absl import flags
 
 from fewshot import choices, cli, options
+from fewshot.dml import config as dml_config
 from fewshot.dml.config import DMLConfig
 from fewshot.records.rundir import RunDir
 from fewshot.training import compilation_cache
@@ -40,8 +41,9 @@ def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(DMLConfig)
   cli.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
-  flags.DEFINE_bool("data_parallel", None, "shard each batch over the devices (default: on when there are several, "
-                    "off with --seeds, whose runs are sharded instead)")
+  with options.flag_group(dml_config.TRAINING):
+    flags.DEFINE_bool("data_parallel", None, "shard each batch over the devices (default: on when there are several, "
+                      "off with --seeds, whose runs are sharded instead)")
 
 
 FLAGS = flags.FLAGS

@@ -18,7 +18,7 @@ from typing import Callable
 
 from absl import app, flags
 
-from fewshot import options
+from fewshot import options, usage
 from fewshot.errors import ConfigError, FewshotError
 from fewshot.training.distributed import Processes
 
@@ -31,13 +31,13 @@ def fail(message: str) -> None:
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-  if options.asks_for_help(argv):  # the command's own flags by heading (absl's --help lists only __main__'s)
-    print(options.help_text(options.command_name(), sys.modules["__main__"].__doc__))
+  if usage.asks_for_help(argv):  # the command's own flags by heading (absl's --help lists only __main__'s)
+    print(usage.help_text(usage.command_name(), sys.modules["__main__"].__doc__))
     sys.exit(0)
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    fail(f"{options.flagfile_prefix(argv, str(e))}{e}; see --help.")
+    fail(f"{usage.flagfile_prefix(argv, str(e))}{e}; see --help.")
 
 
 def run(main: Callable[[list[str]], None]) -> None:
@@ -47,7 +47,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     try:
       main(argv)
     except FewshotError as e:
-      fail(options.flagfile_prefix(sys.argv, str(e)) + str(e))
+      fail(usage.flagfile_prefix(sys.argv, str(e)) + str(e))
     except KeyboardInterrupt as e:
       _exit_interrupted(str(e) or _interrupted_message())
 
@@ -181,7 +181,7 @@ def train_from_flags(config_type, train, train_group, format_results, **train_op
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   values = flags.FLAGS
   # A replayed config.json's seed is no flag given, so --seeds replaces it without the --seed conflict.
-  recorded = options.recorded_options(config_type, values.config, options.command_name()) if values.config else None
+  recorded = usage.recorded_options(config_type, values.config, usage.command_name()) if values.config else None
   config = options.from_flags(config_type, recorded=recorded)
   group = seed_group_from_flags(config)
   processes = Processes(values.coordinator_address, values.num_processes, values.process_id)

@@ -1,46 +1,68 @@
-"""Compare the training diagnostics of runs, as in the DR paper's Sec. 5, Tables 3-10 (arXiv 2201.08676).
+"""Compare runs from their records: one arm of seeds, arms of a folder, run pairs (the DR paper's Tables 3-10).
 
-    python -m fewshot.analyze runs/A runs/B [runs/C ...] [--pairs first|all]
+    python -m fewshot.analyze PATH [PATH ...] [--list] [--pairs first|all]
         [--format table|markdown|csv|latex] [--out FILE]
-    python -m fewshot.analyze runs/A_seed* -- runs/B_seed*      # two arms of seed groups (fewshot.analysis.arms)
+    python -m fewshot.analyze [flags] A... -- B...              # two arms of seeds; flags go before --
 
-For every measure of :data:`fewshot.analysis.measures.MEASURES` one table with a row per pair of runs:
-checkpoints used (n) and left out as undefined, the geometric mean of each run, the two-sided
-Mann–Whitney U p-value, and (except for the norm ratio) the proportion of properly learned
-checkpoints of each run and Fisher's exact p-value; p < 0.05 is marked (``*`` in the terminal
-table, bold in markdown and LaTeX, a ``*_significant`` column in CSV). Pairs are the first run
-against each other run (``--pairs first``, the paper's baseline-vs-model layout) or every pair
-(``--pairs all``). The statistics are :func:`fewshot.analysis.stats.compare_runs`; this module only
-reads run directories and lays out tables.
+A PATH is a run directory (it holds config.json) or a folder of them: every run directory below it, at any
+depth, is read (metric-learning runs, and runs with no metrics row yet, are left out with a warning). The runs
+are then grouped into *arms* by configuration: the runs of an arm share every option but --seed and where the
+data lives (--data_dir, --tfds_dir). What is printed:
+
+* ``A... -- B...``: the two arms compared (:mod:`fewshot.analysis.arms`): test accuracy across seeds (each arm's
+  mean ± 95% t-interval, B − A ± Welch, Mann–Whitney U on the seeds), per-seed geometric means of the
+  diagnostics, and the paper's tables pooled over the seeds, then seed by seed.
+* ``--list``: one row per run (:mod:`fewshot.analysis.listing`): the options that vary among the runs, the test
+  accuracy ± its interval, the best checkpoint's episode and the episodes trained.
+* Otherwise, by the arms the runs form:
+
+  - one arm (a run, or the seeds of one configuration, e.g. ``runs/A_seed*``): its test accuracy across seeds
+    (mean ± 95% t-interval, and each seed's) and each seed's geometric mean of every diagnostic with the arm's
+    median (:mod:`fewshot.analysis.groups`);
+  - runs named one by one, each of its own configuration: the paper's tables of run pairs
+    (:mod:`fewshot.analysis.pairs`): the first run against each other (``--pairs first``, the baseline-vs-model
+    layout) or every pair (``--pairs all``);
+  - otherwise (a folder, or arms of several seeds): a row per arm (its seeds' test accuracies, their mean ±
+    95% t-interval, its directories), then, for two arms of one dataset and episode shape, the two-arm report
+    that ``A -- B`` gives (arm A the one whose options come first: at their defaults, e.g. the softmax head),
+    else each arm's diagnostics.
+
+p < 0.05 is marked (``*`` in the terminal table, bold in markdown and LaTeX, a ``*_significant`` column in CSV).
+``--format csv`` writes one table: the pairs' records (one per measure and pair), one record per run for arms (its
+arm's mean and t half-width beside it) or for ``--list``. ``--format latex`` writes ASCII only. ``--out`` writes the
+output whole (atomically) instead of to standard output.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
+import json
+import os
 import pathlib
 import sys
 
 from absl import flags
 
 from fewshot import cli, options
-from fewshot.analysis import arms, stats
+from fewshot.analysis import arms, groups, listing
 from fewshot.analysis import tables as tables_mod
-from fewshot.analysis.measures import LABELS, MEASURES, PROPERLY_LEARNED
-from fewshot.analysis.tables import MISSING, Cell, Table, format_p, format_proportion, format_value, render_csv
+from fewshot.analysis.measures import MEASURES
+from fewshot.analysis.pairs import CSV_FIELDS, PAIRINGS, compare, compare_arms, csv_records, measure_table, runs_table
+from fewshot.analysis.tables import format_p, format_proportion, render_csv  # noqa: F401  (as analyze has offered)
 from fewshot.config import Config
-from fewshot.errors import ConfigError, OutputError
+from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
-from fewshot.records.reading import Run, protocol_warning, read_runs, run_labels
+from fewshot.records.reading import Run, protocol_warning, read_runs, runs_below
 
-PAIRINGS = ("first", "all")
 FORMATS = ("table", "markdown", "csv", "latex")
 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   with options.flag_group("comparison"):
-    flags.DEFINE_enum("pairs", "first", PAIRINGS, "first: the first run against each other run; all: every pair")
+    flags.DEFINE_enum("pairs", "first", PAIRINGS, "runs named one by one, each of its own configuration: first: the "
+                      "first run against each other run; all: every pair")
+    flags.DEFINE_bool("list", False, "list the runs instead: a row per run, the options that vary among them, its "
+                      "test accuracy, best episode and episodes trained")
   with options.flag_group("output"):
     flags.DEFINE_enum("format", "table", FORMATS, "output format")
     flags.DEFINE_string("out", None, "write the output to this file instead of standard output")
@@ -49,154 +71,190 @@ def define_flags() -> None:
 FLAGS = flags.FLAGS
 
 
-# ----------------------------------------------------------------------------- comparing (pure)
-@dataclasses.dataclass(frozen=True)
-class Pair:
-  """Every measure's comparison of runs A and B."""
-
-  label_a: str
-  label_b: str
-  path_a: str
-  path_b: str
-  comparisons: dict[str, stats.Comparison]
-
-
-def pair_indices(n: int, pairing: str = "first") -> list[tuple[int, int]]:
-  if pairing not in PAIRINGS:
-    raise ConfigError(f"unknown --pairs {pairing!r}; choose one of {', '.join(PAIRINGS)}.")
-  return [(0, j) for j in range(1, n)] if pairing == "first" else list(itertools.combinations(range(n), 2))
-
-
-def pair(a: Run, b: Run, label_a: str, label_b: str) -> Pair:
-  comparisons = {m: stats.compare_runs(a.values(m), b.values(m), m) for m in MEASURES}
-  return Pair(label_a, label_b, a.path, b.path, comparisons)
-
-
-def compare(runs: list[Run], pairing: str = "first") -> list[Pair]:
-  labels = run_labels(runs)
-  return [pair(runs[i], runs[j], labels[i], labels[j]) for i, j in pair_indices(len(runs), pairing)]
-
-
-def compare_arms(a: list[Run], b: list[Run]) -> list[Pair]:
-  """The arms pooled over their seeds, then seed by seed (A's seed k against B's seed k)."""
-  label_a, label_b = arms.arm_label(a), arms.arm_label(b)
-  if label_a == label_b:
-    label_a, label_b = f"A {label_a}", f"B {label_b}"
-  pairs = [pair(arms.pooled(a, label_a), arms.pooled(b, label_b), f"{label_a} (pooled)", f"{label_b} (pooled)")]
-  pairs += [pair(ra, rb, f"{label_a} seed {ra.config.seed}", f"{label_b} seed {rb.config.seed}")
-            for ra, rb in arms.seed_pairs(a, b)]
-  return pairs
-
-
-# ----------------------------------------------------------------------------- tables (pure)
-def runs_table(runs: list[Run]) -> Table:
-  headers = ("run", "model", "dataset", "way", "shot", "backbone", "seed", "checkpoints", "last episode",
-             "test accuracy (%)", "directory")
-  rows = []
-  for label, run in zip(run_labels(runs), runs):
-    c, res = run.config, run.results or {}
-    accuracy, ci = res.get("test_accuracy"), res.get("test_ci95")
-    test = MISSING if not isinstance(accuracy, (int, float)) else f"{accuracy:.2f}" + (
-        f" ± {ci:.2f}" if isinstance(ci, (int, float)) else "")
-    cells = (label, c.model_name, c.dataset, c.way, c.shot, c.backbone, c.seed, len(run.rows),
-             run.rows[-1]["episode"], test, run.path)
-    rows.append(tuple(Cell(str(v)) for v in cells))
-  return Table("Runs", headers, tuple(rows))
-
-
-def measure_table(measure: str, pairs: list[Pair]) -> Table:
-  """The paper's table of one measure: a row per pair of runs."""
-  relation = PROPERLY_LEARNED.get(measure)
-  name = LABELS[measure]
-  headers = ["A", "B", "n A", "n B", "undefined A", "undefined B", "geo. mean A", "geo. mean B",
-             "Mann-Whitney p (normal approx.)"]
-  if relation is not None:
-    headers += [f"P({relation}) A", f"P({relation}) B", "Fisher p"]
-  headers.append("note")
-  rows = []
-  for pair in pairs:
-    c = pair.comparisons[measure]
-    row = [Cell(str(v)) for v in (pair.label_a, pair.label_b, c.n_a, c.n_b, c.n_undefined_a, c.n_undefined_b)]
-    row += [Cell(format_value(c.geometric_mean_a)), Cell(format_value(c.geometric_mean_b)),
-            Cell(format_p(c.mannwhitney_p), bool(c.mannwhitney_significant))]
-    if relation is not None:
-      row += [Cell(format_proportion(c.proportion_a)), Cell(format_proportion(c.proportion_b)),
-              Cell(format_p(c.fisher_p), bool(c.fisher_significant))]
-    rows.append(tuple(row) + (Cell(c.note),))
-  title = name if relation is None else f"{name} (properly learned: {name} {relation[0]} 1)"
-  return Table(title, tuple(headers), tuple(rows))
-
-
-CSV_FIELDS = ("measure", "run_a", "run_b", "dir_a", "dir_b") + tuple(
-    f.name for f in dataclasses.fields(stats.Comparison) if f.name != "measure")
-
-
-def csv_records(pairs: list[Pair]) -> list[dict]:
-  """Long format, one record per (measure, pair), numbers at full precision; None is empty."""
-  records = []
-  for measure in MEASURES:
-    for pair in pairs:
-      record = dict(run_a=pair.label_a, run_b=pair.label_b, dir_a=pair.path_a, dir_b=pair.path_b,
-                    **pair.comparisons[measure].as_dict())
-      records.append({k: "" if record[k] is None else record[k] for k in CSV_FIELDS})
-  return records
-
-
-def report(runs: list[Run], pairing: str = "first", fmt: str = "table") -> str:
-  """The whole output of ``python -m fewshot.analyze`` for runs already read."""
+def _check_format(fmt: str) -> None:
   if fmt not in FORMATS:
     raise ConfigError(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+
+
+def _render(tables: list[tables_mod.Table], fmt: str) -> str:
+  return tables_mod.RENDERERS[fmt](tables)
+
+
+# ----------------------------------------------------------------------------- reports of runs already read
+def report(runs: list[Run], pairing: str = "first", fmt: str = "table") -> str:
+  """The paper's tables of run pairs, for runs already read."""
+  _check_format(fmt)
   pairs = compare(runs, pairing)
   if fmt == "csv":
     return render_csv(csv_records(pairs), CSV_FIELDS)
-  tables = [runs_table(runs)] + [measure_table(m, pairs) for m in MEASURES]
-  return tables_mod.RENDERERS[fmt](tables)
+  return _render([runs_table(runs)] + [measure_table(m, pairs) for m in MEASURES], fmt)
+
+
+def arms_tables(a: list[Run], b: list[Run]) -> list[tables_mod.Table]:
+  pairs = compare_arms(a, b)
+  return [arms.accuracy_table(a, b), arms.seed_means_table(a, b)] + [measure_table(m, pairs) for m in MEASURES]
 
 
 def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
   """The output of ``python -m fewshot.analyze A... -- B...``: two arms of seed groups."""
-  if fmt not in FORMATS:
-    raise ConfigError(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+  _check_format(fmt)
   arms.check_arms(a, b)
-  pairs = compare_arms(a, b)
   if fmt == "csv":
-    return render_csv(csv_records(pairs), CSV_FIELDS)
-  tables = [arms.accuracy_table(a, b), arms.seed_means_table(a, b)] + [measure_table(m, pairs) for m in MEASURES]
-  return tables_mod.RENDERERS[fmt](tables)
+    return render_csv(csv_records(compare_arms(a, b)), CSV_FIELDS)
+  return _render(arms_tables(a, b), fmt)
+
+
+def report_groups(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str | None]:
+  """One arm, or several (a row each, then two arms compared or each arm's diagnostics); and a warning or None."""
+  _check_format(fmt)
+  overview, warning = groups.overview_table(arms_), None
+  if len(arms_) == 2:
+    try:
+      arms.check_arms(*arms_)
+      if fmt == "csv":
+        return render_csv(csv_records(compare_arms(*arms_)), CSV_FIELDS), None
+      return _render([overview] + arms_tables(*arms_), fmt), None
+    except ConfigError as e:  # two arms of different shapes: each is shown alone
+      warning = f"warning: the two arms are not compared ({e})"
+  if fmt == "csv":
+    return render_csv(groups.csv_records(arms_), groups.csv_fields(arms_)), warning
+  differing = groups.varying([arm[0].config for arm in arms_])
+  titles = [f"Arm {name}: {groups.arm_label(arm, differing)}" for name, arm in
+            zip(groups.arm_names(len(arms_)), arms_)]
+  if len(arms_) == 1:
+    titles = [f"{groups.arm_label(arms_[0], [])}, {len(arms_[0])} seed{'s' * (len(arms_[0]) != 1)}"]
+  return _render([overview] + [groups.diagnostics_table(arm, t) for arm, t in zip(arms_, titles)], fmt), warning
+
+
+def report_listing(runs: list[Run], fmt: str = "table") -> str:
+  _check_format(fmt)
+  if fmt == "csv":
+    return render_csv(listing.csv_records(runs), listing.csv_fields(runs))
+  return _render([listing.listing_table(runs)], fmt)
+
+
+# ----------------------------------------------------------------------------- paths to runs
+def _left_out(path: str) -> str | None:
+  """Why a run directory found below a folder is left out (None: it is read)."""
+  try:
+    config = json.loads((pathlib.Path(path) / "config.json").read_text())
+  except (OSError, ValueError):
+    return None  # read_run says what is wrong with it
+  if isinstance(config, dict) and "head" not in config and "loss" in config:
+    return "a metric-learning run"
+  metrics = pathlib.Path(path) / "metrics.jsonl"
+  return None if metrics.exists() and metrics.stat().st_size else "no metrics row yet"
+
+
+def expand(paths: list[str]) -> tuple[list[str], bool, str | None]:
+  """The run directories the paths name (a folder: every run below it), whether a folder was named, and a warning
+  line naming the runs left out (or None).
+  """
+  found, folder, left_out = [], False, []
+  for path in paths:
+    p = pathlib.Path(path)
+    if not p.is_dir() or (p / "config.json").exists() or not any(p.iterdir()):
+      found.append(str(path))  # read_run refuses what is not a run, in one line
+      continue
+    folder = True
+    below = runs_below(p)
+    reasons = {run: _left_out(run) for run in below}
+    found += [run for run, why in reasons.items() if why is None]
+    left_out += [f"{run} ({why})" for run, why in reasons.items() if why is not None]
+    if not below or all(reasons.values()):
+      held = "holds no run directory (none below it has a config.json)" if not below else "holds no run to analyze"
+      raise RunDirError(f"{path} {held}; pass run directories of python -m fewshot.train, or a folder of them.")
+  shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
+  return found, folder, f"warning: left out {len(left_out)} runs: {shown}." if left_out else None
+
+
+def _joined(*warnings: str | None) -> str | None:
+  return "\n".join(w for w in warnings if w) or None
 
 
 def analyze_arms(paths_a: list[str], paths_b: list[str], fmt: str = "table") -> str:
-  """Read two arms of run directories and return the output."""
-  runs = read_runs([*paths_a, *paths_b], Config.from_dict)
-  return report_arms(runs[: len(paths_a)], runs[len(paths_a):], fmt)
+  """Read two arms of run directories (or folders of them) and return the output."""
+  return analyze_arms_warned(paths_a, paths_b, fmt)[0]
+
+
+def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "table") -> tuple[str, str | None]:
+  found_a, _, warning_a = expand(paths_a)
+  found_b, _, warning_b = expand(paths_b)
+  runs = read_runs([*found_a, *found_b], Config.from_dict)
+  return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b)
 
 
 def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tuple[str, str | None]:
-  """Read the run directories and return the output and the protocol warning (or None)."""
+  """The paper's tables of run pairs of the run directories, and the protocol warning (or None)."""
   if len(paths) < 2:
     raise ConfigError(f"need at least two run directories, got {len(paths)}; usage: python -m fewshot.analyze runs/A runs/B.")
   runs = read_runs(paths, Config.from_dict)
   return report(runs, pairing, fmt), protocol_warning(runs)
 
 
+def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = None,
+                  list_runs: bool = False) -> tuple[str, str | None]:
+  """The command's output for ``PATH...`` (no ``--``), by the rules of this module's docstring, and its warnings.
+  ``pairing`` None: ``--pairs`` not given (the first run against each other where runs are compared in pairs).
+  """
+  _check_format(fmt)
+  if not paths:
+    raise ConfigError("no run directories given; pass runs or a folder of them: python -m fewshot.analyze runs/A "
+                      "runs/B, or python -m fewshot.analyze runs/.")
+  found, folder, warning = expand(paths)
+  runs = read_runs(found, Config.from_dict)
+  if list_runs:
+    if pairing is not None:
+      raise ConfigError("--list lists the runs and --pairs compares them in pairs; pass one of them.")
+    return report_listing(runs, fmt), warning
+  arms_ = groups.group(runs)
+  pairwise = not folder and len(arms_) > 1 and all(len(arm) == 1 for arm in arms_)
+  if pairwise:
+    return report(runs, pairing or "first", fmt), protocol_warning(runs)
+  if pairing is not None:
+    raise ConfigError(f"--pairs compares runs named one by one, each of its own configuration; these form "
+                      f"{len(arms_)} arm(s) of seeds (leave out --pairs, or compare two arms as A... -- B...).")
+  text, not_compared = report_groups(arms_, fmt)
+  return text, _joined(warning, not_compared)
+
+
+# ----------------------------------------------------------------------------- the command
+def _second_arm(argv_b: list[str]) -> list[str]:
+  """The paths after ``--``; a flag there (absl reads everything after ``--`` as an argument) is refused."""
+  for k, arg in enumerate(argv_b):
+    if arg.startswith("-") and not os.path.exists(arg):
+      value = argv_b[k + 1] if "=" not in arg and k + 1 < len(argv_b) else ""
+      flag = f"{arg} {value}" if value and not value.startswith("-") else arg
+      raise ConfigError(f"{flag} comes after --, where every argument is read as a run directory; put flags before "
+                        f"--: python -m fewshot.analyze {flag} runs/A_seed* -- runs/B_seed*.")
+  return argv_b
+
+
+def write_out(text: str, out: str) -> None:
+  path = pathlib.Path(out)
+  if path.is_dir():
+    raise OutputError(f"--out {path} is a folder; pass a file name such as {path / 'table.md'}.")
+  check_writable(path.parent, "--out's folder")
+  make_dirs(path.parent)
+  write_text_atomic(path, text)
+  print(f"wrote {path}")
+
+
 def main(argv):
   # absl drops the "--" that separates two arms; the raw command line still has it.
   if "--" in sys.argv[1:]:
-    arm_b = sys.argv[sys.argv.index("--") + 1:]
+    arm_b = _second_arm(sys.argv[sys.argv.index("--") + 1:])
+    if FLAGS.list or FLAGS["pairs"].present:
+      raise ConfigError("A... -- B... compares two arms; --list and --pairs apply to runs named without --.")
     paths = argv[1:]
-    text, warning = analyze_arms(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format), None
+    text, warning = analyze_arms_warned(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format)
   else:
-    text, warning = analyze(argv[1:], FLAGS.pairs, FLAGS.format)
+    pairing = FLAGS.pairs if FLAGS["pairs"].present else None
+    text, warning = analyze_paths(argv[1:], FLAGS.format, pairing, FLAGS.list)
   if warning:
     print(warning, file=sys.stderr)
   if FLAGS.out:
-    out = pathlib.Path(FLAGS.out)
-    if out.is_dir():
-      raise OutputError(f"--out {out} is a folder; pass a file name such as {out / 'table.md'}.")
-    check_writable(out.parent, "--out's folder")
-    make_dirs(out.parent)
-    write_text_atomic(out, text)
-    print(f"wrote {out}")
+    write_out(text, FLAGS.out)
   else:
     sys.stdout.write(text)
 

@@ -9,19 +9,30 @@ reports the per-episode protocol (the paper's, the default) beside it, the cache
 testing ``--cached_episodes`` episodes (default as many). ``--lake_runs`` scores Lake et
 al.'s one-shot runs instead of the test split (:mod:`fewshot.episodic.lake`) and writes
 ``lake_runs.json`` into the run directory.
+
+What it measured is written into the run directory (``--norecord``: printed only), whole (atomically), as
+``test_<checkpoint>@<its episode>_<N>ep[_cached | _both[_cached<M>ep]][_query<Q>][_shifts<S>][_seed<K>].json``:
+the checkpoint and the episode it was saved at, the episodes tested (the cached path's with ``--test_by cached``),
+then only the options that differ from the run's own: ``_both_cached<M>ep`` where the cached path tests another
+count, ``--test_query``, ``--test_shifts``, ``--seed``. Every option that changes the measurement is in the name,
+so a file is only ever replaced by the same measurement again; the file holds the results and every option used
+(``options``, where the data was read from included). A line on stderr says what is tested before it starts
+(``testing runs/X best checkpoint (episode 2000) on 10000 episodes``) and how long it took after.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
+import sys
+import time
 
 from absl import flags, logging
 
 from fewshot import cli, options
 from fewshot.config import Config
 from fewshot.errors import ConfigError
-from fewshot.records.files import finite_json, write_json_atomic
+from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.rundir import existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
@@ -46,6 +57,8 @@ def define_flags() -> None:
     flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
     flags.DEFINE_integer("test_shifts", None, "embed each image as the mean over its shifts by up to this many "
                          "pixels (strokes/omniglot; 0: the image alone; default: the run's --test_shifts)")
+    flags.DEFINE_bool("record", True, "write what was measured into the run directory, as test_<checkpoint>@<its "
+                      "episode>_<N>ep[...].json (see above); --norecord: print it only")
   with options.flag_group(options.DATA):
     flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
     flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
@@ -64,13 +77,9 @@ def _summary(accuracies, prefix: str = "") -> dict:
   return {f"{prefix}test_accuracy": mean, f"{prefix}test_ci95": half_width, f"{prefix}test_episodes": len(accuracies)}
 
 
-def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
-             **overrides) -> dict:
-  """Test accuracy of a run's checkpoint; ``overrides`` replace config fields (None keeps the run's).
-
-  ``test_by``: ``episode`` (each episode embedded, the paper's protocol), ``cached`` (the
-  same episodes over the test split embedded once: ``test_*`` are the cached path's) or
-  ``both`` (``test_*`` per episode, ``cached_test_*`` over ``cached_episodes`` cached episodes).
+def _resolve(workdir: str, checkpoint: str, test_by: str, cached_episodes: int | None, overrides: dict):
+  """The run directory, the configuration tested (the run's, ``overrides`` replacing fields) and the cached path's
+  episode count; bad options are one-line ``ConfigError``s, before anything is loaded.
   """
   if test_by not in TEST_BY:
     raise ConfigError(f"unknown --test_by {test_by!r}; choose one of {', '.join(TEST_BY)}.")
@@ -79,7 +88,31 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
                       f"{cached_episodes} with --test_by {test_by}.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = rundir.read_options(Config.from_dict)
-  config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+  used = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+  return rundir, config, used, cached_episodes or used.test_episodes
+
+
+def _say(line: str, shown: bool) -> None:
+  if shown:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _what(test_by: str, episodes: int, cached: int) -> str:
+  if test_by == "cached":
+    return f"{cached} episodes over the test split embedded once"
+  return f"{episodes} episodes" + (f", then {cached} over the test split embedded once" if test_by == "both" else "")
+
+
+def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
+             progress: bool = True, **overrides) -> dict:
+  """Test accuracy of a run's checkpoint; ``overrides`` replace config fields (None keeps the run's).
+
+  ``test_by``: ``episode`` (each episode embedded, the paper's protocol), ``cached`` (the
+  same episodes over the test split embedded once: ``test_*`` are the cached path's) or
+  ``both`` (``test_*`` per episode, ``cached_test_*`` over ``cached_episodes`` cached episodes).
+  ``progress``: a line on stderr before testing and one after.
+  """
+  rundir, _, config, cached_count = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
   from fewshot.episodic import cached_test  # the model machinery, once the options and run passed
   from fewshot.episodic.experiment import Experiment
   from fewshot.training import compilation_cache
@@ -87,7 +120,10 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   compilation_cache.enable()
   experiment = Experiment.build(config, splits=("test",))
   state = rundir.restore_checkpoint(checkpoint, experiment.init_state())
-  cached_count = cached_episodes or config.test_episodes
+  step = rundir.checkpoint_step(checkpoint)
+  tested = _what(test_by, config.test_episodes, cached_count)
+  _say(f"testing {workdir} {checkpoint} checkpoint (episode {step}) on {tested}", progress)
+  started = time.perf_counter()
   if test_by == "cached":
     results = {"model": config.model_name, "test_query": config.test_query,
                **_summary(cached_test.accuracies(experiment, state, cached_count))}
@@ -95,12 +131,40 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
     results = experiment.test(state)
     if test_by == "both":
       results.update(_summary(cached_test.accuracies(experiment, state, cached_count), prefix="cached_"))
-  results.update(test_by=test_by, checkpoint=checkpoint, checkpoint_episode=rundir.checkpoint_step(checkpoint))
+  _say(f"tested in {time.perf_counter() - started:.1f} s", progress)
+  results.update(test_by=test_by, checkpoint=checkpoint, checkpoint_episode=step)
   return results
 
 
-def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_shifts: int | None = None) -> dict:
-  """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json``.
+def record_name(run: Config, used: Config, checkpoint: str, step: int, test_by: str, cached: int) -> str:
+  """The file a measurement is written to (the rule of this module's docstring): every option that changes it."""
+  parts = [f"test_{checkpoint}@{step}", f"{cached if test_by == 'cached' else used.test_episodes}ep"]
+  if test_by != "episode":
+    parts.append(test_by + (f"_cached{cached}ep" if test_by == "both" and cached != used.test_episodes else ""))
+  for field, short in (("test_query", "query"), ("test_shifts", "shifts"), ("seed", "seed")):
+    if getattr(used, field) != getattr(run, field):
+      parts.append(f"{short}{getattr(used, field)}")
+  return "_".join(parts) + ".json"
+
+
+def record_path(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
+                **overrides) -> tuple[pathlib.Path, dict]:
+  """Where :func:`evaluate`'s measurement of these options is written, and the options it records; refused in one
+  line, before anything is tested, where the run directory cannot be written.
+  """
+  rundir, run, used, cached = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
+  check_writable(rundir.path, "--workdir")
+  step = rundir.checkpoint_step(checkpoint)
+  options = {"checkpoint": checkpoint, "checkpoint_episode": step, "test_by": test_by,
+             "test_episodes": used.test_episodes, "cached_episodes": None if test_by == "episode" else cached,
+             "test_query": used.test_query, "seed": used.seed, "test_shifts": used.test_shifts,
+             "data_dir": used.data_dir, "tfds_dir": used.tfds_dir}
+  return rundir.path / record_name(run, used, checkpoint, step, test_by, cached), options
+
+
+def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_shifts: int | None = None,
+                  record: bool = True) -> dict:
+  """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json`` (``record``).
 
   The runs are read (and refused) before the model is loaded, so bad input writes nothing.
   ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
@@ -117,7 +181,8 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   results = lake.evaluate(api.load(workdir, checkpoint, test_shifts=test_shifts), runs)
   results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))
-  write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
+  if record:
+    write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
   return results
 
 
@@ -138,25 +203,41 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   if FLAGS.lake_runs is not None:
-    given = [f"--{name}" for name in EPISODE_FLAGS if FLAGS[name].present]
-    if given:
-      raise ConfigError(f"{', '.join(given)} choose test-split episodes; --lake_runs scores Lake's runs instead "
-                        "(leave them out, or run without --lake_runs).")
-    results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint, FLAGS.test_shifts)
-    views = f", mean over shifts by up to {results['test_shifts']} px" if results["test_shifts"] else ""
-    print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
-          f"one-shot runs ({results['runs']} runs, {results['items']} items{views}):")
-    print(lake_table(results))
+    main_lake()
+  else:
+    main_test()
+
+
+def main_lake():
+  given = [f"--{name}" for name in EPISODE_FLAGS if FLAGS[name].present]
+  if given:
+    raise ConfigError(f"{', '.join(given)} choose test-split episodes; --lake_runs scores Lake's runs instead "
+                      "(leave them out, or run without --lake_runs).")
+  results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint, FLAGS.test_shifts, FLAGS.record)
+  views = f", mean over shifts by up to {results['test_shifts']} px" if results["test_shifts"] else ""
+  print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
+        f"one-shot runs ({results['runs']} runs, {results['items']} items{views}):")
+  print(lake_table(results))
+  if FLAGS.record:
     print(f"wrote {existing_run(FLAGS.workdir).path / LAKE_FILE}")
-    return
-  results = evaluate(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes,
-                     test_episodes=FLAGS.test_episodes, test_query=FLAGS.test_query, seed=FLAGS.seed,
-                     data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir, test_shifts=FLAGS.test_shifts)
+
+
+def main_test():
+  overrides = dict(test_episodes=FLAGS.test_episodes, test_query=FLAGS.test_query, seed=FLAGS.seed,
+                   data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir, test_shifts=FLAGS.test_shifts)
+  target = None
+  if FLAGS.record:  # where it will be written, checked before the test starts
+    target, options = record_path(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes, **overrides)
+  results = evaluate(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes, **overrides)
+  if target is not None:
+    write_json_atomic(target, finite_json({**results, "options": options}))
   where = f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']})"
   lines = [("", results["test_by"] == "cached")] + [("cached_", True)] * (results["test_by"] == "both")
   for prefix, cached in lines:
     print(f"{where}: test accuracy {results[prefix + 'test_accuracy']:.2f}% ± {results[prefix + 'test_ci95']:.2f}% "
           f"({results[prefix + 'test_episodes']} episodes{', split embedded once' if cached else ''})")
+  if target is not None:
+    print(f"wrote {target}")
 
 
 if __name__ == "__main__":

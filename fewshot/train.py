@@ -6,7 +6,8 @@ that checkpoint over ``--test_episodes`` episodes (mean ± 95% interval).
 
 ``--seeds 0-7`` trains the configuration under several seeds as one seed group
 (:mod:`fewshot.training.seed_groups`): one compiled program, the runs sharded over the devices, each
-run written to its own directory exactly as a single run is.
+run written to its own directory exactly as a single run is. It prints each run's results, then one line: the
+group's test accuracy as mean ± 95% Student-t interval across its seeds.
 
 JAX, Flax and the data loaders are imported inside the functions that train, so the command
 checks its flags, configuration and run directory in about a second before loading them.
@@ -72,9 +73,14 @@ def format_results(config: Config, results: dict) -> str:
   )
 
 
+def format_group(config: Config, seeds: tuple[int, ...], results: list[dict]) -> str:
+  """The line after a seed group's results: its test accuracy's mean ± 95% t-interval across the seeds."""
+  return cli.group_line(seeds, len(results), {"test accuracy": [r.get("test_accuracy") for r in results]})
+
+
 def main(argv):
   del argv
-  cli.train_from_flags(Config, train, train_group, format_results)
+  cli.train_from_flags(Config, train, train_group, format_results, format_group)
 
 
 if __name__ == "__main__":

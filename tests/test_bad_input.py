@@ -219,6 +219,7 @@ def test_preparing_a_dataset_leaves_no_download_lines_or_cursor_escapes_in_logs(
 
 def test_analyze_refuses_an_out_it_cannot_write_and_a_run_named_twice(tmp_path, assert_one_line_error):
   runs = [_fake_run(tmp_path / name).path for name in ("a", "b")]
+  RunDir(runs[1]).write_config({**RunDir(runs[1]).read_config(), "seed": 1})  # b: the same configuration's seed 1
   (tmp_path / "file").write_text("not a folder")
   assert_one_line_error(_cli("fewshot.analyze", f"--out={tmp_path / 'file' / 'table.md'}", *map(str, runs)),
                         "--out's folder", "is a file; pass a folder")

@@ -34,9 +34,9 @@ OWN_FLAGS = {
     "fewshot.dml.train": {**RUN_FLAGS, "data_parallel": "batches and training"},
     "fewshot.evaluate": {"workdir": "the run", "checkpoint": "the run", "test_by": "test episodes",
                          "test_episodes": "test episodes", "test_query": "test episodes", "seed": "test episodes",
-                         "cached_episodes": "test episodes", "test_shifts": "test episodes", "data_dir": "data",
-                         "tfds_dir": "data", "lake_runs": "Lake's one-shot runs"},
-    "fewshot.analyze": {"pairs": "comparison", "format": "output", "out": "output"},
+                         "cached_episodes": "test episodes", "test_shifts": "test episodes", "record": "test episodes",
+                         "data_dir": "data", "tfds_dir": "data", "lake_runs": "Lake's one-shot runs"},
+    "fewshot.analyze": {"pairs": "comparison", "list": "comparison", "format": "output", "out": "output"},
     "fewshot.plot": {"out": "figures", "landscape_only": "figures"},
 }
 CONFIGS = {"fewshot.train": Config, "fewshot.dml.train": DMLConfig}

@@ -1,10 +1,13 @@
-"""Comparing runs from their records: statistics, the DR paper's tables, two arms of seeds.
+"""Comparing runs from their records: statistics, the DR paper's tables, arms of seeds, listings.
 
 * :mod:`~fewshot.analysis.measures`: the training diagnostics by name, and what "properly learned" means for each;
 * :mod:`~fewshot.analysis.stats`: confidence intervals, geometric means, proportions, Mann–Whitney, Fisher, Welch
   (pure functions of arrays, scipy.stats underneath);
 * :mod:`~fewshot.analysis.tables`: tables as text, markdown, LaTeX or CSV;
-* :mod:`~fewshot.analysis.arms`: two arms of seed groups compared.
+* :mod:`~fewshot.analysis.pairs`: the DR paper's tables of run pairs;
+* :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;
+* :mod:`~fewshot.analysis.groups`: runs grouped into arms by configuration, one arm's tables and several arms';
+* :mod:`~fewshot.analysis.listing`: a row per run, the options in which the runs differ, and its results.
 
 A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or
 TensorFlow Datasets, so ``python -m fewshot.analyze`` and ``plot`` start in a moment. It reads runs through

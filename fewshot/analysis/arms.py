@@ -17,7 +17,7 @@ import numpy as np
 
 from fewshot.analysis import stats
 from fewshot.analysis.measures import LABELS, MEASURES
-from fewshot.analysis.tables import MISSING, Cell, Table, format_p, format_value
+from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p, format_value
 from fewshot.errors import ConfigError
 from fewshot.records.reading import Run
 
@@ -47,14 +47,6 @@ def _accuracies(arm: list[Run]) -> np.ndarray:
   return np.array([np.nan if v is None else float(v) for v in values])
 
 
-def _mean_interval(values: np.ndarray) -> str:
-  finite = values[np.isfinite(values)]
-  if finite.size == 0:
-    return MISSING
-  mean, half = stats.t_interval(finite)
-  return f"{mean:.2f}" + ("" if half is None else f" ± {half:.2f}")
-
-
 def accuracy_table(a: list[Run], b: list[Run]) -> Table:
   """Test accuracy of each arm across its seeds, and the comparison of the arms."""
   headers = ("arm", "model", "seeds", "test accuracy per seed (%)", "mean ± 95% t-interval", "B − A ± 95% Welch",
@@ -70,7 +62,7 @@ def accuracy_table(a: list[Run], b: list[Run]) -> Table:
   rows = []
   for name, arm, acc in (("A", a, acc_a), ("B", b, acc_b)):
     per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, acc))
-    rows.append((Cell(name), Cell(arm_label(arm)), Cell(str(len(arm))), Cell(per_seed), Cell(_mean_interval(acc)),
+    rows.append((Cell(name), Cell(arm_label(arm)), Cell(str(len(arm))), Cell(per_seed), Cell(format_mean_interval(acc)),
                  Cell(diff if name == "B" else ""), Cell(format_p(p) if name == "B" else "", bool(p and p < 0.05))))
   title = f"Test accuracy across seeds (Mann-Whitney U: {_distribution(fa, fb)})" + (f" ({note})" if note else "")
   return Table(title, headers, tuple(rows))

@@ -9,6 +9,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
+import re
+import unicodedata
+
+from fewshot.analysis import stats
 
 MISSING = "—"
 
@@ -43,13 +48,29 @@ def format_p(p: float | None) -> str:
   return MISSING if p is None else f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
+def format_mean_interval(values, unit: str = "") -> str:
+  """The mean of the finite values (one per seed) ± the half-width of its 95% Student-t interval: ``91.23 ± 1.45``;
+  the mean alone for one value, ``—`` for none.
+  """
+  finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+  if not finite:
+    return MISSING
+  mean, half = stats.t_interval(finite)
+  return f"{mean:.2f}{unit}" + ("" if half is None else f" ± {half:.2f}{unit}")
+
+
+def _width(text: str) -> int:
+  """Columns a cell takes in a terminal: a combining accent (the hat of α̂) takes none."""
+  return sum(not unicodedata.combining(ch) for ch in text)
+
+
 def render_text(tables: list[Table]) -> str:
   """Aligned plain-text tables; a significant p-value ends in ``*``."""
   blocks = []
   for table in tables:
     lines = [list(table.headers)] + [[c.text + ("*" if c.significant else "") for c in row] for row in table.rows]
-    widths = [max(len(line[k]) for line in lines) for k in range(len(table.headers))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+    widths = [max(_width(line[k]) for line in lines) for k in range(len(table.headers))]
+    text = ["  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(line, widths)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
     blocks.append("\n".join([table.title] + text))
   return "\n\n".join(blocks) + "\n\n* p < 0.05 (two-sided)\n"
@@ -71,13 +92,31 @@ def render_markdown(tables: list[Table]) -> str:
   return "\n\n".join(blocks) + "\n\nBold: p < 0.05 (two-sided).\n"
 
 
+# pdflatex's special characters, then the non-ASCII ones analysis writes (its headers' minus, ±, α̂, ψ, dashes),
+# as LaTeX: the output of --format latex is ASCII, so it compiles without inputenc or a Unicode engine.
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                  "±": r"$\pm$", "—": "--", "<": r"$<$", ">": r"$>$"}
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"$<$",
+                  ">": r"$>$", "|": r"\textbar{}", "±": r"$\pm$", "−": r"$-$", "—": "--", "–": "--", "…": r"\ldots{}",
+                  "×": r"$\times$", "·": r"$\cdot$", "≤": r"$\leq$", "≥": r"$\geq$", "α̂": r"$\hat\alpha$",
+                  "α": r"$\alpha$", "θ": r"$\theta$", "ψ": r"$\psi$", "ρ": r"$\rho$", "σ": r"$\sigma$",
+                  "²": r"$^2$"}
+# Longest first, so that α followed by a combining circumflex is α̂, not α and a stray accent.
+_LATEX_PATTERN = re.compile("|".join(re.escape(k) for k in sorted(_LATEX_ESCAPES, key=len, reverse=True)))
+
+
+def _ascii(text: str) -> str:
+  """What is left after the escapes: accented letters as their base letter (a path's é as e), anything else ?."""
+  decomposed = unicodedata.normalize("NFKD", text)
+  return "".join(ch if ch.isascii() else "" if unicodedata.combining(ch) else "?" for ch in decomposed)
 
 
 def latex_escape(text: str) -> str:
-  return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+  """``text`` as ASCII LaTeX: its special characters escaped, the symbols analysis writes as LaTeX commands."""
+  parts, end = [], 0
+  for match in _LATEX_PATTERN.finditer(text):
+    parts += [_ascii(text[end:match.start()]), _LATEX_ESCAPES[match.group()]]
+    end = match.end()
+  return "".join(parts + [_ascii(text[end:])])
 
 
 def render_latex(tables: list[Table]) -> str:

@@ -13,6 +13,9 @@ dataset's default order) under ``--class_order default``; under ``--class_order 
 the split's classes are first permuted by ``--split_seed`` (the split holds its classes
 sorted, so without this the folds would keep the default order's related classes together).
 
+A seed group (``--seeds 0-4``) prints each run's results, then one line: test MAP@R's mean ± 95% Student-t
+interval across the seeds (of the concatenated models and the separated ones' mean with ``--folds 4``).
+
 The training itself is :mod:`fewshot.dml.trainer`, imported once the flags, configuration and
 run directory passed, so a bad option is refused before JAX loads.
 
@@ -106,9 +109,24 @@ def format_results(config: DMLConfig, results: dict) -> str:
   return "\n".join(lines)
 
 
+def format_group(config: DMLConfig, seeds: tuple[int, ...], results: list[dict]) -> str:
+  """The line after a seed group's results: test MAP@R's mean ± 95% t-interval across the seeds, of the
+  concatenated models and the separated ones' mean where the runs hold several folds, else of the one model.
+  """
+  def percent(metrics):
+    return None if metrics.get("map_at_r") is None else 100 * metrics["map_at_r"]
+
+  if all("concatenated" in r for r in results):
+    measures = {"test MAP@R concatenated": [percent(r["concatenated"]["test"]) for r in results],
+                "separated mean": [percent(r["separated_mean"]) for r in results]}
+  else:
+    measures = {"test MAP@R": [percent(r["separated_mean"]) for r in results]}
+  return cli.group_line(seeds, len(results), measures)
+
+
 def main(argv):
   del argv
-  cli.train_from_flags(DMLConfig, train, train_group, format_results, data_parallel=FLAGS.data_parallel)
+  cli.train_from_flags(DMLConfig, train, train_group, format_results, format_group, data_parallel=FLAGS.data_parallel)
 
 
 if __name__ == "__main__":

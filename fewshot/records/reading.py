@@ -66,6 +66,23 @@ def read_runs(paths: list[str], config_type: Callable[[dict], Any]) -> list[Run]
   return [read_run(path, config_type) for path in paths]
 
 
+def runs_below(folder: str | os.PathLike) -> list[str]:
+  """Every run directory (a folder holding ``config.json``) below ``folder``, at any depth, in path order; a run's
+  own folders (its checkpoints, a metric-learning run's fold models) are not searched. Links to folders are
+  followed, each folder read once (a run linked twice is one run, and a link to a parent is no loop).
+  """
+  found, seen = [], {os.path.realpath(folder)}
+  for root, dirs, files in os.walk(folder, followlinks=True):
+    if "config.json" in files and os.path.realpath(root) != os.path.realpath(folder):
+      found.append(root)
+      dirs.clear()
+      continue
+    kept = [d for d in sorted(dirs) if os.path.realpath(os.path.join(root, d)) not in seen]
+    seen.update(os.path.realpath(os.path.join(root, d)) for d in kept)
+    dirs[:] = kept
+  return sorted(found)
+
+
 # The options that make runs comparable: analysis warns when they differ.
 PROTOCOL = ("dataset", "way", "shot", "backbone")
 

@@ -1,0 +1,205 @@
+"""python -m fewshot.analyze on one arm of seeds, a folder of runs (arms by configuration), a listing, and LaTeX."""
+
+import csv
+import io
+import re
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from fewshot import analyze
+from fewshot.analysis import groups
+from fewshot.analysis.measures import DIAGNOSTICS, LABELS
+from fewshot.analysis.tables import latex_escape
+from fewshot.config import Config
+from fewshot.errors import ConfigError
+from fewshot.records.reading import read_runs
+from fewshot.records.rundir import RunDir
+
+N = 12  # checkpoints per synthetic run
+
+
+def write_run(path, head="softmax", seed=0, accuracy=None, scale=1.0, n=N, **config):
+  """A few-shot run directory: diagnostics drawn near ``scale`` (seeded by the path), ``accuracy`` in results.json."""
+  rng = np.random.default_rng(zlib.crc32(str(path).encode()))
+  rundir = RunDir(path)
+  rundir.write_config({**dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1,
+                              query=16, episodes=100 * N, seed=seed), **config})
+  rows = [dict(episode=100 * (i + 1), train_loss=1.0, val_accuracy=60.0 + i,
+               **{d.name: float(scale * rng.lognormal(0.0, 0.05)) for d in DIAGNOSTICS}) for i in range(n)]
+  rundir.write_metrics(rows)
+  if accuracy is not None:
+    rundir.write_results({"model": "x", "test_accuracy": accuracy, "test_ci95": 0.5, "test_episodes": 600,
+                          "best_episode": 100 * (n - 2)})
+  return str(path)
+
+
+def _command(*args):
+  return subprocess.run([sys.executable, "-m", "fewshot.analyze", *map(str, args)], capture_output=True, text=True)
+
+
+def _csv(text):
+  return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_one_arm_of_seeds_gives_its_t_interval_and_each_seeds_diagnostics(tmp_path):
+  accuracies = [90.1, 91.3, 89.7, 90.8]
+  paths = [write_run(tmp_path / f"A_seed{s}", "dr", s, a) for s, a in enumerate(accuracies)]
+  done = _command(*paths)
+  assert done.returncode == 0, done.stderr
+  half = scipy.stats.t.ppf(0.975, 3) * np.std(accuracies, ddof=1) / 2
+  assert f"{np.mean(accuracies):.2f} ± {half:.2f}" in done.stdout
+  assert "0: 90.10, 1: 91.30, 2: 89.70, 3: 90.80" in done.stdout and f"{tmp_path}/A_seed*" in done.stdout
+  # Every diagnostic: a column per seed (its geometric mean over the checkpoints), then the median of the seeds.
+  (arm,) = groups.group(read_runs(paths, Config.from_dict))
+  table = groups.diagnostics_table(arm, "x")
+  assert [r[0].text for r in table.rows] == [d.label for d in DIAGNOSTICS]
+  assert table.headers == ("diagnostic", "seed 0", "seed 1", "seed 2", "seed 3", "median across seeds")
+  means = [scipy.stats.gmean([row["con_div"] for row in RunDir(p).read_metrics()]) for p in paths]
+  row = next(r for r in table.rows if r[0].text == LABELS["con_div"])
+  assert [c.text for c in row[1:]] == [f"{m:.5f}" for m in means] + [f"{np.median(means):.5f}"]
+  assert row[1].text in done.stdout
+  # One run is an arm of one seed: its accuracy, no interval.
+  one = _command(paths[0])
+  row = one.stdout.splitlines()[3]
+  assert one.returncode == 0 and "0: 90.10" in row and "±" not in row and "ProtoNet_DR, 1 seed:" in one.stdout
+
+
+def test_a_folder_is_read_at_any_depth_grouped_into_arms_and_two_arms_compared(tmp_path):
+  folder = tmp_path / "paperq"
+  s = [write_run(folder / "softmax" / f"S_seed{k}", "softmax", k, 90.0 + k, data_dir=f"/data{k}") for k in range(3)]
+  dr = [write_run(folder / "deep" / "dr" / f"DR_seed{k}", "dr", k, 93.0 + k) for k in range(3)]
+  RunDir(folder / "started").write_config({"dataset": "omniglot", "head": "dr", "seed": 9})  # no metrics row yet
+  RunDir(folder / "dml").write_config({"dataset": "strokes", "loss": "triplet", "seed": 0})  # metric learning
+  (folder / "notes.txt").write_text("not a run")
+  done = _command(folder)
+  assert done.returncode == 0, done.stderr
+  assert done.stderr.count("\n") == 1 and done.stderr.startswith("warning: left out 2 runs:")
+  assert "dml (a metric-learning run)" in done.stderr and "started (no metrics row yet)" in done.stderr
+  # The overview names arm A (the default softmax head) and arm B; --data_dir does not split an arm.
+  overview = done.stdout.split("\n\n")[0].splitlines()
+  assert overview[0] == "2 arms: test accuracy across seeds"
+  assert overview[3].startswith("A    ProtoNet_S ") and overview[4].startswith("B    ProtoNet_DR")
+  # Then exactly what A -- B prints.
+  assert done.stdout.endswith(analyze.analyze_arms(s, dr))
+  assert done.stdout.split("\n\n", 1)[1] == analyze.analyze_arms(s, dr)
+  as_csv = _command(folder, "--format=csv")
+  assert as_csv.stdout == analyze.analyze_arms(s, dr, fmt="csv")
+  # An arm after -- may be a folder of its seeds too.
+  assert analyze.analyze_arms([str(folder / "softmax")], [str(folder / "deep")]) == analyze.analyze_arms(s, dr)
+
+
+def test_more_than_two_arms_list_each_arm_and_its_diagnostics_and_csv_has_a_record_per_run(tmp_path):
+  for shot in (1, 5):
+    for head in ("softmax", "dr"):
+      for k in range(2):
+        write_run(tmp_path / "runs" / f"{head}_{shot}s_seed{k}", head, k, 80.0 + 10 * (head == "dr") + shot + k,
+                  shot=shot)
+  text, warning = analyze.analyze_paths([str(tmp_path / "runs")])
+  assert warning is None
+  assert text.startswith("4 arms: test accuracy across seeds")
+  # Arms in the order of their options: head before shot (the configuration's order), defaults first.
+  assert [re.split(r"\s{2,}", line)[1] for line in text.splitlines()[3:7]] == \
+      ["ProtoNet_S, shot 1", "ProtoNet_S, shot 5", "ProtoNet_DR, shot 1", "ProtoNet_DR, shot 5"]
+  for name in "ABCD":
+    assert f"Arm {name}: ProtoNet_" in text
+  records = _csv(analyze.analyze_paths([str(tmp_path / "runs")], fmt="csv")[0])
+  assert len(records) == 8 and list(records[0])[:5] == ["arm", "configuration", "head", "shot", "seed"]
+  first = [r for r in records if r["arm"] == "A"]
+  assert [r["seed"] for r in first] == ["0", "1"] and [r["test_accuracy"] for r in first] == ["81.0", "82.0"]
+  half = scipy.stats.t.ppf(0.975, 1) * np.std([81.0, 82.0], ddof=1) / np.sqrt(2)
+  assert all(float(r["arm_mean_test_accuracy"]) == pytest.approx(81.5) for r in first)
+  assert all(float(r["arm_t95_half_width"]) == pytest.approx(half) for r in first)
+  assert float(first[0]["geometric_mean_norm_ratio"]) > 0
+
+
+def test_a_listing_shows_only_the_options_that_vary_and_each_runs_results(tmp_path):
+  a = write_run(tmp_path / "a", "softmax", 0, 91.234, learning_rate=1e-3)
+  b = write_run(tmp_path / "b", "dr", 1, 92.5, learning_rate=1e-4, data_dir="/elsewhere")
+  c = write_run(tmp_path / "c", "dr", 2, None, n=3)  # still training: no test accuracy yet
+  text, _ = analyze.analyze_paths([a, b, c], list_runs=True)
+  lines = text.splitlines()
+  assert lines[1].split() == ["run", "head", "learning_rate", "seed", "test", "accuracy", "(%)", "best", "episode",
+                              "episodes", "trained"]
+  assert lines[3].split() == [a, "softmax", "0.001", "0", "91.23", "±", "0.50", "1000", "1200"]
+  assert lines[5].split() == [c, "dr", "0.001", "2", "—", "—", "300"]
+  records = _csv(analyze.analyze_paths([str(tmp_path)], "csv", list_runs=True)[0])
+  assert list(records[0]) == ["directory", "head", "learning_rate", "seed", "test_accuracy", "test_ci95",
+                              "best_episode", "episodes_trained"]
+  assert records[1]["test_accuracy"] == "92.5" and records[2]["test_accuracy"] == "" and records[2]["seed"] == "2"
+  for fmt in ("markdown", "latex"):
+    assert "91.23" in analyze.analyze_paths([a, b, c], fmt, list_runs=True)[0]
+
+
+def test_runs_of_their_own_configurations_still_compare_in_pairs_and_pairs_of_arms_are_refused(tmp_path):
+  a, b = write_run(tmp_path / "a", "softmax"), write_run(tmp_path / "b", "dr")
+  assert analyze.analyze_paths([a, b])[0] == analyze.analyze([a, b])[0]
+  assert analyze.analyze_paths([a, b], pairing="all")[0] == analyze.analyze([a, b], "all")[0]
+  seeds = [write_run(tmp_path / f"s{k}", "softmax", k) for k in range(2)]
+  with pytest.raises(ConfigError, match="--pairs compares runs named one by one"):
+    analyze.analyze_paths(seeds, pairing="first")
+  with pytest.raises(ConfigError, match="pass one of them"):
+    analyze.analyze_paths([a, b], pairing="all", list_runs=True)
+  copy = write_run(tmp_path / "copy" / "s0", "softmax", 0)
+  with pytest.raises(ConfigError, match="the same configuration under seed 0"):
+    analyze.analyze_paths([*seeds, copy])
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["A", "--", "B", "--format", "csv"], ["--format csv comes after --", "put flags before --"]),
+    (["A", "--", "B", "--out=x.csv"], ["--out=x.csv comes after --"]),
+    (["empty_folder"], ["holds no run directory"]),
+    (["A", "--list", "--", "B"], ["--list and --pairs apply to runs named without --"]),
+])
+def test_bad_command_lines_are_one_line_errors(tmp_path, args, fragments, assert_one_line_error):
+  write_run(tmp_path / "A", "softmax")
+  write_run(tmp_path / "B", "dr")
+  (tmp_path / "empty_folder" / "sub").mkdir(parents=True)
+  (tmp_path / "empty_folder" / "sub" / "notes.txt").write_text("x")
+  paths = [str(tmp_path / a) if a in ("A", "B", "empty_folder") else a for a in args]
+  assert_one_line_error(_command(*paths), *fragments)
+
+
+def _unescaped(line: str) -> list[str]:
+  """pdflatex's special characters in a line that are not escaped or inside $...$ or a command's braces."""
+  text = re.sub(r"\$[^$]*\$", "", line.replace(r"\$", ""))
+  text = re.sub(r"\\(textbackslash|textasciitilde|textasciicircum|textbar|textbf|ldots)\{\}?", "", text)
+  text = re.sub(r"\\[&%#_{}]", "", text)
+  text = re.sub(r"\\(begin|end|caption|textbf)\{", "{", text).replace(r"\\", "").replace(r"\hline", "")
+  text = text.replace(r"\centering", "")
+  return re.findall(r"[%#_^~$\\]", text)
+
+
+def test_latex_output_is_ascii_and_escapes_what_pdflatex_reads_as_commands(tmp_path):
+  a = [write_run(tmp_path / "S_100%#&" / f"s_{k}", "softmax", k, 90.0 + k) for k in range(3)]
+  b = [write_run(tmp_path / "DR~é^" / f"d_{k}", "dr", k, 93.0 + k) for k in range(3)]
+  reports = [analyze.analyze_arms(a, b, fmt="latex"), analyze.analyze_paths([str(tmp_path)], "latex")[0],
+             analyze.analyze_paths(a, "latex")[0], analyze.analyze_paths([*a, *b], "latex", list_runs=True)[0]]
+  for latex in reports:
+    assert all(ord(ch) < 128 for ch in latex), [ch for ch in latex if ord(ch) >= 128]
+    for line in latex.splitlines()[1:]:  # the first is a LaTeX comment
+      assert not _unescaped(line), line
+    for block in latex.split(r"\begin{tabular}{")[1:]:  # every row has the columns' count of unescaped &
+      spec, body = block.split("}", 1)
+      rows = [line for line in body.split(r"\end{tabular}")[0].splitlines() if line.endswith(r"\\")]
+      assert rows and all(len(re.findall(r"(?<!\\)&", line)) == len(spec) - 1 for line in rows)
+  joined = "\n".join(reports)
+  for expected in (r"B $-$ A $\pm$ 95\% Welch", r"Procrustes $\hat\alpha$", r"$\psi$ con", r"S\_100\%\#\&",
+                   r"DR\textasciitilde{}e\textasciicircum{}", r"$\pm$"):
+    assert expected in joined, expected
+  assert latex_escape("α̂ — x − y ± ψ") == r"$\hat\alpha$ -- x $-$ y $\pm$ $\psi$"
+  assert latex_escape("a|b<c>d\\") == r"a\textbar{}b$<$c$>$d\textbackslash{}"
+
+
+def test_a_folder_is_read_not_written_and_out_holds_the_whole_output(tmp_path):
+  run = write_run(tmp_path / "runs" / "x_seed0", "dr", 0, 90.0)
+  before = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "x_seed0").iterdir()}
+  out = tmp_path / "out" / "arms.csv"
+  done = _command(tmp_path / "runs", "--format=csv", f"--out={out}")
+  assert done.returncode == 0 and done.stdout == f"wrote {out}\n"
+  assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "x_seed0").iterdir()} == before
+  assert [r["directory"] for r in _csv(out.read_text())] == [run]

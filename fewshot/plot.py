@@ -1,9 +1,9 @@
-"""Figures of runs and of the two heads, as PNG files (the DR paper's Figures 1-5).
+"""Figures of runs and of the two heads, as PNG, PDF or SVG files (the DR paper's Figures 1-5).
 
-    python -m fewshot.plot runs/A runs/B [...] [--out figs/]
+    python -m fewshot.plot runs/A runs/B [...] [--out figs/] [--format png|pdf|svg]
     python -m fewshot.plot --landscape_only [--out figs/]
 
-Writes into ``--out``:
+Writes into ``--out`` (``.pdf`` or ``.svg`` in place of ``.png`` with ``--format``; their text stays text):
 
 * ``val_accuracy.png``: validation accuracy against episodes, every run on one axis (Figs 2-3);
 * ``norm_ratio.png``: the norm ratio against episodes (Fig 4);
@@ -16,8 +16,11 @@ learned (con-alpha and con-div below 1, div-alpha above; :data:`fewshot.analysis
 Undefined (null) diagnostics are left out of the curves. A single run's validation curve carries its
 95% interval (``val_ci95``) as a band; runs of one configuration under several seeds (a seed group)
 are drawn as their median line with a band from the 25th to the 75th percentile of the seeds at each
-checkpoint. Figures are sized for print: 3.5 in (one column) or 7 in (two columns) wide, 8 pt text,
-the legend below the panels.
+checkpoint; each curve's legend entry names its band. A figure of runs says what they are above its panels
+(dataset, way/shot, backbone, seeds per arm; :func:`fewshot.analysis.figures.caption`), and its curves are labelled
+by the model name plus the options in which the runs differ. Figures are sized for print: exactly 3.5 in (one
+column) or 7 in (two columns) wide, the legend below the panels (long labels wrapped to fit), 8 pt text, symbols
+in mathtext.
 
 Matplotlib and JAX are imported when a figure is drawn, after the runs and ``--out`` are checked.
 """
@@ -26,32 +29,34 @@ from __future__ import annotations
 
 import pathlib
 import sys
-import warnings
 
 import numpy as np
 from absl import flags, logging
 
 from fewshot import cli, options
-from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED
+from fewshot.analysis.figures import caption, curve_labels, legend_label, median_band, seed_groups, wrap
+from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
-from fewshot.options import LOCATION_FIELDS
 from fewshot.records.files import check_writable, make_dirs
-from fewshot.records.reading import protocol_warning, read_runs, run_labels
+from fewshot.records.reading import protocol_warning, read_runs
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
 EXTENT = 3.0  # the landscape covers [-EXTENT, EXTENT]^2
 RESOLUTION = 301
 ALPHA_RATIOS = ("con_alpha", "div_alpha", "con_div")
-FILES = ("val_accuracy.png", "norm_ratio.png", "alpha_ratios.png", "confidence_landscape.png")
+FIGURES = ("val_accuracy", "norm_ratio", "alpha_ratios", "confidence_landscape")
+FORMATS = ("png", "pdf", "svg")
+FILES = tuple(f"{name}.png" for name in FIGURES)
 DPI = 200
 COLUMN, PAGE = 3.5, 7.0  # figure widths in inches: one column, two columns of a paper
+# Vector files keep their text as text (TrueType in PDF, <text> in SVG), so a journal can set it and readers search it.
 STYLE = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7, "xtick.labelsize": 7,
-         "ytick.labelsize": 7, "lines.linewidth": 1.0}
-Y_LABELS = {"norm_ratio": "‖Y − α̂X‖ / ‖Y − X‖", "con_alpha": "ψ_con / α̂",
-            "div_alpha": "ψ_div / α̂", "con_div": "ψ_con / ψ_div"}
+         "ytick.labelsize": 7, "figure.titlesize": 8, "lines.linewidth": 1.0, "pdf.fonttype": 42, "ps.fonttype": 42,
+         "svg.fonttype": "none"}
 PROPER_SHADE = "#2ca02c"
+CHAR_WIDTH = 0.6  # a character of DejaVu Sans, in ems at most (on average less): how long a caption line may be
 
 
 def _pyplot():
@@ -68,7 +73,8 @@ def _pyplot():
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   with options.flag_group("figures"):
-    flags.DEFINE_string("out", "figs", "folder for the PNG files (created if missing)")
+    flags.DEFINE_string("out", "figs", "folder for the figures (created if missing)")
+    flags.DEFINE_enum("format", "png", FORMATS, "file format: png (at 200 dpi), or pdf or svg (vector, text as text)")
     flags.DEFINE_bool("landscape_only", False, "draw only the confidence landscape (no run directories needed)")
 
 
@@ -110,9 +116,19 @@ def confidence_landscape(prototypes=PROTOTYPES, head: str = "dr", extent: float 
 
 # ----------------------------------------------------------------------------- figures
 def _save(fig, path: pathlib.Path) -> str:
+  """Write ``fig`` in the format its suffix names, exactly as wide as drawn (3.5 or 7 in: ``DPI`` x that in pixels).
+
+  ``bbox_inches="tight"`` would crop or widen the page to the ink; only the height is taken from the ink here, so
+  the legend and caption below or above the panels are kept and the column width is not.
+  """
+  from matplotlib.transforms import Bbox
+
   plt = _pyplot()
+  fig.draw_without_rendering()  # lays the figure out, so its ink can be measured
+  ink = fig.get_tightbbox(fig.canvas.get_renderer())
+  page = Bbox.from_extents(0.0, ink.y0 - 0.02, fig.get_figwidth(), ink.y1 + 0.02)
   try:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI, bbox_inches=page, format=path.suffix[1:])
   except OSError as e:
     raise OutputError(f"cannot write {path} ({e.strerror or type(e).__name__}); choose a writable --out.") from None
   finally:
@@ -120,63 +136,66 @@ def _save(fig, path: pathlib.Path) -> str:
   return str(path)
 
 
-def _legend_below(fig, axes) -> None:
-  """One legend for the figure, under its panels, so it covers no curve however many runs there are."""
-  handles, labels = axes[0].get_legend_handles_labels()
-  if handles:
-    columns = 2 if fig.get_figwidth() <= COLUMN else 4
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), columns),
-               frameon=False)
+def _legend_below(fig, entries: list[tuple]) -> None:
+  """One legend for the figure, under its panels, so it covers no curve however many runs there are; as many
+  columns as fit the figure's width, and long labels wrapped onto more lines rather than widening the figure.
+  """
+  if not entries:
+    return
+  handles, labels = zip(*entries)
+  renderer, width = fig.canvas.get_renderer(), fig.get_figwidth() * fig.dpi
+  most = min(len(labels), 2 if fig.get_figwidth() <= COLUMN else 4)
+  longest = max(len(line) for label in labels for line in label.splitlines())
+  tries = [(ncol, longest) for ncol in range(most, 0, -1)] + [(1, chars) for chars in range(longest - 4, 7, -4)]
+  for ncol, chars in tries:
+    legend = fig.legend(handles, [wrap(label, chars) for label in labels], loc="upper center",
+                        bbox_to_anchor=(0.5, 0.0), ncol=ncol, frameon=False)
+    if legend.get_window_extent(renderer).width <= width or (ncol, chars) == tries[-1]:
+      return
+    legend.remove()
 
 
-def seed_groups(runs, labels) -> list[tuple[str, list]]:
-  """Runs of one configuration but for the seed, together (in first-seen order), labelled once."""
-  grouped: dict = {}
-  for run, label in zip(runs, labels):
-    key = tuple(sorted((k, str(v)) for k, v in run.config.to_dict().items() if k not in ("seed", *LOCATION_FIELDS)))
-    grouped.setdefault(key, (label, []))[1].append(run)
-  return [(label if len(members) == 1 else f"{members[0].config.model_name} ({len(members)} seeds)", members)
-          for label, members in grouped.values()]
+def _caption(fig, runs) -> None:
+  """Say above the panels what the runs are (dataset, way/shot, backbone, seeds per arm), wrapped to the width."""
+  chars = int(fig.get_figwidth() * 72 / (STYLE["figure.titlesize"] * CHAR_WIDTH))
+  fig.suptitle(wrap(caption(_groups(runs)), chars), color="0.25")
 
 
-def median_band(runs, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-  """Checkpoints, and the median and 25th/75th percentiles across the runs at each (undefined values ignored)."""
-  series = [run.series(key) for run in runs]
-  episodes = np.array(sorted(set().union(*(set(e.tolist()) for e, _ in series))))
-  table = np.full((len(series), len(episodes)), np.nan)
-  for i, (e, v) in enumerate(series):
-    table[i, np.searchsorted(episodes, e)] = v
-  with np.errstate(all="ignore"), warnings.catch_warnings():
-    warnings.simplefilter("ignore", RuntimeWarning)  # a checkpoint no run defined is a gap, not an error
-    low, median, high = np.nanpercentile(table, [25, 50, 75], axis=0)
-  return episodes, median, low, high
+def _groups(runs) -> list[tuple[str, list]]:
+  return seed_groups(runs, curve_labels(runs))
 
 
-def _plot_series(ax, runs, labels, key: str, interval: str | None = None) -> None:
-  """One line per run; a seed group as its median line with the band of its middle half of seeds.
+def _plot_series(ax, runs, key: str, interval: str | None = None) -> list[tuple]:
+  """One line per run; a seed group as its median line with the band of its middle half of seeds. Returns each
+  curve's legend entry (its line over its band, a label naming the band).
 
   ``interval`` names a row field holding a single run's half-width (``val_ci95``), drawn as a band around it.
   """
-  for label, members in seed_groups(runs, labels):
+  entries = []
+  for label, members in _groups(runs):
     episodes, median, low, high = median_band(members, key)
     defined = np.isfinite(median)  # null diagnostics are gaps in the record, not zeros
-    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=2, label=label)
+    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=2)
     if len(members) == 1 and interval is not None:
       half = members[0].values(interval)
       low, high = median - half, median + half
       defined &= np.isfinite(half)
-    if len(members) > 1 or interval is not None:
-      ax.fill_between(episodes[defined], low[defined], high[defined], color=line.get_color(), alpha=0.2, linewidth=0)
+    band = None
+    if (len(members) > 1 or interval is not None) and defined.any():
+      band = ax.fill_between(episodes[defined], low[defined], high[defined], color=line.get_color(), alpha=0.2,
+                             linewidth=0)
+    entries.append((line if band is None else (band, line), legend_label(label, len(members), band is not None)))
+  return entries
 
 
-def plot_val_accuracy(runs, out: pathlib.Path) -> str:
-  fig, ax = _pyplot().subplots(figsize=(COLUMN, 2.6))
-  _plot_series(ax, runs, run_labels(runs), "val_accuracy", interval="val_ci95")
-  ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy (band: 95% CI, or "
-         "seeds' 25–75%)")
+def plot_val_accuracy(runs, out: pathlib.Path, fmt: str = "png") -> str:
+  fig, ax = _pyplot().subplots(figsize=(COLUMN, 2.6), constrained_layout=True)
+  entries = _plot_series(ax, runs, "val_accuracy", interval="val_ci95")
+  ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy")
   ax.grid(alpha=0.3)
-  _legend_below(fig, [ax])
-  return _save(fig, out / "val_accuracy.png")
+  _caption(fig, runs)
+  _legend_below(fig, entries)
+  return _save(fig, out / f"val_accuracy.{fmt}")
 
 
 def _shade_properly_learned(ax, measure: str) -> None:
@@ -192,30 +211,31 @@ def _shade_properly_learned(ax, measure: str) -> None:
 
 
 def _plot_ratios(runs, measures, path: pathlib.Path, width: float) -> str:
-  labels = run_labels(runs)
   fig, axes = _pyplot().subplots(1, len(measures), figsize=(width, 2.4), squeeze=False, constrained_layout=True)
   for ax, measure in zip(axes[0], measures):
-    _plot_series(ax, runs, labels, measure)
+    entries = _plot_series(ax, runs, measure)
     title = LABELS[measure]
     if BY_NAME[measure].properly_learned:
       _shade_properly_learned(ax, measure)
     else:  # the norm ratio has no properly learned side; its scale, zoomed to the data, is in the title
       title += " (in [0, 1]; 0: the update only rescales)"
-    ax.set(xlabel="episodes", ylabel=Y_LABELS[measure], title=title)
+    ax.set(xlabel="episodes", ylabel=SYMBOLS[measure], title=title)
     ax.grid(alpha=0.3)
-  _legend_below(fig, axes[0])
+  _caption(fig, runs)
+  _legend_below(fig, entries)  # every panel draws the same curves: the last one's entries stand for all
   return _save(fig, path)
 
 
-def plot_norm_ratio(runs, out: pathlib.Path) -> str:
-  return _plot_ratios(runs, ("norm_ratio",), out / "norm_ratio.png", COLUMN)
+def plot_norm_ratio(runs, out: pathlib.Path, fmt: str = "png") -> str:
+  return _plot_ratios(runs, ("norm_ratio",), out / f"norm_ratio.{fmt}", COLUMN)
 
 
-def plot_alpha_ratios(runs, out: pathlib.Path) -> str:
-  return _plot_ratios(runs, ALPHA_RATIOS, out / "alpha_ratios.png", PAGE)
+def plot_alpha_ratios(runs, out: pathlib.Path, fmt: str = "png") -> str:
+  return _plot_ratios(runs, ALPHA_RATIOS, out / f"alpha_ratios.{fmt}", PAGE)
 
 
-def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: float = EXTENT) -> str:
+def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: float = EXTENT,
+                              fmt: str = "png") -> str:
   fig, axes = _pyplot().subplots(1, 2, figsize=(PAGE, 3.0), constrained_layout=True)
   protos = np.asarray(prototypes)
   titles = {"softmax": r"softmax: $p_c \propto e^{-d_c^2}$",
@@ -228,11 +248,15 @@ def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: 
     ax.set(title=titles[head], xlabel="$z_1$", ylabel="$z_2$")
   axes[0].legend(loc="lower left")
   fig.colorbar(image, ax=axes, label="largest class probability", shrink=0.9)
-  return _save(fig, out / "confidence_landscape.png")
+  return _save(fig, out / f"confidence_landscape.{fmt}")
 
 
-def plot(paths: list[str], out: str, landscape_only: bool = False) -> tuple[list[str], str | None]:
-  """Write the figures; return their paths and the runs' protocol warning (or None)."""
+def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "png") -> tuple[list[str], str | None]:
+  """Write the figures as ``fmt`` files (png, pdf or svg); return their paths and the runs' protocol warning (or
+  None).
+  """
+  if fmt not in FORMATS:
+    raise ConfigError(f"--format {fmt} is not one of {', '.join(FORMATS)}; choose one of them.")
   if not paths and not landscape_only:
     raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
   runs = [] if landscape_only else read_runs(paths, Config.from_dict)
@@ -243,14 +267,14 @@ def plot(paths: list[str], out: str, landscape_only: bool = False) -> tuple[list
   make_dirs(out_dir)
   written = []
   if runs:
-    written = [plot_val_accuracy(runs, out_dir), plot_norm_ratio(runs, out_dir), plot_alpha_ratios(runs, out_dir)]
-  written.append(plot_confidence_landscape(out_dir))
+    written = [draw(runs, out_dir, fmt) for draw in (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)]
+  written.append(plot_confidence_landscape(out_dir, fmt=fmt))
   return written, protocol_warning(runs) if len(runs) > 1 else None
 
 
 def main(argv):
   logging.set_verbosity(logging.WARNING)  # jax's INFO line about absent TPUs is noise here
-  written, warning = plot(argv[1:], FLAGS.out, FLAGS.landscape_only)
+  written, warning = plot(argv[1:], FLAGS.out, FLAGS.landscape_only, FLAGS.format)
   if warning:
     print(warning, file=sys.stderr)
   for path in written:

@@ -106,7 +106,7 @@ def test_a_seed_group_is_its_median_with_the_middle_half_band(tmp_path):
           for k, v in enumerate([[1.0, 4.0], [2.0, None], [3.0, 8.0], [5.0, 6.0]])]
   other = Run("dr", dataclasses.replace(config, head="dr"), rows([9.0, 9.0]), None)
   grouped = plot.seed_groups(runs + [other], ["a", "b", "c", "d", "e"])
-  assert [(label, len(members)) for label, members in grouped] == [("ProtoNet_S (4 seeds)", 4), ("e", 1)]
+  assert [(label, len(members)) for label, members in grouped] == [("a", 4), ("e", 1)]  # the first run's label
   episodes, median, low, high = plot.median_band(runs, "val_accuracy")
   np.testing.assert_array_equal(episodes, [100, 200])
   np.testing.assert_allclose(median, [np.median([1, 2, 3, 5]), np.median([4, 8, 6])])

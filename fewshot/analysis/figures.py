@@ -1,0 +1,98 @@
+"""What a figure of runs says in words: its curves' labels, its seed groups and their bands, its caption.
+
+:mod:`fewshot.plot` draws with these; they are text and numbers only (no matplotlib), so the rules for what a
+figure names can be tested, and reused by other figures (``experiments/dr_results.py``), without drawing.
+
+* :func:`seed_groups`: runs of one configuration but for the seed, together;
+* :func:`median_band`: a seed group's median and 25th/75th percentiles at each checkpoint;
+* :func:`curve_labels`: the model name plus the options in which the runs differ (not the directory name);
+* :func:`legend_label`: a curve's label naming its band (a single run's 95% interval, a seed group's 25–75%);
+* :func:`caption`: dataset, way/shot, backbone and seeds per arm, or which of them the runs differ in.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import warnings
+
+import numpy as np
+
+from fewshot.choices import display_name
+from fewshot.options import LOCATION_FIELDS
+
+# Options a run's model name already spells (choices.model_name), and those that never tell arms apart.
+MODEL_FIELDS = ("head", "classifier", "distance")
+NOT_AN_ARM = ("seed", *LOCATION_FIELDS)
+INTERVAL_BAND, SEEDS_BAND = "95% interval", "seeds' 25–75%"
+
+
+def _options(run) -> dict:
+  return {k: v for k, v in run.config.to_dict().items() if k not in NOT_AN_ARM}
+
+
+def seed_groups(runs, labels) -> list[tuple[str, list]]:
+  """Runs of one configuration but for the seed, together (in first-seen order), with their first run's label."""
+  grouped: dict = {}
+  for run, label in zip(runs, labels):
+    key = tuple(sorted((k, str(v)) for k, v in _options(run).items()))
+    grouped.setdefault(key, (label, []))[1].append(run)
+  return list(grouped.values())
+
+
+def median_band(runs, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """Checkpoints, and the median and 25th/75th percentiles across the runs at each (undefined values ignored)."""
+  series = [run.series(key) for run in runs]
+  episodes = np.array(sorted(set().union(*(set(e.tolist()) for e, _ in series))))
+  table = np.full((len(series), len(episodes)), np.nan)
+  for i, (e, v) in enumerate(series):
+    table[i, np.searchsorted(episodes, e)] = v
+  with np.errstate(all="ignore"), warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # a checkpoint no run defined is a gap, not an error
+    low, median, high = np.nanpercentile(table, [25, 50, 75], axis=0)
+  return episodes, median, low, high
+
+
+def curve_labels(runs) -> list[str]:
+  """Each run's model name plus the options, beside the seed, in which the runs differ (``ProtoNet_DR,
+  learning_rate=0.0005``): what tells the curves apart, where a directory name would only be long. Runs whose
+  labels agree differ in the seed alone, and :func:`seed_groups` draws them as one curve.
+  """
+  options = [_options(run) for run in runs]
+  keys = list(options[0]) if runs else []  # every Config has the same fields, in their declared order
+  differ = [k for k in keys if k not in MODEL_FIELDS and len({str(o.get(k)) for o in options}) > 1]
+  return [", ".join([run.config.model_name, *(f"{k}={o.get(k)}" for k in differ)]) for run, o in zip(runs, options)]
+
+
+def legend_label(label: str, seeds: int, band: bool) -> str:
+  """A curve's legend label, naming what its band is: a single run's 95% interval or its seeds' middle half."""
+  if seeds > 1:
+    return f"{label}, {seeds} seeds (median; band: {SEEDS_BAND})"
+  return f"{label} (band: {INTERVAL_BAND})" if band else label
+
+
+def caption(groups) -> str:
+  """What the runs of a figure are, in one line: ``omniglot, 5-way 1-shot, conv4, 5 seeds per arm``; an option the
+  runs differ in is named instead of its value (``...; runs differ in dataset``).
+  """
+  configs = [members[0].config for _, members in groups]
+  protocol = ("dataset", "way", "shot", "test_way", "backbone")
+  same = {name: len({str(getattr(c, name)) for c in configs}) == 1 for name in protocol}
+  same["test_way"] |= all(c.test_way == c.way for c in configs)  # the default: "way" says it already
+  c = configs[0]
+  parts = [c.dataset] if same["dataset"] else []
+  episode = " ".join([f"{c.way}-way"] * same["way"] + [f"{c.shot}-shot"] * same["shot"])
+  if episode:  # the curves are of validation episodes: say so where they are not the training way
+    validated = same["way"] and same["test_way"] and c.test_way != c.way
+    parts.append(episode + (f" (validated {c.test_way}-way)" if validated else ""))
+  if same["backbone"]:
+    parts.append(display_name(c.backbone))
+  seeds = sorted({len(members) for _, members in groups})
+  count = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
+  parts.append(f"{count} seed{'s' if seeds[-1] > 1 else ''} per arm")
+  differ = [name for name, agree in same.items() if not agree]
+  return ", ".join(parts) + (f"; runs differ in {', '.join(differ)}" if differ else "")
+
+
+def wrap(text: str, width: int) -> str:
+  """``text`` broken at spaces (or inside a word longer than ``width``) into lines of at most ``width`` characters."""
+  return "\n".join(textwrap.wrap(text, max(width, 8), break_on_hyphens=False)) or text

@@ -4,8 +4,9 @@ A trainer supplies its compiled chunk of steps, its validation and its metrics r
 :func:`train_until` does the rest, the same way for episodes and for metric-learning
 batches, for one run and for a seed group (:mod:`fewshot.training.seed_groups`): resume from ``last``,
 write the row before the checkpoints (so a run killed in between resumes from the previous
-``last`` and rewrites the same row), keep ``best`` by a named validation score (the earliest
-of ties; an undefined score ranks lowest), keep ``last``, and show a progress bar (on a
+``last`` and rewrites the same row; a group's runs keep their previous ``last`` until every run has saved the
+new one, so a group stopped between two runs' saves resumes from the step all hold), keep ``best`` by a named
+validation score (the earliest of ties; an undefined score ranks lowest), keep ``last``, and show a progress bar (on a
 terminal). A row whose training loss is not finite stops the run before its state is saved
 (:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C stops
 it with one line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
@@ -22,7 +23,8 @@ import jax
 import tqdm
 
 from fewshot.errors import Interrupted, TrainingError
-from fewshot.training import seed_groups
+from fewshot.records.rundir import group_start
+from fewshot.training import distributed, seed_groups
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
@@ -62,7 +64,10 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   the loop adds the chunk's wall time as ``seconds``. ``postfix(row, best)`` of the first run is
   what the progress bar shows.
   """
-  resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.written_dirs, runs.states(state))]
+  # A group stopped between its runs' saves resumes from the step every run holds (each process reads all).
+  start = group_start(list(runs.dirs), schedule.steps_per_checkpoint)
+  resumed = [rundir.resume(like, schedule.step_key, at=start)
+             for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
   rows = [r for _, r in resumed]
   # max keeps the earliest of ties
@@ -95,6 +100,10 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
           bests[k] = new_rows[k]
           rundir.save_checkpoint("best", done, run_state)
         rundir.save_checkpoint("last", done, run_state)
+      if runs.group is not None:  # the one before goes once every process has saved this step
+        distributed.barrier(f"fewshot: every run saved {key} {done}")
+      for rundir in runs.written_dirs:
+        rundir.commit_checkpoint(done)
       _set_position(runs, schedule, done)
       bar.update(steps)
       if rows:
@@ -124,4 +133,6 @@ def interrupted_message() -> str:
   others = f" and {len(runs.written_dirs) - 1} more runs" if len(runs.written_dirs) > 1 else ""
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
-  return f"interrupted: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume to continue."
+  hosts = " on every host" if jax.process_count() > 1 else ""  # a group across processes resumes together
+  return (f"interrupted: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume{hosts} to "
+          "continue.")

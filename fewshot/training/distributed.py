@@ -8,6 +8,10 @@ The group's run axis is then sharded over the devices of every process (:class:`
 each process holds the runs of its own devices and writes their run directories; the run directories must
 be on a filesystem that every host sees (each process checks the whole group's before any is written).
 On the CPU the processes exchange collectives through gloo.
+
+What goes wrong is one line naming the fix, before any run directory is written where it can be: the three
+flags are checked before JAX starts (:class:`Processes`), the processes compare what they were given right after
+they join (:func:`agree`), and a process that stops stops the others (:mod:`fewshot.training.peers`).
 """
 
 from __future__ import annotations
@@ -101,6 +105,8 @@ def agree(options: list[tuple[str, object]], dirs: dict[str, dict | None]) -> No
               for k in range(jax.process_count())]
   problem = disagreement(launches)
   if problem is not None:
+    # Every process has its verdict before process 0, which hosts the store, may exit.
+    client.wait_at_barrier("fewshot/launch/compared", AGREE_SECONDS * 1000)
     error = ConfigError(problem)
     error.every_process = True  # each process finds the same, so none needs to tell the others
     raise error

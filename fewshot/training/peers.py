@@ -224,8 +224,11 @@ def _on_abort(signum: int) -> None:
   _exiting.release()
   time.sleep(0.2)  # the aborting thread wrote its record just now: let the filter read it
   text = "\n".join(_state["held"])
-  if _ABORT_MARK not in text:  # a fatal error of another kind: show it as the runtime wrote it
+  if _ABORT_MARK not in text:  # a fatal error of another kind: show it as the runtime wrote it, and where
+    import faulthandler
+
     os.write(_state["stderr"], (text + "\n").encode())
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
     os._exit(128 + signal.SIGABRT)
   finish(_lost_line(text), 2, linger=False)
 

@@ -214,6 +214,10 @@ def test_ctrl_c_on_one_process_stops_the_other_at_once_each_with_one_line(tmp_pa
 
 def test_the_line_for_a_lost_process_names_it_from_the_runtime_records(monkeypatch):
   monkeypatch.setattr(peers, "_state", {"process": 0, "processes": 3, "address": "host0:1234"})
+  assert peers._lost_line("DEADLINE_EXCEEDED: Deadline Exceeded RPC: RegisterTask") == (
+      "error: process 0 of 3 could not join the others at host0:1234 within 300 s: a process did not start, or the "
+      "address is not process 0's; start all 3 with the same --coordinator_address and --num_processes.")
+  monkeypatch.setitem(peers._state, "joined", True)
   unhealthy = "UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n2\nThe tasks have crashed."
   assert peers._lost_line(unhealthy).startswith("error: lost process 2 of 3: it was killed or crashed")
   assert peers._lost_line("Task 1 heartbeat timeout.").startswith("error: lost process 1 of 3:")

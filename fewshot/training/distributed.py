@@ -63,7 +63,8 @@ class Processes:
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(self.coordinator_address, num_processes=self.num_processes,
-                               process_id=self.process_id, heartbeat_timeout_seconds=peers.HEARTBEAT_SECONDS)
+                               process_id=self.process_id, heartbeat_timeout_seconds=peers.HEARTBEAT_SECONDS,
+                               initialization_timeout=peers.JOIN_SECONDS)
     peers.start_watchdog()
 
 

@@ -27,6 +27,7 @@ import threading
 import time
 
 HEARTBEAT_SECONDS = 10  # JAX's default is 100: a lost peer would go unnoticed for a minute or more
+JOIN_SECONDS = 300  # how long jax.distributed.initialize waits for every process to start (JAX's default)
 STOP_KEY = "fewshot/stop"
 RESUME = "run the same command with --resume on every host to continue the group from its last checkpoint"
 _WAIT_MS = 1000  # the watchdog's wait on the store, the longest a normal exit waits for it
@@ -71,6 +72,7 @@ def watch(process: int, processes: int, address: str) -> None:
 def start_watchdog() -> None:
   """After ``jax.distributed.initialize``: stop this process as soon as another posts that it stopped."""
   if _state:
+    _state["joined"] = True
     watchdog = threading.Thread(target=_watchdog, name="fewshot-peers", daemon=True)
     watchdog.start()
     # Registered after JAX's shutdown, so run before it: a call still waiting on the store as the client shuts
@@ -236,6 +238,10 @@ def _on_abort(signum: int) -> None:
 def _lost_line(text: str) -> str:
   """The line for a peer the runtime found gone, named from its records where they say which."""
   me, n = _state["process"], _state["processes"]
+  if not _state.get("joined"):  # jax.distributed.initialize timed out
+    return (f"error: process {me} of {n} could not join the others at {_state['address']} within "
+            f"{JOIN_SECONDS} s: a process did not start, or the address is not process 0's; start all {n} with the "
+            "same --coordinator_address and --num_processes.")
   named = re.search(r"stopped sending heartbeats\):\s*((?:\d+[\s,]*)+)", text) or re.search(
       r"Task (\d+) heartbeat timeout", text)
   lost = sorted({int(k) for k in re.findall(r"\d+", named.group(1))} - {me}) if named else ([0] if me else [])

@@ -146,7 +146,8 @@ def step_bytes(lowered) -> int:
 
 def step_bytes_bound(lowered) -> int | None:
   """A bound on :func:`step_bytes` without compiling (a second instead of ten): every byte the unoptimised
-  program reads or writes, which no program's peak memory exceeds; None where XLA does not say.
+  program reads or writes, which its peak memory stays well under (~19 times for Conv4 on 28 px episodes); None where
+  XLA does not say.
   """
   cost = lowered.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost

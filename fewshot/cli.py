@@ -20,12 +20,20 @@ from absl import app, flags
 
 from fewshot import options, usage
 from fewshot.errors import ConfigError, FewshotError
+from fewshot.options import LOCATION_FIELDS
+from fewshot.records.rundir import saved_steps
+from fewshot.training import distributed, peers
 from fewshot.training.distributed import Processes
 
 INTERRUPTED = 130  # 128 + SIGINT
 
 
-def fail(message: str) -> None:
+def fail(message: str, every_process: bool = False) -> None:
+  """Print ``error: <message>`` and exit 2; in a multi-process launch, the other processes stop too (unless
+  ``every_process`` meets the same error at the same point).
+  """
+  if peers.watching():
+    peers.stop(f"error: {message}", 2, kind=None if every_process else "error")
   print(f"error: {message}", file=sys.stderr)
   sys.exit(2)
 
@@ -47,9 +55,14 @@ def run(main: Callable[[list[str]], None]) -> None:
     try:
       main(argv)
     except FewshotError as e:
-      fail(usage.flagfile_prefix(sys.argv, str(e)) + str(e))
+      fail(usage.flagfile_prefix(sys.argv, str(e)) + str(e), getattr(e, "every_process", False))
     except KeyboardInterrupt as e:
-      _exit_interrupted(str(e) or _interrupted_message())
+      _exit_interrupted(str(e) or None)
+    except Exception as e:
+      if peers.watching():  # a peer gone mid-collective, or this process's own error: every process stops
+        peers.lost_contact(e)
+        peers.crash(e)
+      raise
 
   _exit_at_once_on_signals()
   app.run(guarded, flags_parser=_parse_flags)
@@ -64,13 +77,18 @@ def _interrupted_message(cause: str = "interrupted") -> str:
   return f"{cause}." if loop is None else loop.interrupted_message(cause)
 
 
-def _exit_interrupted(message: str, status: int = INTERRUPTED) -> None:
-  """Print the one line and exit at once (130 for Ctrl-C, 143 for SIGTERM), from whichever thread saw it first.
+def _exit_interrupted(message: str | None, status: int = INTERRUPTED, cause: str = "interrupted") -> None:
+  """Print the one line (``message``, or where training stopped and why) and exit at once (130 for Ctrl-C, 143 for
+  SIGTERM), from whichever thread saw it first; in a multi-process launch the other processes stop too.
 
   Every record is whole on disk at any moment (atomic writes, as after a SIGKILL), so the
   interpreter's teardown of JAX's and the loaders' threads is skipped.
   """
   with _exiting:
+    if peers.watching():
+      peers.post("interrupted")  # first: where training stopped is read once the others know
+      peers.finish(message or _interrupted_message(cause), status)
+    message = message or _interrupted_message(cause)
     print(message, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -79,7 +97,7 @@ def _exit_interrupted(message: str, status: int = INTERRUPTED) -> None:
 
 def _exit_on(signum: int) -> None:
   cause = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
-  _exit_interrupted(_interrupted_message(cause), 128 + signum)
+  _exit_interrupted(None, 128 + signum, cause)
 
 
 def _exit_at_once_on_signals() -> None:
@@ -186,6 +204,14 @@ def group_line(seeds: tuple[int, ...], held: int, measures: dict[str, list[float
   return f"seed group of {whose}: {shown} (mean ± 95% t-interval)"
 
 
+def launch_options(config, values) -> list[tuple[str, object]]:
+  """What every process of a launch must be given alike: the configuration (less where its data lives, which may
+  differ between hosts), the seeds, the run directories' folder and ``--resume``.
+  """
+  configured = [(f"--{name}", value) for name, value in config.to_dict().items() if name not in LOCATION_FIELDS]
+  return [*configured, ("--seeds", values.seeds), ("--workdir", values.workdir or "runs"), ("--resume", values.resume)]
+
+
 def train_from_flags(config_type, train, train_group, format_results, format_group=None, **train_options) -> None:
   """A trainer's ``main``: one run (``--seed``) or a seed group (``--seeds``) of the parsed flags, results printed;
   a group's then summarised in one line by ``format_group(config, seeds, held results)``.
@@ -203,6 +229,8 @@ def train_from_flags(config_type, train, train_group, format_results, format_gro
     raise ConfigError("several processes train a seed group, each writing its own runs; pass --seeds (a single run "
                       "trains in one process).")
   processes.initialize()
+  if processes.several:  # the processes stop together, before any is written, unless they were given the same
+    distributed.agree(launch_options(config, values), {w: saved_steps(w) for w in group[1]})
   if group is None:
     results = train(config, values.workdir or f"runs/{config.run_name}", resume=values.resume,
                     placement=values.placement, **train_options)

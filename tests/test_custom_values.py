@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 import math
+import shutil
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -89,9 +90,10 @@ def test_a_custom_run_loads_with_its_values_and_refuses_without(custom_run):
   assert model.probabilities(images[:3], np.arange(3), images[3:], head="dr", distance="cosine").shape == (3, 3)
 
 
-def test_a_custom_run_is_analysed_without_its_values(custom_run):
+def test_a_custom_run_is_analysed_without_its_values(custom_run, tmp_path):
   workdir = str(custom_run[0])
-  text, _ = analyze.analyze([workdir, workdir])
+  copy = shutil.copytree(workdir, tmp_path / "copy")  # a second run: one run named twice is refused
+  text, _ = analyze.analyze([workdir, str(copy)])
   assert "scaled_dot" in text and "custom:Flat" in text
 
 

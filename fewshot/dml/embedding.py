@@ -138,6 +138,21 @@ def train_step(learner: MetricLearner, state: TrainState, batch: Batch):
   return state.apply_gradients(grads, batch_stats, learner.optimizer), loss
 
 
+def lowered_step(learner: MetricLearner, stored_shape: tuple[int, ...]):
+  """One run's training step lowered on a batch of ``stored_shape`` images, augmented as a chunk's are (nothing
+  compiles or runs): what :func:`fewshot.training.seed_groups.check_memory` measures a group's memory by.
+  """
+  state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), stored_shape))
+  images = jax.ShapeDtypeStruct((learner.batch.size, *stored_shape), jnp.uint8)
+  labels = jax.ShapeDtypeStruct((learner.batch.size,), jnp.int32)
+
+  def step(state, images, labels, key):
+    batch = Batch(images=learner.augmentation.train(key, images), labels=labels)
+    return train_step(learner, state, batch)
+
+  return jax.jit(step).lower(state, images, labels, jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
+
+
 def _train_on_draw(learner: MetricLearner, state: TrainState, key: jax.Array, index, classes, images, last):
   """One training step of a chunk (the step function of :mod:`fewshot.training.chunks`): the drawn batch,
   sharded over the data-parallel devices if any, augmented with ``fold_in(key, 1)``.

@@ -18,6 +18,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from fewshot import backbones, data
 from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
+from fewshot.data.options import fits_on_device
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
@@ -87,6 +88,10 @@ class Experiment:
       self.group.check_processes()
     self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
     self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
+    if self.group is not None:  # before anything is written: a group too large for the memory is refused
+      resident = [train.images.nbytes for train, _ in self.folds if fits_on_device(train.images.nbytes)]
+      seed_groups.check_memory(self.group, embedding.lowered_step(self.fold_learner(0), self.stored_shape),
+                               max(resident, default=0))
 
   @property
   def input_shape(self) -> tuple[int, ...]:

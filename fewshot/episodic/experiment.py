@@ -154,7 +154,7 @@ class Experiment:
     group.check_processes()
     stored_shape = next(iter(loaded.values())).image_shape
     shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
-    check_memory(group, lambda: learning.step_memory_bytes(learner, config.input_shape, stored_shape), shared)
+    check_memory(group, learning.lowered_step(learner, config.input_shape, stored_shape), shared)
     padded = tuple(group.pad(list(seeds)))
     placed = {name: sources.place(split, placement, device=group.replicated, run_sharding=group.runs,
                                   superclasses=superclasses.get(name))

@@ -202,8 +202,10 @@ def diagnose(learner: EpisodicLearner, before, new_state: TrainState, old_batch_
   )
 
 
-def step_memory_bytes(learner: EpisodicLearner, image_shape: tuple[int, ...], stored_shape: tuple[int, ...]) -> int:
-  """Device memory of one training step of one run (state, episode, temporaries), from its compiled program."""
+def lowered_step(learner: EpisodicLearner, image_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
+  """One run's training step lowered on an episode of ``stored_shape`` images (nothing compiles or runs): what
+  :func:`fewshot.training.seed_groups.check_memory` measures a group's memory by.
+  """
   state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), image_shape))
   shape = learner.shape
   episode = Episode(support_images=jax.ShapeDtypeStruct((shape.way * shape.shot, *stored_shape), jnp.uint8),
@@ -211,9 +213,7 @@ def step_memory_bytes(learner: EpisodicLearner, image_shape: tuple[int, ...], st
                     query_images=jax.ShapeDtypeStruct((shape.way * shape.query, *stored_shape), jnp.uint8),
                     query_labels=jax.ShapeDtypeStruct((shape.way * shape.query,), jnp.int32),
                     classes=jax.ShapeDtypeStruct((shape.way,), jnp.int32))
-  step = jax.jit(lambda s, e: train_step(learner, s, e)[:2])
-  memory = step.lower(state, episode).compile().memory_analysis()
-  return int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes)
+  return jax.jit(lambda s, e: train_step(learner, s, e)[:2]).lower(state, episode)
 
 
 def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode) -> jax.Array:

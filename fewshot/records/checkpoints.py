@@ -1,4 +1,5 @@
-"""A run's checkpoints: ``checkpoints/last`` (resume from here) and ``checkpoints/best``, one step kept in each.
+"""A run's checkpoints: ``checkpoints/last`` (resume from here) and ``checkpoints/best``, one step kept in each
+(``last`` holds the one before as well until a seed group's runs have all saved the new one: :data:`KEPT`).
 
 Orbax writes them (a temporary folder renamed into place, so a run killed at any moment keeps its last whole
 checkpoint), except for a run that one of several processes writes alone, which orbax refuses: those are
@@ -16,6 +17,9 @@ from fewshot.errors import ConfigError, RunDirError
 from fewshot.records import damage, local_checkpoints
 
 CHECKPOINT_KINDS = ("last", "best")
+# Steps kept of each kind: `last` keeps the one before until the whole seed group has saved the new one
+# (:meth:`Checkpoints.commit`), so a group stopped between two runs' saves resumes from the step they all hold.
+KEPT = {"last": 2, "best": 1}
 
 
 def check_kind(kind: str, option: str = "checkpoint") -> str:
@@ -38,7 +42,7 @@ class Checkpoints:
     import orbax.checkpoint as ocp  # only where checkpoints are touched: reading records needs no orbax
 
     if kind not in self._managers:
-      options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False, create=True)
+      options = ocp.CheckpointManagerOptions(max_to_keep=KEPT[kind], enable_async_checkpointing=False, create=True)
       self._managers[kind] = ocp.CheckpointManager(self.folder / kind, options=options,
                                                    item_handlers=ocp.StandardCheckpointHandler())
     return self._managers[kind]
@@ -61,31 +65,36 @@ class Checkpoints:
     return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
 
   def step(self, kind: str) -> int | None:
-    """Steps trained at the saved checkpoint of this kind, or None if there is none.
+    """Steps trained at the latest saved checkpoint of this kind, or None if there is none."""
+    saved = self.steps(kind)
+    return saved[-1] if saved else None
+
+  def steps(self, kind: str) -> list[int]:
+    """The saved steps of this kind, oldest first (``last`` may hold two: see :meth:`commit`).
 
     Read from the step folders' names, as orbax names them (a checkpoint being written has a temporary name), not
     through orbax, which reads each step's metadata and logs, rather than raises, where that file is damaged.
     """
-    saved = local_checkpoints.steps(self.folder / kind)
-    return saved[-1] if saved else None
+    return local_checkpoints.steps(self.folder / kind)
 
   def save(self, kind: str, step: int, state: Any) -> None:
     import orbax.checkpoint as ocp
 
     if self._local(kind, writing=True):
-      return local_checkpoints.save(self.folder / kind, step, state)
+      return local_checkpoints.save(self.folder / kind, step, state, keep=KEPT[kind])
     manager = self._manager(kind)
     if step in manager.all_steps():  # a resumed run replaying a checkpoint it had saved
       manager.delete(step)
     manager.save(step, args=ocp.args.StandardSave(state))
     manager.wait_until_finished()
 
-  def restore(self, kind: str, like: Any, resuming: bool = False) -> Any:
-    """The checkpoint of this kind in the structure, shapes and dtypes of ``like``; one whose files cannot be read
-    is a one-line ``RunDirError`` naming it and the way out (``resuming``: the run continues from it).
+  def restore(self, kind: str, like: Any, step: int | None = None, resuming: bool = False) -> Any:
+    """The checkpoint of this kind (its latest, or ``step``) in the structure, shapes and dtypes of ``like``; one
+    whose files cannot be read is a one-line ``RunDirError`` naming it and the way out (``resuming``: the run
+    continues from it).
     """
     check_kind(kind)
-    step = self.step(kind)
+    step = self.step(kind) if step is None else step
     if step is None:
       raise RunDirError(f"{self.folder.parent} has no {kind} checkpoint; train it first (or use the other checkpoint).")
     where = self.folder / kind / str(step)
@@ -120,15 +129,24 @@ class Checkpoints:
               "or restore the checkpoint from a backup.")
     return "restore the checkpoint from a backup, or train the run anew in a new --workdir."
 
+  def commit(self, step: int) -> None:
+    """Forget the ``last`` checkpoints before ``step``, once every run of the group has saved ``step``."""
+    for old in self.steps("last"):
+      if old < step:
+        self._delete("last", old)
+
   def drop_after(self, step: int) -> None:
     """Forget checkpoints newer than ``step`` (a resumed run replays those steps)."""
     for kind in CHECKPOINT_KINDS:
-      saved = self.step(kind)
-      if saved is not None and saved > step:
-        if self._local(kind):
-          local_checkpoints.delete(self.folder / kind, saved)
-        else:
-          self._manager(kind).delete(saved)
+      for saved in self.steps(kind):
+        if saved > step:
+          self._delete(kind, saved)
+
+  def _delete(self, kind: str, step: int) -> None:
+    if self._local(kind):
+      local_checkpoints.delete(self.folder / kind, step)
+    else:
+      self._manager(kind).delete(step)
 
 
 def _restore_episode_checkpoint(manager, step: int, like: Any) -> Any:

@@ -4,8 +4,9 @@ Orbax, which writes every other checkpoint, refuses a process's own (fully addre
 ``jax.distributed`` runs several processes, and writes host arrays from process 0 only: it saves
 arrays that the processes hold together. A group's runs are each held by one process, so that
 process writes them here instead, with :mod:`flax.serialization`: the same train state, in the same
-place (``checkpoints/<kind>/<step>/``, one step kept), as ``state.msgpack`` written into a temporary
-folder that is renamed into place, so a run killed at any moment leaves the last whole checkpoint.
+place (``checkpoints/<kind>/<step>/``, the steps :data:`fewshot.records.checkpoints.KEPT` says), as
+``state.msgpack`` written into a temporary folder that is renamed into place, so a run killed at any moment
+leaves the last whole checkpoint.
 :class:`fewshot.records.rundir.RunDir` reads either kind, and keeps writing a run in the kind it started with.
 """
 
@@ -37,8 +38,8 @@ def holds(folder: pathlib.Path) -> bool:
   return bool(saved) and (folder / str(saved[-1]) / FILENAME).is_file()
 
 
-def save(folder: pathlib.Path, step: int, state: Any) -> None:
-  """Write ``state`` as step ``step`` under ``folder``, atomically, and drop every other step."""
+def save(folder: pathlib.Path, step: int, state: Any, keep: int = 1) -> None:
+  """Write ``state`` as step ``step`` under ``folder``, atomically, keeping the ``keep`` latest steps."""
   import flax.serialization  # JAX and Flax only where checkpoints are written or read: records need neither
   import jax
 
@@ -54,9 +55,8 @@ def save(folder: pathlib.Path, step: int, state: Any) -> None:
   if final.exists():  # a resumed run replaying a checkpoint it had saved
     shutil.rmtree(final)
   os.replace(temporary, final)
-  for old in steps(folder):
-    if old != step:
-      shutil.rmtree(folder / str(old))
+  for old in steps(folder)[:-keep]:
+    shutil.rmtree(folder / str(old))
 
 
 def restore(folder: pathlib.Path, step: int, like: Any) -> Any:

@@ -55,14 +55,6 @@ class RunDir:
   def is_empty(self) -> bool:
     return not self.path.exists() or not any(self.path.iterdir())
 
-  def trained_anything(self) -> bool:
-    """Whether the run wrote anything beyond its configuration: a metrics row, a checkpoint or results (its own, or
-    a fold model's).
-    """
-    rows = any(p.stat().st_size for p in self.path.rglob("metrics.jsonl"))
-    saved = any(p.name.isdigit() for p in self.path.rglob("checkpoints/*/*"))
-    return rows or saved or self.results_path.exists()
-
   def differences(self, config, ignore: tuple[str, ...] = ()) -> list[str]:
     """The options in which the saved run's configuration differs from ``config`` (of the same type)."""
     saved = self.read_options(type(config).from_dict)
@@ -129,22 +121,33 @@ class RunDir:
     return self.checkpoints.step(kind)
 
   def save_checkpoint(self, kind: str, step: int, state: Any) -> None:
+    """Save ``state`` as this kind's checkpoint at ``step`` (``last`` keeps the one before until
+    :meth:`commit_checkpoint`).
+    """
     self.checkpoints.save(kind, step, state)
+
+  def commit_checkpoint(self, step: int) -> None:
+    """Forget the ``last`` checkpoints before ``step``: every run of the run's group has saved ``step``."""
+    self.checkpoints.commit(step)
 
   def restore_checkpoint(self, kind: str, like: Any) -> Any:
     """Restore the checkpoint of this kind into the structure, shapes and dtypes of ``like``."""
     return self.checkpoints.restore(kind, like)
 
-  def resume(self, state: Any, step_key: str) -> tuple[Any, list[dict]]:
+  def resume(self, state: Any, step_key: str, at: int | None | str = "latest") -> tuple[Any, list[dict]]:
     """Continue from the ``last`` checkpoint: ``(state, metrics rows up to it)``; ``(state, [])`` if none.
 
-    Rows (whose step is ``row[step_key]``) and checkpoints newer than ``last`` (written
-    before a crash) are dropped, since the resumed run replays those steps and writes them again.
+    ``at`` is the step a seed group resumes from where its runs stopped between their saves
+    (:func:`group_start`): a run saved one checkpoint further goes back to it (None: to the start).
+    Rows (whose step is ``row[step_key]``) and checkpoints newer than that (written before a crash) are
+    dropped, since the resumed run replays those steps and writes them again.
     """
-    if self.checkpoint_step("last") is None:
+    at = self.checkpoint_step("last") if at == "latest" else at
+    if at is None:
+      self.checkpoints.drop_after(0)
       return state, []
     rows = self.read_metrics()
-    state = self.checkpoints.restore("last", state, resuming=True)
+    state = self.checkpoints.restore("last", state, at, resuming=True)
     done = int(state.step)
     kept = [row for row in rows if row[step_key] <= done]
     if not kept or kept[-1][step_key] != done:
@@ -153,6 +156,23 @@ class RunDir:
                         "restore the file, or train the run again in a new --workdir.")
     self.checkpoints.drop_after(done)
     return state, kept
+
+
+def group_start(dirs: list[RunDir], every: int | None) -> int | None:
+  """The step a seed group's runs resume from together: their ``last`` checkpoint, or, where the group stopped
+  between its runs' saves (at most ``every`` steps apart, each still holding the earlier step), the earlier one.
+  Runs saved at checkpoints no such stop leaves are refused whole, in one line.
+  """
+  latest = [d.checkpoint_step("last") for d in dirs]
+  if len(set(latest)) <= 1:
+    return latest[0]
+  start = None if None in latest else min(latest)
+  if every is None or not all(step is None or step == start or (step - (start or 0) <= every and (
+      start is None or start in d.checkpoints.steps("last"))) for d, step in zip(dirs, latest)):
+    listed = ", ".join(f"{d.path} at {step or 0}" for d, step in zip(dirs, latest))
+    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
+                      "with --seed, or start the group in new directories.")
+  return start
 
 
 def _read_rows(path: pathlib.Path) -> list[dict]:
@@ -193,10 +213,16 @@ def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   return rundir
 
 
+def _trained_anything(rundir: RunDir) -> bool:
+  """Whether a run wrote anything beyond its configuration: a row, a checkpoint or results (or a fold model did)."""
+  rows = any(p.stat().st_size for p in rundir.path.rglob("metrics.jsonl"))
+  return rows or any(p.name.isdigit() for p in rundir.path.rglob("checkpoints/*/*")) or rundir.results_path.exists()
+
+
 def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
   rundir = RunDir(path)
   check_writable(rundir.path, "--workdir")
-  if rundir.holds_run() and not resume and not rundir.trained_anything():
+  if rundir.holds_run() and not resume and not _trained_anything(rundir):
     return rundir  # a run that stopped before it trained (out of memory, say): nothing to lose, so a new one may start
   if rundir.holds_run():
     saved, wanted = run_kind(rundir.read_config()), run_kind(config.to_dict())
@@ -216,9 +242,10 @@ def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
   return rundir
 
 
-def open_group_for_training(paths: list, configs: list, resume: bool) -> list[RunDir]:
+def open_group_for_training(paths: list, configs: list, resume: bool, every: int | None = None) -> list[RunDir]:
   """Every run's directory of a seed group, refused as a whole (nothing written) if any is another run's or
-  their last checkpoints disagree (a group trains its runs in step).
+  their last checkpoints disagree (a group trains its runs in step) beyond a stop between their saves, one
+  checkpoint of ``every`` steps apart (:func:`group_start`).
   """
   if len(paths) == 1:
     return [open_for_training(paths[0], configs[0], resume)]
@@ -226,12 +253,24 @@ def open_group_for_training(paths: list, configs: list, resume: bool) -> list[Ru
   if resume and not any(d.holds_run() for d in dirs):
     raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "
                       "holds a run, so there is nothing to continue; leave out --resume to start the group.")
-  steps = {str(d.path): d.checkpoint_step("last") for d in dirs}
-  if len(set(steps.values())) > 1:
-    listed = ", ".join(f"{path} at {step or 0}" for path, step in steps.items())
-    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
-                      "with --seed, or start the group in new directories.")
+  group_start(dirs, every)
   return dirs
+
+
+def saved_steps(path: str | os.PathLike) -> dict[str, int] | None:
+  """Where a run directory stands, read from folder names alone (no orbax, no JAX): each ``checkpoints/last`` in it
+  (a metric-learning run's fold models have one each) and its step; None where the directory does not exist.
+  """
+  root = pathlib.Path(path)
+  if not root.is_dir():
+    return None
+  steps = {}
+  for model in [root, *sorted(p for p in root.glob("fold*") if p.is_dir())]:
+    last = model / "checkpoints" / "last"
+    saved = [int(p.name) for p in last.iterdir() if p.name.isdigit()] if last.is_dir() else []
+    if saved:
+      steps[str(last.relative_to(root))] = max(saved)
+  return steps
 
 
 def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train") -> RunDir:

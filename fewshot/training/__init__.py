@@ -13,9 +13,11 @@
 * :mod:`~fewshot.training.seed_groups`: runs of one configuration under several seeds as one compiled program,
   their run axis sharded over the devices;
 * :mod:`~fewshot.training.distributed`: several processes (hosts) training one seed group;
+* :mod:`~fewshot.training.peers`: a process of several that stops (killed, interrupted, failed) stops the
+  others, each with one line;
 * :mod:`~fewshot.training.compilation_cache`: JAX's persistent compilation cache, on by default.
 
 Imports JAX, :mod:`fewshot.records` and :mod:`fewshot.data`; never :mod:`fewshot.episodic` or :mod:`fewshot.dml`,
-which stand on it. Nothing is re-exported here, so that the light modules (``distributed``'s flag checks,
+which stand on it. Nothing is re-exported here, so that the light modules (``distributed``'s flag checks, ``peers``,
 ``compilation_cache``) import without JAX.
 """

@@ -4,12 +4,13 @@ A trainer supplies its compiled chunk of steps, its validation and its metrics r
 :func:`train_until` does the rest, the same way for episodes and for metric-learning
 batches, for one run and for a seed group (:mod:`fewshot.training.seed_groups`): resume from ``last``,
 write the row before the checkpoints (so a run killed in between resumes from the previous
-``last`` and rewrites the same row), keep ``best`` by a named validation score (the earliest
-of ties; an undefined score ranks lowest), keep ``last``, write each row to TensorBoard too
-(:mod:`fewshot.records.events`), and show where training stands (a bar on a terminal, a line per checkpoint in
-a log: :mod:`fewshot.training.progress`). A row whose training loss is not finite stops the run before its state
-is saved (:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C stops it with one
-line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
+``last`` and rewrites the same row; a group's runs keep their previous ``last`` until every run has saved the
+new one, so a group stopped between two runs' saves resumes from the step all hold), keep ``best`` by a named
+validation score (the earliest of ties; an undefined score ranks lowest), keep ``last``, write each row to
+TensorBoard too (:mod:`fewshot.records.events`), and show where training stands (a bar on a terminal, a line per
+checkpoint in a log: :mod:`fewshot.training.progress`). A row whose training loss is not finite stops the run
+before its state is saved (:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C
+stops it with one line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import jax
 
 from fewshot.errors import Interrupted, TrainingError
 from fewshot.records.events import EventWriter
-from fewshot.training import seed_groups
+from fewshot.records.rundir import group_start
+from fewshot.training import distributed, seed_groups
 from fewshot.training.progress import Progress, say
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
@@ -66,7 +68,10 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   what the progress bar (or, off a terminal, the checkpoint's line) shows; the ``start`` lines are printed
   once the runs have resumed.
   """
-  resumed = [rundir.resume(like, schedule.step_key) for rundir, like in zip(runs.written_dirs, runs.states(state))]
+  # A group stopped between its runs' saves resumes from the step every run holds (each process reads all).
+  first = group_start(list(runs.dirs), schedule.steps_per_checkpoint)
+  resumed = [rundir.resume(like, schedule.step_key, at=first)
+             for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
   rows = [r for _, r in resumed]
   # max keeps the earliest of ties
@@ -80,11 +85,11 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   events = [EventWriter(rundir.path, schedule.step_key, done) for rundir in runs.written_dirs]
   try:
     while done < schedule.total_steps:
-      start = time.perf_counter()
+      started = time.perf_counter()
       steps = min(schedule.steps_per_checkpoint, schedule.total_steps - done)
       state, outputs = train_chunk(state, steps)
       done += steps
-      new_rows = [{**row, "seconds": time.perf_counter() - start} for row in make_rows(state, outputs)]
+      new_rows = [{**row, "seconds": time.perf_counter() - started} for row in make_rows(state, outputs)]
       _record_rows(runs, rows, new_rows, events)
       _stop_if_diverged(runs, schedule, new_rows, done, steps)
       _save_checkpoints(runs, schedule, state, new_rows, bests, done)
@@ -128,6 +133,10 @@ def _save_checkpoints(runs: Runs, schedule: Schedule, state: TrainState, new_row
       bests[k] = new_rows[k]
       rundir.save_checkpoint("best", done, run_state)
     rundir.save_checkpoint("last", done, run_state)
+  if runs.group is not None:  # the one before goes once every process has saved this step
+    distributed.barrier(f"fewshot: every run saved {schedule.step_key} {done}")
+  for rundir in runs.written_dirs:
+    rundir.commit_checkpoint(done)
 
 
 # Where the loop stands (its runs and last checkpoint), for the line Ctrl-C prints: the command-line
@@ -147,4 +156,6 @@ def interrupted_message(cause: str = "interrupted") -> str:
   others = f" and {len(runs.written_dirs) - 1} more runs" if len(runs.written_dirs) > 1 else ""
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
-  return f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume to continue."
+  hosts = " on every host" if jax.process_count() > 1 else ""  # a group across processes resumes together
+  return (f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume{hosts} to "
+          "continue.")

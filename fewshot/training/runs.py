@@ -27,13 +27,15 @@ class Runs:
   group: object | None = None  # a fewshot.training.seed_groups.SeedGroup (imported with JAX, so not named here)
 
   @classmethod
-  def open(cls, config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool) -> Runs:
+  def open(cls, config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool,
+           every: int | None = None) -> Runs:
     """The runs of ``config`` (under each of ``seeds``, or its own seed), run k in ``workdirs[k]``; a directory
-    that holds another run, or a group whose runs stopped at different checkpoints, is refused whole (nothing is
-    written, and JAX is not loaded).
+    that holds another run, or a group whose runs stopped at different checkpoints (other than one checkpoint of
+    ``every`` steps apart, a stop between their saves), is refused whole (nothing is written, and JAX is not
+    loaded).
     """
     configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
-    return cls(tuple(open_group_for_training(workdirs, configs, resume)), tuple(configs))
+    return cls(tuple(open_group_for_training(workdirs, configs, resume, every)), tuple(configs))
 
   def on(self, group) -> Runs:
     """These runs laid out as ``group`` (a seed group's placement on the devices; None for one run)."""

@@ -41,3 +41,16 @@ def write_background_zip(chars: dict[str, dict[str, list[bytes]]], folder: pathl
         for d, data in enumerate(images, 1):
           zf.writestr(f"{name}/{alphabet}/{character}/{a:02d}{c:02d}_{d:02d}.png", data)
   return folder
+
+
+def write_character_pngs(root: pathlib.Path, alphabet: str, character: str, n: int, seed: int) -> None:
+  """1-bit 105x105 PNGs in the real layout: white background, a black random polyline."""
+  rng = np.random.default_rng(seed)
+  glyph = rng.uniform(15, 90, size=(4, 2))
+  folder = root / alphabet / character
+  folder.mkdir(parents=True)
+  for drawer in range(1, n + 1):
+    im = Image.new("1", (105, 105), 1)
+    pts = glyph + rng.normal(0, 2, glyph.shape)
+    ImageDraw.Draw(im).line([tuple(p) for p in pts], fill=0, width=6)
+    im.save(folder / f"0{seed:03d}_{drawer:02d}.png")

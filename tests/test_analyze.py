@@ -17,27 +17,7 @@ from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.reading import protocol_warning, read_run, run_labels
 from fewshot.records.rundir import RunDir
 
-N = 20  # checkpoints per synthetic run: the issue's ">= 20 checkpoints"
-
-
-def write_run(path, head="softmax", values=None, n=N, seed=0, results=None, run_seed=0, **config):
-  """A run directory whose diagnostics are ``values[measure]`` (random near 1 where not given)."""
-  rng = np.random.default_rng(seed)
-  values = values or {}
-  columns = {m: values.get(m, rng.lognormal(0.0, 0.01, n)) for m in ("alpha", "psi_con", "psi_div") + stats.MEASURES}
-  rundir = RunDir(path)
-  rundir.write_config(dict(dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1,
-                                query=16, episodes=100 * n, seed=run_seed), **config))
-  rows = []
-  for i in range(n):
-    row = dict(episode=100 * (i + 1), train_loss=1.0 / (i + 1), train_accuracy=50.0 + i, theta=7.39,
-               val_accuracy=60.0 + i, val_ci95=1.5, seconds=2.0)
-    row.update({m: None if columns[m][i] is None else float(columns[m][i]) for m in columns})
-    rows.append(row)
-  rundir.write_metrics(rows)
-  if results is not None:
-    rundir.write_results(results)
-  return str(path)
+from run_fixtures import N, write_run
 
 
 @pytest.fixture

@@ -12,25 +12,10 @@ from fewshot import plot
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.records.reading import Run
-from fewshot.records.rundir import RunDir
+
+from run_fixtures import write_curves_run
 
 PROTOTYPES = np.array(plot.PROTOTYPES)
-
-
-def write_run(path, head, n=12, seed=0):
-  """A run directory with random diagnostics, one of them null (undefined)."""
-  rng = np.random.default_rng(seed)
-  rundir = RunDir(path)
-  rundir.write_config(dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1))
-  rows = []
-  for i in range(n):
-    row = dict(episode=100 * (i + 1), val_accuracy=50.0 + 3 * i + rng.normal(), val_ci95=1.0,
-               norm_ratio=float(rng.uniform(0.2, 0.8)))
-    row.update({m: float(rng.lognormal(0.0, 0.01)) for m in ("con_alpha", "div_alpha", "con_div")})
-    rows.append(row)
-  rows[3]["norm_ratio"] = rows[5]["con_alpha"] = None
-  rundir.write_metrics(rows)
-  return str(path)
 
 
 def _assert_png(path, min_bytes=5_000):
@@ -45,7 +30,7 @@ def _assert_png(path, min_bytes=5_000):
 
 
 def test_figures_of_runs_are_valid_pngs(tmp_path):
-  paths = [write_run(tmp_path / "A", "softmax", seed=1), write_run(tmp_path / "B", "dr", seed=2)]
+  paths = [write_curves_run(tmp_path / "A", "softmax", seed=1), write_curves_run(tmp_path / "B", "dr", seed=2)]
   written, warning = plot.plot(paths, str(tmp_path / "figs"))
   assert warning is None
   assert [p.split("/")[-1] for p in written] == list(plot.FILES)
@@ -118,7 +103,7 @@ def test_figures_label_their_axes_show_the_properly_learned_side_and_the_val_int
   """Issue 12: y labels, the shaded properly learned side of 1, one legend below the panels, val_ci95 bands."""
   figures = {}
   monkeypatch.setattr(plot, "_save", lambda fig, path: figures.setdefault(path.name, fig) and str(path))
-  paths = [write_run(tmp_path / name, head, seed=k) for k, (name, head) in enumerate([("A", "softmax"), ("B", "dr")])]
+  paths = [write_curves_run(tmp_path / name, head, seed=k) for k, (name, head) in enumerate([("A", "softmax"), ("B", "dr")])]
   runs = plot.read_runs(paths, Config.from_dict)
   plot.plot_val_accuracy(runs, tmp_path)
   plot.plot_norm_ratio(runs, tmp_path)

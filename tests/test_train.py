@@ -22,10 +22,13 @@ from fewshot.evaluate import evaluate
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
+from omniglot_fixtures import write_character_pngs
+
 SMALL = dict(way=5, shot=1, query=5, test_query=5, eval_every=50, val_episodes=20, test_episodes=50)
 
 
-@pytest.mark.parametrize("head", [pytest.param("softmax", marks=pytest.mark.slow), "dr"])  # one head in the default suite
+@pytest.mark.slow  # 300 episodes of Conv4 on real Omniglot per head
+@pytest.mark.parametrize("head", ["softmax", "dr"])
 def test_short_omniglot_run_learns(omniglot_dir, tmp_path, head):
   config = Config(dataset="omniglot", data_dir=str(omniglot_dir), head=head, episodes=300, **SMALL)
   results = train(config, tmp_path / "run", progress=False)
@@ -66,6 +69,7 @@ def _comparable(rows):
   return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
 
 
+@pytest.mark.slow  # killed and resumed
 def test_resume_after_sigkill_matches_uninterrupted_run(omniglot_dir, tmp_path):
   data_flag = f"--data_dir={omniglot_dir}"
   straight = subprocess.run(_train_command(tmp_path / "straight", data_flag), capture_output=True, text=True)
@@ -113,8 +117,6 @@ def test_evaluate_cli_reads_data_from_its_tfds_dir(tmp_path):
 
 
 def test_omniglot_background_evaluation_with_rotations_keeps_each_character_in_one_split(tmp_path):
-  from test_data import write_character_pngs  # pylint: disable=import-outside-toplevel
-
   for i, alphabet in enumerate(["Latin", "Greek", "Angelic", "Tengwar"]):
     for c in range(4):
       write_character_pngs(tmp_path / "src", alphabet, f"character{c + 1:02d}", 3, seed=10 * i + c)

@@ -8,12 +8,10 @@ per-episode accuracies, are then identical, and are compared exactly.
 import jax
 import numpy as np
 import pytest
-from flax.traverse_util import flatten_dict, unflatten_dict
 
 from fewshot.augment import Augmentation
 from fewshot.backbones import Conv4
 from fewshot.config import Config
-from fewshot.data.split import Split
 from fewshot.episodic import cached_test, learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
@@ -23,23 +21,9 @@ from fewshot.train import train
 from fewshot.training.class_draws import sample_class_images
 from fewshot.training.sources import DeviceSource, HostSource
 
+from model_fixtures import moved_variables, random_split
+
 EPISODES = 40
-
-
-def _split(image_shape, classes=10, per_class=9):
-  rng = np.random.default_rng(0)
-  labels = np.repeat(np.arange(classes), per_class).astype(np.int32)
-  images = rng.integers(0, 256, (len(labels), *image_shape), dtype=np.uint8)
-  return Split(images, labels, tuple(f"c{i}" for i in range(classes)))
-
-
-def _variables(learner, input_shape):
-  """Initial variables with running statistics away from (0, 1), as after training (without compiling a step)."""
-  variables = learning.model_variables(learning.init_state(learner, jax.random.key(0), input_shape))
-  rng = np.random.default_rng(1)
-  moved = lambda name, x: (rng.normal(0.0, 0.1, x.shape) if name[-1] == "mean" else rng.uniform(0.5, 2.0, x.shape))
-  stats = {name: moved(name, x).astype(np.float32) for name, x in flatten_dict(variables["batch_stats"]).items()}
-  return {**variables, "batch_stats": unflatten_dict(stats)}
 
 
 @pytest.mark.parametrize(
@@ -52,11 +36,11 @@ def _variables(learner, input_shape):
      ("dr", "proto", (18, 18, 3), Augmentation.for_dataset(16, 3, True, False), 0)],
 )
 def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, augmentation, test_shifts):
-  split, shape = _split(stored), EpisodeShape(4, 2, 3)
+  split, shape = random_split(stored), EpisodeShape(4, 2, 3)
   learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, augmentation=augmentation,
                             test_shifts=test_shifts)
   input_shape = (16, 16, 3) if augmentation.enabled else stored
-  variables, key = _variables(learner, input_shape), jax.random.key(2)
+  variables, key = moved_variables(learner, input_shape), jax.random.key(2)
   per_episode = np.asarray(learning.evaluate(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
 
   # 90 images in chunks of 32: the last chunk is padded.

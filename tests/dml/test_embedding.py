@@ -22,7 +22,7 @@ def _map_at_r(learner, state, split):
   return retrieval_metrics(embeddings, split.labels, embeddings, split.labels, ref_includes_query=True).map_at_r
 
 
-@pytest.mark.slow  # the same learning check runs by default through the CLI: test_dml_train.py
+@pytest.mark.slow  # the same learning check runs by default through the CLI: tests/dml/test_train.py
 def test_triplet_training_improves_map_at_r_on_held_out_omniglot_characters(omniglot_dir):
   splits = data.load_splits("omniglot", data_dir=str(omniglot_dir), splits=("train", "test"))
   learner = MetricLearner(Embedder(Conv4(), embedding_dim=64), BatchShape(8, 4), loss="triplet", miner="semi_hard")

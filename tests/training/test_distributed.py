@@ -56,6 +56,7 @@ def _rows(rundir):
   return [{k: v for k, v in row.items() if k != "seconds"} for row in rundir.read_metrics()]
 
 
+@pytest.mark.slow  # two processes of the command: over a minute
 def test_a_group_over_two_processes_writes_each_run_once_and_trains_as_in_one(tmp_path):
   (_, first, _), (_, second, _) = _launch(tmp_path / "two")
   # Each process reports (and wrote) the runs of its own devices.

@@ -1,5 +1,5 @@
 """Seed groups: the runs of a group train like the same runs alone (sharded over devices and processes:
-``test_multiprocess.py``).
+``tests/training/test_distributed.py``).
 """
 
 import dataclasses
@@ -84,6 +84,7 @@ def _rows(workdir):
   return [{k: v for k, v in r.items() if k != "seconds"} for r in RunDir(workdir).read_metrics()]
 
 
+@pytest.mark.slow  # trained, stopped and resumed
 def test_group_runs_are_written_like_single_runs_and_resume(tmp_path):
   config = Config(**TINY)
   seeds = (0, 1)
@@ -144,6 +145,7 @@ def test_bad_seeds_on_the_command_line_exit_2_and_write_nothing(tmp_path, assert
     assert not (tmp_path / name).exists()
 
 
+@pytest.mark.slow  # a group and each of its runs trained alone: half a minute
 def test_a_metric_learning_group_trains_its_runs_like_alone_and_writes_each(tmp_path):
   from fewshot.dml import embedding  # noqa: PLC0415
   from fewshot.dml import train as dml_train  # noqa: PLC0415

@@ -7,7 +7,6 @@ import jax
 import numpy as np
 import pytest
 import scipy.ndimage
-from test_cached_eval import _split, _variables
 
 import fewshot
 from fewshot.augment.affine import translations
@@ -20,6 +19,8 @@ from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
 from fewshot.train import train
 from fewshot.training import split_embedding
+
+from model_fixtures import moved_variables, random_split
 
 
 def _shifted(images: np.ndarray, dy: int, dx: int) -> np.ndarray:
@@ -38,10 +39,10 @@ def test_translations_are_every_whole_pixel_shift_zero_filled():
 
 
 def test_eval_embeddings_are_the_mean_of_the_shifted_images_embeddings():
-  split = _split((16, 16, 1), classes=2, per_class=3)
+  split = random_split((16, 16, 1), classes=2, per_class=3)
   plain = EpisodicLearner(Conv4(features=8), EpisodeShape(2, 1, 2))
   shifting = dataclasses.replace(plain, test_shifts=1)
-  variables = _variables(plain, (16, 16, 1))
+  variables = moved_variables(plain, (16, 16, 1))
   one = lambda images: np.asarray(learning.embed(plain, variables["params"], variables["batch_stats"], images,
                                                  train=False)[0], np.float64)
   expected = np.mean([one(_shifted(split.images, dy, dx)) for dy in (-1, 0, 1) for dx in (-1, 0, 1)], axis=0)

@@ -9,7 +9,6 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from PIL import Image
-from test_plot import write_run
 
 from fewshot import plot
 from fewshot.analysis import figures
@@ -17,6 +16,8 @@ from fewshot.analysis.measures import SYMBOLS
 from fewshot.config import Config
 from fewshot.records.reading import Run
 from fewshot.records.rundir import RunDir
+
+from run_fixtures import write_curves_run as write_run
 
 LONG = dict(learning_rate=0.0005, lr_halve_every=2000, distort=True)  # options that make a label over 60 characters
 

@@ -111,7 +111,7 @@ def test_config_json_records_the_software_hardware_and_data_split(logged_run):
   assert (recorded["jax"], recorded["backend"], recorded["device_count"], recorded["process_count"]) == (
       jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
   assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
-  checkout = pathlib.Path(__file__).resolve().parents[1]
+  checkout = pathlib.Path(__file__).resolve().parents[2]
   if (checkout / ".git").exists():  # from a checkout: the commit it ran at
     head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert recorded["git_commit"].split("+")[0] == head.strip()

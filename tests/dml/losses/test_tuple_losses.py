@@ -1,7 +1,7 @@
 """Tuple losses and the triplet miners against float64 numpy loops over anchors and triplets.
 
 The shared checks (value, gradient by central differences, degenerate batches, shape
-checks) live in test_dml_embedding_losses.py; this file adds the loops of the tuple losses
+checks) live in tests/loss_checks.py; this file adds the loops of the tuple losses
 and of batch-hard / semi-hard mining.
 """
 
@@ -13,23 +13,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_dml_embedding_losses import (
-    Case,
-    check_degenerate_batches,
-    check_gradients,
-    check_shapes_rejected,
-    check_values,
-    cosine,
-    euclid,
-    logsumexp,
-    make_batch,
-    mean_or_zero,
-    sq_euclid,
-)
 
 from fewshot import distances
 from fewshot.dml import miners
 from fewshot.dml.losses import tuple_losses
+
+from loss_checks import (
+  Case,
+  check_degenerate_batches,
+  check_gradients,
+  check_shapes_rejected,
+  check_values,
+  cosine,
+  euclid,
+  logsumexp,
+  make_batch,
+  mean_or_zero,
+  sq_euclid,
+)
 
 
 def softplus(z):

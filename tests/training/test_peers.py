@@ -269,6 +269,7 @@ def test_a_group_resumes_from_the_step_its_runs_all_hold_and_refuses_runs_furthe
     group_start([first, fresh], every=None)
 
 
+@pytest.mark.slow  # stopped and resumed
 def test_a_group_stopped_between_its_runs_saves_resumes_as_if_never_stopped(tmp_path, monkeypatch):
   from fewshot.config import Config
   from fewshot.records.rundir import RunDir

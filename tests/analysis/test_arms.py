@@ -6,13 +6,14 @@ import sys
 import numpy as np
 import pytest
 import scipy.stats
-from test_analyze import write_run
 
 from fewshot import analyze
 from fewshot.analysis import arms, stats
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.reading import read_run
+
+from run_fixtures import write_run
 
 
 def _arm(tmp_path, name, head, accuracies, norm_ratio_scale, **config):

@@ -7,24 +7,12 @@ import zipfile
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
 
 from fewshot import data
 from fewshot.data import omniglot, strokes
 from fewshot.errors import ConfigError
 
-
-def write_character_pngs(root: pathlib.Path, alphabet: str, character: str, n: int, seed: int) -> None:
-  """1-bit 105x105 PNGs in the real layout: white background, a black random polyline."""
-  rng = np.random.default_rng(seed)
-  glyph = rng.uniform(15, 90, size=(4, 2))
-  folder = root / alphabet / character
-  folder.mkdir(parents=True)
-  for drawer in range(1, n + 1):
-    im = Image.new("1", (105, 105), 1)
-    pts = glyph + rng.normal(0, 2, glyph.shape)
-    ImageDraw.Draw(im).line([tuple(p) for p in pts], fill=0, width=6)
-    im.save(folder / f"0{seed:03d}_{drawer:02d}.png")
+from omniglot_fixtures import write_character_pngs
 
 
 def make_fixture(root: pathlib.Path, num_chars: int = 5, per_char: int = 4) -> pathlib.Path:

@@ -25,17 +25,23 @@ def private_tfds_dir(tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def shared_compilation_cache(tmp_path_factory):
   """Tests (and their subprocesses) compile the same episode programs again and again: compile once, into a
-  temporary cache (never the user's ~/.cache/fewshot/jax), the package's default cache pointed elsewhere.
+  temporary cache (never the user's ~/.cache/fewshot/jax), the package's default cache pointed elsewhere. The
+  session's workers (pytest-xdist) share one folder: a program one of them compiled, the other loads (entries are
+  written whole, so neither reads the other's half-written ones).
   """
   from fewshot.training import compilation_cache
 
-  path = str(tmp_path_factory.mktemp("jax_cache"))
-  os.environ[compilation_cache.ENV] = path
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent  # the session's folder, above each worker's own
+  path = root / "jax_cache"
+  path.mkdir(exist_ok=True)
+  os.environ[compilation_cache.ENV] = str(path)
   # Subprocesses that compile outside the package's entry points (the experiments' benchmarks) read JAX's own.
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = str(path)
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   compilation_cache.enable()
-  yield path
+  yield str(path)
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,7 @@ def test_default_queries_fit_the_dataset_and_are_recorded():
   assert Config.from_dict({**Config().to_dict(), "query": 16}) == Config()
 
 
+@pytest.mark.slow  # a run at the default sizes
 def test_shot_5_trains_with_the_other_flags_at_their_defaults(tmp_path):
   from fewshot.train import train
 

@@ -81,6 +81,7 @@ def test_data_dir_without_images_or_with_a_corrupt_image(tmp_path):
   assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # a run trained, resumed, then the command refused
 def test_workdir_holding_another_run(omniglot_dir, tmp_path, assert_one_line_error):
   workdir = tmp_path / "run"
   train(_omniglot(omniglot_dir), workdir, progress=False)

@@ -42,6 +42,7 @@ def test_custom_head_example_trains_its_head_and_analyses_it_against_protonet_dr
   assert table.count("ProtoNet_DR  cosine_temperature") == 4, table
 
 
+@pytest.mark.slow  # two runs of the example: twenty seconds
 def test_custom_backbone_example_trains_its_module_and_analyses_it_against_conv4(tmp_path):
   table = _run_example("custom_backbone.py", tmp_path)
   config = json.loads((tmp_path / "tinynet" / "config.json").read_text())

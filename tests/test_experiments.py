@@ -45,6 +45,7 @@ def _cars196(tmp_path):
   return fixtures.write_cars196(tmp_path / "cars", classes=16, per_class=6, size=(20, 24)).data_dir
 
 
+@pytest.mark.slow  # a smoke run of the script, stopped and resumed
 def test_reality_check_smoke_table_and_resume(tmp_path, capsys):
   out = tmp_path / "rc"
   argv = ["--dataset", "cars196", "--data_dir", str(_cars196(tmp_path)), "--out", str(out), "--smoke",

@@ -61,12 +61,14 @@ def executed(tmp_path_factory):
   return notebook
 
 
+@pytest.mark.slow  # a kernel that trains a run: over twenty seconds
 def test_the_notebook_runs_without_errors(executed):
   code = [cell for cell in executed.cells if cell.cell_type == "code"]
   assert all(cell.execution_count for cell in code)
   assert not [out for cell in code for out in cell.outputs if out.output_type == "error"]
 
 
+@pytest.mark.slow  # a kernel that trains a run: over twenty seconds
 def test_the_notebook_trains_compares_the_four_heads_and_plots(executed):
   printed = "\n".join(_outputs(cell) for cell in executed.cells if cell.cell_type == "code")
   assert re.search(r"ProtoNet_DR strokes 5-way 1-shot: test accuracy [\d.]+%", printed)

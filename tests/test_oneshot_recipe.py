@@ -136,6 +136,7 @@ def test_image_size_56_is_read_alike_for_training_and_lake_runs(omniglot_folder)
     lake.evaluate(model, lake.read_runs(runs_dir))
 
 
+@pytest.mark.slow  # a run at 56 px, then scored
 def test_image_size_56_trains_and_its_run_is_scored_on_lake_runs(omniglot_folder, tmp_path):
   train_dir, runs_dir, _ = omniglot_folder
   config = Config(dataset="omniglot", data_dir=str(train_dir), protocol="all_characters", image_size=56, **TINY)

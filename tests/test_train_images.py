@@ -59,6 +59,7 @@ def test_cub_trains_from_the_command_line_and_evaluate_reproduces_it(cub_dir, tm
   assert model.probabilities(stored[:2], [0, 1], stored[2:]).shape == (1, 2)
 
 
+@pytest.mark.slow  # two CUB experiments compiled, with and without augmentation
 def test_augmentation_changes_training_not_evaluation(cub_dir):
   built = {augment: Experiment.build(Config(dataset="cub", data_dir=cub_dir, augment=augment, **TINY))
            for augment in (False, True)}

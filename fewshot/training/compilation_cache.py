@@ -7,7 +7,8 @@ configured through JAX itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is. 
 executable itself, so a run that loads it computes bit for bit what a run that compiled it does.
 
 A cached program JAX cannot read (a file cut short or overwritten) is dropped, with one warning line, and compiled
-again in its place (:func:`_drop_damaged_entries`).
+again in its place (:func:`_drop_damaged_entries`); entries are written whole (:func:`_write_entries_whole`), so
+processes sharing one folder never read each other's half-written ones.
 
 Every training and evaluation entry point (``fewshot.train``, ``fewshot.dml.train``, ``fewshot.evaluate``,
 ``fewshot.load`` and ``fewshot.build``) calls :func:`enable` before it compiles anything.
@@ -52,6 +53,7 @@ def enable() -> str | None:
     return None
   if jax.config.jax_compilation_cache_dir and ENV not in os.environ:
     _drop_damaged_entries()
+    _write_entries_whole()
     return jax.config.jax_compilation_cache_dir  # the user configured JAX's cache directly
   try:
     os.makedirs(path, exist_ok=True)
@@ -65,6 +67,7 @@ def enable() -> str | None:
   if jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_SECONDS:  # not set by the user
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
   _drop_damaged_entries()
+  _write_entries_whole()
   return path
 
 
@@ -122,3 +125,37 @@ def _dropped(cache_key: str) -> bool:
     print(f"warning: dropped a damaged compiled program from the compilation cache {folder}; it is compiled again.",
           file=sys.stderr)
   return True
+
+
+def _write_entries_whole() -> None:
+  """Have JAX write each cache entry to a temporary file and rename it into place.
+
+  Without a size limit, JAX's cache writes an entry in place and without a lock: a second process sharing the folder
+  (another host's run, a test worker) that reads it mid-write gets a file cut short, warns, drops it and compiles.
+  A rename within one local folder is atomic, so a reader sees the whole entry or none. Entries on a remote file
+  system, and caches with a size limit (which JAX writes under its own lock), are left to JAX.
+  """
+  from jax._src import lru_cache  # JAX's own: the one place an entry is written
+
+  put = lru_cache.LRUCache.put
+  if getattr(put, "writes_whole", False):
+    return
+
+  def whole_put(self, key: str, value: bytes) -> None:
+    if self.eviction_enabled or not key or not lru_cache._is_local_filesystem(str(self.path)):
+      return put(self, key, value)
+    entry = os.path.join(str(self.path), f"{key}{lru_cache._CACHE_SUFFIX}")
+    if os.path.exists(entry):
+      return None
+    partial = f"{entry}.{os.getpid()}.partial"  # not an entry's name: never read as one
+    try:
+      with open(partial, "wb") as f:
+        f.write(value)
+      os.replace(partial, entry)
+    finally:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(partial)
+    return None
+
+  whole_put.writes_whole = True
+  lru_cache.LRUCache.put = whole_put

@@ -114,6 +114,7 @@ def test_the_caption_says_what_the_runs_are_or_what_they_differ_in():
                                                                  "1 seed per arm")
 
 
+@pytest.mark.slow  # trains a seed group
 def test_a_real_seed_group_figure_says_dataset_way_shot_backbone_and_seeds(tmp_path, monkeypatch):
   from fewshot.train import train_group
 

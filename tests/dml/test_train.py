@@ -50,6 +50,7 @@ def _untrained_map_at_r(trainer, split):
   return retrieval(embedding.embed_split(learner, variables, split.images), split.labels)["map_at_r"]
 
 
+@pytest.mark.slow  # real Omniglot learning, as the few-shot run
 def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
   config = DMLConfig(dataset="omniglot", data_dir=str(omniglot_dir), backbone="conv4", embedding_dim=64,
                      loss="triplet", miner="semi_hard", steps_per_epoch=60, epochs=2)
@@ -208,6 +209,7 @@ def _init_hand_written_nsl(key, num_classes, dim):
   return {"proxies": jax.random.normal(key, (num_classes, dim)) / jnp.sqrt(dim)}
 
 
+@pytest.mark.slow  # two runs on the Cars196 fixture
 def test_a_user_written_loss_trains_like_the_registered_one(cars_dir, tmp_path):
   mine = Loss(_hand_written_nsl, _init_hand_written_nsl, per_class=True, name="my_nsl")
   ours = train(DMLConfig(data_dir=str(cars_dir), loss="nsl", **TINY), str(tmp_path / "nsl"), progress=False)

@@ -18,7 +18,8 @@ from fewshot.errors import DataError
 from fewshot.train import train
 
 RUNS, WAY = 3, 5
-TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=2)
+# The tiny run of tests/test_cli.py: its programs, compiled once, serve both (the suite shares a compilation cache).
+TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
 
 
 def _glyph_png(points, path: pathlib.Path) -> None:
@@ -214,6 +215,7 @@ def test_lake_runs_refuse_test_split_options(runs, trained_run, assert_one_line_
   assert not (trained_run / "lake_runs.json").exists()
 
 
+@pytest.mark.slow  # the command scoring with and without shifts
 def test_cli_test_shifts_score_the_mean_of_shifted_embeddings_and_are_recorded(runs, trained_run,
                                                                                assert_one_line_error):
   folder = runs[0]

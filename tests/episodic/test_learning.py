@@ -1,5 +1,7 @@
 """The compiled chunk equals the same steps taken one by one; diagnostics are of the last update."""
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -31,14 +33,17 @@ def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifi
   key = jax.random.key(1)
   start = learning.init_state(learner, jax.random.key(0), (28, 28, 1))
 
+  # Each step compiled alone (op by op, a backward pass takes seconds per step), not in the chunk's scan.
+  step = jax.jit(functools.partial(learning.train_step, learner))
+  embed = jax.jit(functools.partial(learning.episode_embeddings, learner, train=True))
   state = start
   for i in range(3):
     episode = sample_episode(jax.random.fold_in(key, i), source, shape)
     previous = state
-    state, metrics, _ = learning.train_step(learner, state, episode)
+    state, metrics, _ = step(state, episode)
   # Independent diagnostics of the last update: embed before and after, as the paper does.
-  before_s, before_q, _ = learning.episode_embeddings(learner, previous.params, previous.batch_stats, episode, train=True)
-  after_s, after_q, _ = learning.episode_embeddings(learner, state.params, previous.batch_stats, episode, train=True)
+  before_s, before_q, _ = embed(previous.params, previous.batch_stats, episode)
+  after_s, after_q, _ = embed(state.params, previous.batch_stats, episode)
   expected = diagnostics.episode_diagnostics(before_s, before_q, after_s, after_q, episode.support_labels,
                                              episode.query_labels, 3, classifier=psi_distance)
 

@@ -75,6 +75,7 @@ def test_a_config_from_before_the_option_evaluates_one_view():
   assert Config(dataset="omniglot", test_shifts=13).test_shifts == 13
 
 
+@pytest.mark.slow  # two training runs, with and without the flag
 def test_a_run_with_test_shifts_trains_and_validates_as_without_and_tests_the_mean_embedding(tmp_path):
   tiny = dict(dataset="strokes", way=3, shot=1, query=2, test_query=3, episodes=4, eval_every=2, val_episodes=3,
               test_episodes=4)

@@ -50,3 +50,24 @@ def test_off_leaves_jax_without_a_cache(tmp_path):
   # The XDG folder is where the default cache would go: off must write nothing there either.
   assert _run({"FEWSHOT_COMPILATION_CACHE": "off", "XDG_CACHE_HOME": str(tmp_path)}) == ["None", "0"]
   assert not any(tmp_path.iterdir())
+
+
+def test_an_entry_is_written_whole_under_its_name_never_partly(tmp_path, monkeypatch):
+  """A process sharing the folder looks the entry up by its name: until the rename, that name does not exist."""
+  from jax._src import lru_cache
+
+  compilation_cache.enable()
+  cache = lru_cache.LRUCache(str(tmp_path), max_size=-1)
+  value = os.urandom(1 << 20)
+  seen = []
+  replace = os.replace
+
+  def watched_replace(source, target):
+    seen.append((os.path.exists(target), pathlib.Path(source).read_bytes() == value))
+    replace(source, target)
+
+  monkeypatch.setattr(os, "replace", watched_replace)
+  cache.put("key", value)
+  cache.put("key", b"other")  # a key is written once
+  assert seen == [(False, True)]
+  assert cache.get("key") == value and sorted(p.name for p in tmp_path.iterdir()) == ["key-cache"]

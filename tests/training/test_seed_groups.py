@@ -109,6 +109,7 @@ def test_group_runs_are_written_like_single_runs_and_resume(tmp_path):
     train_group(config, seeds, dirs, progress=False)
 
 
+@pytest.mark.slow  # a run trained, then a group resumed over it
 def test_a_group_at_different_checkpoints_or_with_another_run_is_refused_whole(tmp_path):
   config = Config(**TINY)
   done = str(tmp_path / "done")

@@ -46,11 +46,14 @@ def shared_compilation_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def assert_one_line_error():
-  """Checks a finished CLI subprocess: exit 2, one ``error:`` line naming the fragments, no stdout."""
+  """Checks a finished CLI subprocess: exit 2, one ``error:`` line naming the fragments (after the progress lines of
+  a run that started), no stdout.
+  """
+  from cli_output import error_lines
 
   def check(result, *fragments):
     assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = error_lines(result.stderr)
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:
       assert fragment in lines[0]

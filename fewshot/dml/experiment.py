@@ -88,10 +88,12 @@ class Experiment:
       self.group.check_processes()
     self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
     self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
-    if self.group is not None:  # before anything is written: a group too large for the memory is refused
-      resident = [train.images.nbytes for train, _ in self.folds if fits_on_device(train.images.nbytes)]
-      seed_groups.check_memory(self.group, embedding.lowered_step(self.fold_learner(0), self.stored_shape),
-                               max(resident, default=0))
+    # Before anything is written: a group, or a run's batch, too large for the memory is refused.
+    resident = [train.images.nbytes for train, _ in self.folds if fits_on_device(train.images.nbytes)]
+    seed_groups.check_memory(self.group or seed_groups.SeedGroup.over(1, jax.local_devices()[:1]),
+                             embedding.lowered_step(self.fold_learner(0), self.stored_shape), max(resident, default=0),
+                             run_fix=f"use a smaller batch than --classes {config.classes} x --per_class "
+                                     f"{config.per_class}")
 
   @property
   def input_shape(self) -> tuple[int, ...]:

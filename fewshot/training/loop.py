@@ -98,10 +98,12 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   except KeyboardInterrupt:
     raise Interrupted(interrupted_message()) from None
   finally:
-    _position.clear()
     bar.close()
     for writer in events:
       writer.close()
+  # Cleared once training is done, not on an error: a peer's exit fails this process's collective while its signal
+  # watcher still writes the line saying where training stopped.
+  _position.clear()
   return state, bests
 
 

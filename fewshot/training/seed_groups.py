@@ -161,20 +161,21 @@ def state_bytes(lowered) -> int:
              for leaf in jax.tree.leaves(lowered.args_info[0][0], is_leaf=lambda x: hasattr(x, "shape")))
 
 
-def check_memory(group: SeedGroup, lowered, shared_bytes: int) -> None:
+def check_memory(group: SeedGroup, lowered, shared_bytes: int, run_fix: str | None = None) -> None:
   """Refuse, in one line with the estimate and the largest group that fits, a group too large for the memory.
 
   ``lowered`` is one run's training step lowered on ``(state, batch, ...)``; each device holds its runs and
   ``shared_bytes`` (its copy of the resident splits). An accelerator that reports its memory is checked with the
   compiled step; on the CPU, where every device shares the host's memory, a run also holds a copy of its state
   (built, then stacked; saved from the host), and the step is compiled only where a bound does not already fit.
+  ``run_fix`` is what a single run too large is told to change (its batch, say).
   """
   device = group.mesh.local_devices[0]
   runs_per_device = group.size // group.num_devices
   limit = device_memory_limit(device)
   if limit is not None:
     _refuse_over(group, runs_per_device, step_bytes(lowered), shared_bytes, limit,
-                 f"on each of {group.num_devices} {device.platform} device(s)", "one holds", "more devices")
+                 f"on each of {group.num_devices} {device.platform} device(s)", "one holds", "more devices", run_fix)
     return
   limit = host_memory_available() if device.platform == "cpu" else None
   if limit is None:
@@ -185,11 +186,11 @@ def check_memory(group: SeedGroup, lowered, shared_bytes: int) -> None:
     return
   _refuse_over(group, runs_per_device * local, step_bytes(lowered) + state_bytes(lowered), shared_bytes * local,
                limit, f"of host memory on this process's {local} CPU device(s)", "the host has", "more hosts",
-               per_device=local)
+               run_fix, per_device=local)
 
 
 def _refuse_over(group: SeedGroup, runs: int, per_run: int, shared: int, limit: int, where: str, holds: str,
-                 more: str, per_device: int = 1) -> None:
+                 more: str, run_fix: str | None, per_device: int = 1) -> None:
   """Refuse ``runs`` runs of ``per_run`` bytes and ``shared`` bytes of data in ``limit`` bytes, naming the
   largest group that fits (``per_device``: devices that share the limit).
   """
@@ -199,6 +200,9 @@ def _refuse_over(group: SeedGroup, runs: int, per_run: int, shared: int, limit: 
   fits = max(0, (limit - shared) // max(per_run * per_device, 1)) * group.num_devices
   fix = f"use at most {fits} seeds, or {more}" if fits else f"no run fits beside the data; use {more}"
   gib = 2**30
+  if group.num_runs == 1 and run_fix:
+    raise ConfigError(f"the run needs about {need / gib:.1f} GiB {where} ({per_run / gib:.2f} GiB for a training "
+                      f"step + {shared / gib:.2f} GiB of data) but {holds} {limit / gib:.1f} GiB available; {run_fix}.")
   raise ConfigError(f"a group of {group.num_runs} runs needs about {need / gib:.1f} GiB {where} ({runs} runs x "
                     f"{per_run / gib:.2f} GiB + {shared / gib:.2f} GiB of data) but {holds} {limit / gib:.1f} GiB "
                     f"available; {fix}.")

@@ -251,3 +251,17 @@ def test_a_user_loss_states_what_its_batches_need_and_is_refused_a_batch_without
   assert "\n" not in str(refused.value)
   with pytest.raises(ConfigError, match="'positives' and/or 'negatives'"):
     Loss(pairs.fn, name="typo", needs=("positive",))
+
+
+def test_a_run_whose_batch_does_not_fit_the_host_is_refused_naming_the_batch(monkeypatch):
+  """Before, ``--per_class 1000`` ran out of memory after half a minute with a traceback, its directory left behind."""
+  from fewshot.training import seed_groups
+
+  config = DMLConfig(dataset="strokes", folds=1, classes=8, per_class=4)
+  with monkeypatch.context() as patched:
+    patched.setattr(seed_groups, "host_memory_available", lambda: 1 << 20)  # a host with 1 MiB free
+    with pytest.raises(ConfigError, match=r"^the run needs about .* GiB of host memory .* but the host has 0\.0 GiB "
+                       r"available; use a smaller batch than --classes 8 x --per_class 4\.$") as info:
+      Experiment(config)
+  assert "\n" not in str(info.value)
+  assert Experiment(config).group is None  # the same run fits this machine

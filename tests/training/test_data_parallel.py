@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from devices import FOUR_CPU_DEVICES
 
@@ -56,6 +57,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # a subprocess of four CPU devices compiling both programs: fifteen seconds
 def test_a_data_parallel_step_and_a_sharded_gallery_equal_one_device():
   env = {**os.environ, "XLA_FLAGS": FOUR_CPU_DEVICES}
   done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env)

@@ -21,6 +21,8 @@ from fewshot.training import loop
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
+from cli_output import error_lines, interruptible
+
 TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
 
 
@@ -72,7 +74,8 @@ def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume
   workdir = tmp_path / "run"
   command = [sys.executable, "-m", "fewshot.train", f"--workdir={workdir}",
              *_flags(**{**TINY, "episodes": 600, "eval_every": 50})]
-  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=interruptible)
   deadline = time.time() + 300
   while time.time() < deadline and not (workdir / "checkpoints" / "last").exists():
     assert process.poll() is None, process.communicate()[1][-2000:]
@@ -83,7 +86,7 @@ def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume
   _, stderr = process.communicate(timeout=60)
   assert process.returncode == status, stderr[-2000:]
   assert time.time() - sent < 5.0
-  lines = [line for line in stderr.splitlines() if line.strip()]
+  lines = error_lines(stderr)
   assert len(lines) == 1 and lines[0].startswith(cause) and "--resume" in lines[0], stderr[-2000:]
   saved = RunDir(workdir).checkpoint_step("last")
   assert saved < 600 and f"stopped at episode {saved} of 600" in lines[0]

@@ -19,6 +19,8 @@ from fewshot.errors import ConfigError
 from fewshot.training import distributed, peers
 from fewshot.training.distributed import Processes
 
+from cli_output import error_lines, interruptible
+
 TINY = ["--dataset=strokes", "--head=dr", "--way=3", "--shot=1", "--query=2", "--test_query=2", "--eval_every=2",
         "--val_episodes=3", "--test_episodes=4"]
 TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
@@ -115,7 +117,8 @@ def _launch(workdir, per_process, extra_env=None):
   env = {**os.environ, **TWO_DEVICES, **(extra_env or {})}
   return [subprocess.Popen(_command(workdir, *TINY, *flags, "--seeds=0-2", f"--coordinator_address=localhost:{port}",
                                     "--num_processes=2", f"--process_id={k}"),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           preexec_fn=interruptible)
           for k, flags in enumerate(per_process)]
 
 
@@ -160,7 +163,7 @@ def _training(workdir: pathlib.Path, launched, timeout=240):
 
 
 def _one_line(done, status, *fragments):
-  lines = [line for line in done.stderr.splitlines() if line.strip()]
+  lines = error_lines(done.stderr)
   assert done.returncode == status and len(lines) == 1, (done.returncode, done.stderr[-3000:])
   for fragment in fragments:
     assert fragment in lines[0], lines[0]

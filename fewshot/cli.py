@@ -113,8 +113,11 @@ def _exit_at_once_on_signals() -> None:
   _wakeup_sockets[:] = [receive, send]  # kept open for the process's life
   send.setblocking(False)
   signal.set_wakeup_fd(send.fileno(), warn_on_full_buffer=False)
-  # A Python handler, so that SIGTERM reaches the wake-up socket (and exits here if the main thread runs first).
-  signal.signal(signal.SIGTERM, lambda signum, frame: _exit_on(signum))
+  # Python handlers, so that SIGTERM reaches the wake-up socket, and so that Ctrl-C raises no KeyboardInterrupt in
+  # the main thread while the watcher prints its line (one raised inside a finaliser printed "Exception ignored in:"
+  # into that line); whichever thread runs first exits, the other waits on the lock.
+  for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, lambda signum, frame: _exit_on(signum))
 
   def watch():
     while True:

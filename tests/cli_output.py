@@ -3,7 +3,6 @@ where, the data split, a line per checkpoint, the test) and, when it stops, its 
 """
 
 import re
-import signal
 
 PROGRESS = re.compile(r"^(data: .*|[^:]+: (training .+ on .+|\w+ \d+/\d+, .*|testing .*))$")
 
@@ -17,9 +16,3 @@ def error_lines(stderr: str) -> list[str]:
   assert not kept or kept[-1] == lines[-1], f"progress after the last message:\n{stderr[-3000:]}"
   return kept
 
-
-def interruptible():
-  """``preexec_fn`` of a command a test interrupts: Ctrl-C's default, whatever the test runner inherited (a
-  background shell starts its jobs with SIGINT ignored, which Python then keeps).
-  """
-  signal.signal(signal.SIGINT, signal.SIG_DFL)

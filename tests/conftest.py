@@ -2,11 +2,23 @@
 
 import os
 import pathlib
+import signal
+import threading
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OMNIGLOT_DIR = pathlib.Path(os.environ.get("FEWSHOT_OMNIGLOT_DIR", REPO.parent / "shared" / "data" / "omniglot"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def commands_take_ctrl_c():
+  """The commands tests interrupt take Ctrl-C as a user's do. A background shell starts its jobs with SIGINT
+  ignored, which every process started from them inherits (Python then installs no handler); a handler here
+  instead becomes the default disposition in the commands this process starts.
+  """
+  if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

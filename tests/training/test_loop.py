@@ -21,7 +21,7 @@ from fewshot.training import loop
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
-from cli_output import error_lines, interruptible
+from cli_output import error_lines
 
 TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
 
@@ -74,8 +74,7 @@ def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume
   workdir = tmp_path / "run"
   command = [sys.executable, "-m", "fewshot.train", f"--workdir={workdir}",
              *_flags(**{**TINY, "episodes": 600, "eval_every": 50})]
-  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=interruptible)
+  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 300
   while time.time() < deadline and not (workdir / "checkpoints" / "last").exists():
     assert process.poll() is None, process.communicate()[1][-2000:]

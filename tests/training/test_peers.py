@@ -19,7 +19,7 @@ from fewshot.errors import ConfigError
 from fewshot.training import distributed, peers
 from fewshot.training.distributed import Processes
 
-from cli_output import error_lines, interruptible
+from cli_output import error_lines
 
 TINY = ["--dataset=strokes", "--head=dr", "--way=3", "--shot=1", "--query=2", "--test_query=2", "--eval_every=2",
         "--val_episodes=3", "--test_episodes=4"]
@@ -117,8 +117,7 @@ def _launch(workdir, per_process, extra_env=None):
   env = {**os.environ, **TWO_DEVICES, **(extra_env or {})}
   return [subprocess.Popen(_command(workdir, *TINY, *flags, "--seeds=0-2", f"--coordinator_address=localhost:{port}",
                                     "--num_processes=2", f"--process_id={k}"),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                           preexec_fn=interruptible)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
           for k, flags in enumerate(per_process)]
 
 

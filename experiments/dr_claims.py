@@ -140,9 +140,9 @@ def claim_table(tests: dict[str, dict[str, Test]]) -> Table:
                               "verdict"), tuple(rows))
 
 
-def _interval(values: np.ndarray) -> str:
+def _interval(values: np.ndarray, digits: int = 2) -> str:
   mean, half = stats.t_interval(values)
-  return f"{mean:.2f} ± {half:.2f}" if half is not None else f"{mean:.2f}"
+  return f"{mean:.{digits}f} ± {half:.{digits}f}" if half is not None else f"{mean:.{digits}f}"
 
 
 def accuracy_table(arms: dict, tests: dict[str, dict[str, Test]]) -> Table:
@@ -167,7 +167,7 @@ def speed_table(tests: dict[str, dict[str, Test]]) -> Table:
   rows = []
   for setting, cell in tests.items():
     e, m = cell["episodes_to_95"], cell["mean_val_accuracy"]
-    rows.append((Cell(setting), Cell(_interval(e.s)), Cell(_interval(e.dr)), Cell(_p(e), e.supports(-1)),
+    rows.append((Cell(setting), Cell(_interval(e.s, 0)), Cell(_interval(e.dr, 0)), Cell(_p(e), e.supports(-1)),
                  Cell(_interval(m.s)), Cell(_interval(m.dr)), Cell(_p(m), m.supports(+1))))
   return Table("Training speed, from each run's validation curve (mean ± 95% t-interval over seeds)",
                ("setting", "episodes to 95% S", "episodes to 95% DR", "p", "mean val. accuracy S (%)",

@@ -88,14 +88,19 @@ def plot_curves(arms: dict, out: pathlib.Path) -> str:
   from fewshot import plot  # matplotlib only here
 
   pyplot = plot._pyplot()
-  fig, axes = pyplot.subplots(1, len(arms), figsize=(plot.PAGE, 2.4), sharey=True, squeeze=False)
-  for ax, (setting, heads) in zip(axes[0], arms.items()):
+  columns = min(2, len(arms))
+  rows = -(-len(arms) // columns)
+  fig, axes = pyplot.subplots(rows, columns, figsize=(plot.PAGE, 2.4 * rows), sharex=True, squeeze=False)
+  for ax, (setting, heads) in zip(axes.flat, arms.items()):
     for head, runs in heads.items():
       episodes, median, low, high = plot.median_band(runs, "val_accuracy")
       line, = ax.plot(episodes, median, label=f"{head} (median of {len(runs)} seeds)")
       ax.fill_between(episodes, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
-    ax.set(title=setting, xlabel="episodes")
-  axes[0][0].set_ylabel("validation accuracy (%)")
+    ax.set(title=setting)
+  for ax in axes[-1]:
+    ax.set_xlabel("episodes")
+  for ax in axes[:, 0]:
+    ax.set_ylabel("validation accuracy (%)")
   axes[0][0].legend(loc="lower right", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
   path = out / "val_accuracy.png"
   fig.savefig(path, dpi=150, bbox_inches="tight")
@@ -121,7 +126,7 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
   sections = [header, render_markdown([dr_claims.claim_table(tests)]),
               render_markdown([dr_claims.accuracy_table(arms, tests)]),
               render_markdown([dr_claims.speed_table(tests)]), f"![validation accuracy]({figure})\n",
-              render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms), _how_made(made, records)]
+              render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms), _how_made(made, arms, records)]
   return "\n".join(sections)
 
 
@@ -136,14 +141,16 @@ def _paper_tables(arms: dict) -> str:
   return "\n".join(parts)
 
 
-def _how_made(made: dict, records: pathlib.Path) -> str:
-  seconds = sum(row.get("seconds", 0.0) for p in sorted(records.glob("*/metrics.jsonl"))
-                for row in map(json.loads, p.read_text().splitlines()))
+def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
+  # A seed group's runs share one compiled chunk, so each row's seconds are the group's: count one run per arm.
+  minutes = {f"{setting} {head}": sum(row.get("seconds", 0.0) for row in runs[0].rows) / 60
+             for setting, heads in arms.items() for head, runs in heads.items()}
+  per_arm = ", ".join(f"{arm} {m:.0f} min" for arm, m in minutes.items())
   lines = [f"- page: `{made.get('command', '')}`", f"- grid: `{made.get('grid', '')}`",
            f"- versions: {', '.join(f'{k} {v}' for k, v in made.get('versions', {}).items())}",
            f"- machine: {made.get('machine', '')}",
-           f"- training wall time, from the runs' records: {seconds / 3600:.1f} h of checkpoint chunks summed over "
-           f"runs (a seed group's runs share theirs)",
+           f"- wall time of training and validation, from the runs' records: {sum(minutes.values()) / 60:.1f} h "
+           f"(each arm's seeds train as one compiled group: {per_arm}); testing is not included",
            f"- records: `{records}` (config, metrics and results of every run; no checkpoints)"]
   return "## How this page was made\n\n" + "\n".join(lines) + "\n"
 

@@ -165,15 +165,19 @@ def check_memory(group: SeedGroup, lowered, shared_bytes: int, run_fix: str | No
   """Refuse, in one line with the estimate and the largest group that fits, a group too large for the memory.
 
   ``lowered`` is one run's training step lowered on ``(state, batch, ...)``; each device holds its runs and
-  ``shared_bytes`` (its copy of the resident splits). An accelerator that reports its memory is checked with the
-  compiled step; on the CPU, where every device shares the host's memory, a run also holds a copy of its state
-  (built, then stacked; saved from the host), and the step is compiled only where a bound does not already fit.
-  ``run_fix`` is what a single run too large is told to change (its batch, say).
+  ``shared_bytes`` (its copy of the resident splits). An accelerator that reports its memory is checked against
+  its own; on the CPU, where every device shares the host's memory, a run also holds a copy of its state (built,
+  then stacked; saved from the host). Either way the step is compiled, to read its size, only where a bound
+  (:func:`step_bytes_bound`) does not already fit. ``run_fix`` is what a single run too large is told to change
+  (its batch, say).
   """
   device = group.mesh.local_devices[0]
   runs_per_device = group.size // group.num_devices
   limit = device_memory_limit(device)
+  bound = step_bytes_bound(lowered)
   if limit is not None:
+    if bound is not None and runs_per_device * bound + shared_bytes <= limit:
+      return
     _refuse_over(group, runs_per_device, step_bytes(lowered), shared_bytes, limit,
                  f"on each of {group.num_devices} {device.platform} device(s)", "one holds", "more devices", run_fix)
     return
@@ -181,7 +185,6 @@ def check_memory(group: SeedGroup, lowered, shared_bytes: int, run_fix: str | No
   if limit is None:
     return
   local = len(group.mesh.local_devices)
-  bound = step_bytes_bound(lowered)
   if bound is not None and local * (runs_per_device * (bound + state_bytes(lowered)) + shared_bytes) <= limit:
     return
   _refuse_over(group, runs_per_device * local, step_bytes(lowered) + state_bytes(lowered), shared_bytes * local,

@@ -134,6 +134,16 @@ def test_a_group_too_large_for_the_device_memory_is_refused_with_the_estimate(mo
   Experiment.build(Config(**TINY), splits=("train",), seeds=tuple(range(fits)))  # the size it names does fit
 
 
+def test_a_group_whose_bound_fits_the_device_memory_is_not_compiled_to_be_measured(monkeypatch):
+  monkeypatch.setattr(seed_groups, "device_memory_limit", lambda device: 1 << 40)  # a 1 TiB accelerator
+
+  def compiled(lowered):
+    raise AssertionError("the step was compiled although its bound fits")
+
+  monkeypatch.setattr(seed_groups, "step_bytes", compiled)
+  Experiment.build(Config(**TINY), splits=("train",), seeds=(0, 1))
+
+
 def test_bad_seeds_on_the_command_line_exit_2_and_write_nothing(tmp_path, assert_one_line_error):
   cases = {"backwards": (["--seeds=5-2"], "backwards"), "both": (["--seeds=0-3", "--seed=2"], "pass one of them"),
            "empty": (["--seeds="], "not a list")}

@@ -123,6 +123,11 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
             f"Mann-Whitney U on one value per seed (the exact distribution where no values tie), the paper's own tests on pooled checkpoints "
             f"beside it. A claim holds where every setting it covers is significant (p < 0.05) in its direction, "
             f"does not hold where none is, and is mixed otherwise.\n")
+  if {"1-shot ProtoNet", "1-shot 1-NN"} <= set(arms):
+    header += ("\nWith one support image per class, a 1-NN head and a prototype are the same classifier, trained on "
+               "the same episodes from the same initialisation; the code computes them differently, so they round "
+               "differently and training takes other paths from the first episode. The two 1-shot settings are "
+               "therefore replicates of each other: how far they differ is how far run-to-run noise alone goes.\n")
   sections = [header, render_markdown([dr_claims.claim_table(tests)]),
               render_markdown([dr_claims.accuracy_table(arms, tests)]),
               render_markdown([dr_claims.speed_table(tests)]), f"![validation accuracy]({figure})\n",

@@ -174,8 +174,8 @@ def check_memory(group: SeedGroup, lowered, shared_bytes: int, run_fix: str | No
   device = group.mesh.local_devices[0]
   runs_per_device = group.size // group.num_devices
   limit = device_memory_limit(device)
-  bound = step_bytes_bound(lowered)
   if limit is not None:
+    bound = step_bytes_bound(lowered)
     if bound is not None and runs_per_device * bound + shared_bytes <= limit:
       return
     _refuse_over(group, runs_per_device, step_bytes(lowered), shared_bytes, limit,
@@ -185,6 +185,7 @@ def check_memory(group: SeedGroup, lowered, shared_bytes: int, run_fix: str | No
   if limit is None:
     return
   local = len(group.mesh.local_devices)
+  bound = step_bytes_bound(lowered)
   if bound is not None and local * (runs_per_device * (bound + state_bytes(lowered)) + shared_bytes) <= limit:
     return
   _refuse_over(group, runs_per_device * local, step_bytes(lowered) + state_bytes(lowered), shared_bytes * local,

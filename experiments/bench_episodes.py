@@ -14,7 +14,9 @@ Compile time is the first call, reported separately (``compile ≈ first call �
 steady chunk``). Steady state is the median over ``--repeats`` chunks, each timed to
 ``block_until_ready``; the variants alternate within every repetition so that a change
 in machine load hits all of them alike. The 1-, 5- and 15-minute load averages are
-recorded before and after each configuration.
+recorded before and after each configuration. Each configuration runs the backbone under each ``--precisions``
+name (``fewshot.numerics``), and reports the scan's GFLOP/s (FLOPs from the layer shapes, ``experiments/flops.py``)
+and its fraction of the device's matrix-product peak under that name, measured in the same process.
 
   python experiments/bench_episodes.py --sizes 28,84 --heads softmax,dr --torch --json /tmp/bench.json
 """
@@ -32,12 +34,15 @@ import time
 import jax
 import numpy as np
 
+from fewshot import choices
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape, sample_episode
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training.sources import DeviceSource
+
+from experiments import flops
 
 
 def random_split(size: int, channels: int, num_classes: int, per_class: int, seed: int = 0) -> Split:
@@ -154,6 +159,7 @@ def main(argv=None) -> int:
   parser.add_argument("--torch", action="store_true", help="also time the eager PyTorch reference")
   parser.add_argument("--json", default=None, help="write the results here")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--precisions", default="float32", help="the backbone's --precision names, comma-separated")
   parser.add_argument("--conv", default="auto", choices=("auto", "im2col", "lax"),
                       help="convolution of backbones.Conv: auto (im2col on CPU only), or force one")
   args = parser.parse_args(argv)
@@ -169,6 +175,10 @@ def main(argv=None) -> int:
     if len(episodes) != len(sizes):
       parser.error("--episodes takes one int or one per --sizes entry")
   shape = EpisodeShape(args.way, args.shot, args.query)
+  precisions = [p for p in args.precisions.split(",") if p]
+  if not set(precisions) <= set(choices.PRECISIONS):
+    parser.error(f"--precisions takes names among {', '.join(choices.PRECISIONS)}")
+  peaks = {p: flops.matmul_peak_gflops(p) for p in precisions}
   torch_device, torch_note = torch_status(args.torch, device.platform)
 
   print(f"device: {device} ({device.platform}, {getattr(device, 'device_kind', '')}); jax {jax.__version__}; "
@@ -177,16 +187,19 @@ def main(argv=None) -> int:
   print(torch_note)
   print(f"episode: {shape.way}-way {shape.shot}-shot {shape.query}-query, classifier {args.classifier}; "
         f"split {args.classes}×{args.per_class} random uint8; repeats {args.repeats}; load {load()}")
+  print("matmul peaks, GFLOP/s: " + ", ".join(f"{p} {v:.0f}" for p, v in peaks.items()))
   results = []
   for size, n_ep in zip(sizes, episodes):
     channels = 1 if size <= 28 else 3
     image_shape = (size, size, channels)
     split = random_split(size, channels, args.classes, args.per_class, args.seed)
     source = DeviceSource.from_split(split, device)
-    for head in heads_:
+    for head, precision in ((h, p) for h in heads_ for p in precisions):
       load_before = load()
       im2col = {"auto": None, "im2col": True, "lax": False}[args.conv]
-      learner = EpisodicLearner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier)
+      learner = EpisodicLearner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier,
+                                precision=precision)
+      step_flops = flops.program_flops(learning.lowered_step(learner, image_shape, image_shape))
       variants = {"scan": JaxScan(learner, source, image_shape, n_ep, args.seed)}
       if not args.no_loop:
         variants["loop"] = JaxLoop(learner, source, image_shape, n_ep, args.seed)
@@ -199,7 +212,8 @@ def main(argv=None) -> int:
           times[name].append(timed(v.run))
       load_after = load()
       record = {
-          "size": size, "image_shape": list(image_shape), "head": head, "classifier": args.classifier,
+          "size": size, "image_shape": list(image_shape), "head": head, "precision": precision,
+          "gflop_per_episode": step_flops / 1e9, "peak_gflops": peaks[precision], "classifier": args.classifier,
           "way": shape.way, "shot": shape.shot, "query": shape.query, "episodes_per_chunk": n_ep,
           "repeats": args.repeats, "device": str(device), "platform": device.platform,
           "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_before": load_before, "load_after": load_after,
@@ -222,11 +236,14 @@ def main(argv=None) -> int:
               t / s for t, s in zip(times[name], times["scan"]))
       results.append(record)
       v = record["variants"]
-      tag = f"{size}x{size}x{channels} {head:7s}"
+      tag = f"{size}x{size}x{channels} {head:7s} {precision:13s}"
       s = v["scan"]
+      s["gflops"] = step_flops / 1e9 * s["episodes_per_s"]
+      s["peak_fraction"] = s["gflops"] / peaks[precision]
       print(f"{tag} jax scan : compile {s['compile_s']:6.2f} s (first call {s['first_call_s']:.2f} s) | "
             f"{s['ms_per_episode']:8.2f} ms/episode {s['episodes_per_s']:8.2f} episodes/s "
-            f"[min {s['spread_ms_per_episode'][0]:.2f}, max {s['spread_ms_per_episode'][1]:.2f}] ({n_ep} episodes/chunk)")
+            f"[min {s['spread_ms_per_episode'][0]:.2f}, max {s['spread_ms_per_episode'][1]:.2f}] ({n_ep} episodes/chunk) | "
+            f"{s['gflops']:.1f} GFLOP/s, {100 * s['peak_fraction']:.1f}% of the {precision} peak")
       if "loop" in v:
         l = v["loop"]
         print(f"{tag} jax loop : compile {l['compile_s']:6.2f} s | {l['ms_per_episode']:8.2f} ms/episode "

@@ -14,9 +14,9 @@ Reported per configuration: total episodes/s of the group (all runs), episodes/s
 the group's total against the sequential runs and against one eager PyTorch run; the device
 memory one run of the group needs (argument + output + temporary bytes of the compiled group
 chunk, over R). Medians over ``--repeats``; the variants alternate within each repetition.
-With ``--peak``, also the single run's GFLOP/s (XLA's FLOP count of its compiled chunk) as a
-fraction of the machine's fp32 peak, measured in the same process as the best of a large
-square matmul in JAX and (with ``--torch``) PyTorch.
+Each row also gives the group's and the single run's GFLOP/s (the training step's FLOPs counted from its layer
+shapes, ``experiments/flops.py``, on every backend) and their fraction of the device's matrix-product peak under the
+same ``--precision``, measured in the same process.
 
   python -m experiments.bench_runs --sizes 28,84 --heads softmax,dr --groups 1,2,4,8,16 --torch
 """
@@ -31,15 +31,17 @@ import time
 
 import jax
 
+from fewshot import choices
 from fewshot.backbones import Conv4
 from fewshot.episodic import learning
-from fewshot.episodic.episodes import Episode, EpisodeShape
+from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training import chunks
 from fewshot.training.seed_groups import SeedGroup
 from fewshot.training.sources import DeviceSource
 from fewshot.training.train_state import run_keys
 
+from experiments import flops
 from experiments.bench_episodes import TorchRef, random_split
 
 SHAPE = EpisodeShape(5, 1, 16)
@@ -55,43 +57,15 @@ def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int)
 
 
 def episode_flops(learner, image_shape: tuple[int, ...]) -> float:
-  """Floating-point operations of one training step, as XLA counts them (a scan's body would count once)."""
-  state = jax.eval_shape(lambda: learning.init_state(learner, jax.random.key(0), image_shape))
-  n_support, n_query = SHAPE.way * SHAPE.shot, SHAPE.way * SHAPE.query
-  episode = Episode(support_images=jax.ShapeDtypeStruct((n_support, *image_shape), jax.numpy.uint8),
-                    support_labels=jax.ShapeDtypeStruct((n_support,), jax.numpy.int32),
-                    query_images=jax.ShapeDtypeStruct((n_query, *image_shape), jax.numpy.uint8),
-                    query_labels=jax.ShapeDtypeStruct((n_query,), jax.numpy.int32),
-                    classes=jax.ShapeDtypeStruct((SHAPE.way,), jax.numpy.int32))
-  step = jax.jit(lambda s, e: learning.train_step(learner, s, e)[:2])
-  return float(step.lower(state, episode).compile().cost_analysis()["flops"])
-
-
-def gemm_peak_gflops(use_torch: bool, n: int = 2048, repeats: int = 10) -> float:
-  """The machine's practical fp32 peak: the best GFLOP/s of an n×n matmul (JAX, and PyTorch if asked)."""
-  x = jax.random.normal(jax.random.key(0), (n, n), jax.numpy.float32)
-  dot = jax.jit(lambda a: a @ a)
-  dot(x).block_until_ready()
-  best = min(_timed(lambda: dot(x).block_until_ready()) for _ in range(repeats))
-  if use_torch:
-    import torch  # noqa: PLC0415
-
-    t = torch.randn(n, n)
-    best = min(best, *(_timed(lambda: t @ t) for _ in range(repeats)))
-  return 2 * n**3 / best / 1e9
-
-
-def _timed(fn) -> float:
-  start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
+  """Floating-point operations of one training step, counted from its layer shapes (:mod:`experiments.flops`)."""
+  return flops.program_flops(learning.lowered_step(learner, image_shape, image_shape))
 
 
 def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, use_torch: bool,
-          peak: float | None = None) -> list[dict]:
+          peak: float, precision: str = "float32", im2col: bool | None = None) -> list[dict]:
   channels = 1 if size == 28 else 3
   split = random_split(size, channels, 64, 20)
-  learner = EpisodicLearner(Conv4(), SHAPE, head=head)
+  learner = EpisodicLearner(Conv4(im2col=im2col), SHAPE, head=head, precision=precision)
   image_shape = (size, size, channels)
   single_source = DeviceSource.from_split(split)
   single_keys = run_keys(0)
@@ -129,14 +103,15 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
         times[name].append(time.perf_counter() - start)
     t = {name: statistics.median(v) for name, v in times.items()}
     group_total = runs * episodes / t["group"]
-    row = {"size": size, "head": head, "runs": runs, "devices": group.num_devices,
+    conv = {None: "auto", True: "im2col", False: "lax"}[im2col]
+    row = {"size": size, "head": head, "precision": precision, "conv": conv, "runs": runs, "devices": group.num_devices,
            "group_episodes_per_s": group_total, "per_run_episodes_per_s": group_total / runs,
            "sequential_episodes_per_s": episodes / t["single"],
            "group_vs_sequential": group_total / (episodes / t["single"]),
            "bytes_per_run": memory, "gflop_per_episode": flops / episodes / 1e9,
-           "single_gflops": flops / t["single"] / 1e9}
-    if peak:
-      row["peak_gflops"], row["single_peak_fraction"] = peak, row["single_gflops"] / peak
+           "single_gflops": flops / t["single"] / 1e9, "group_gflops": runs * flops / t["group"] / 1e9,
+           "peak_gflops": peak}
+    row["single_peak_fraction"], row["group_peak_fraction"] = row["single_gflops"] / peak, row["group_gflops"] / peak
     if "torch" in t:
       row["torch_episodes_per_s"] = episodes / t["torch"]
       row["group_vs_torch"] = group_total / row["torch_episodes_per_s"]
@@ -148,7 +123,8 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
 
 def table(rows: list[dict]) -> str:
   head = ("| episode | head | runs | group ep/s (total) | per run | sequential ep/s | group / sequential | "
-          "eager PyTorch ep/s | group / PyTorch | per run / PyTorch | MiB per run | single GFLOP/s | of peak |")
+          "eager PyTorch ep/s | group / PyTorch | per run / PyTorch | MiB per run | single GFLOP/s (of peak) | "
+          "group GFLOP/s (of peak) |")
   lines = [head, "|" + "---|" * 13]
   for r in rows:
     torch_cells = (f"{r['torch_episodes_per_s']:.2f} | {r['group_vs_torch']:.2f} | {r['per_run_vs_torch']:.2f}"
@@ -156,12 +132,13 @@ def table(rows: list[dict]) -> str:
     lines.append(f"| {r['size']}×{r['size']} | {r['head']} | {r['runs']} | {r['group_episodes_per_s']:.2f} | "
                  f"{r['per_run_episodes_per_s']:.2f} | {r['sequential_episodes_per_s']:.2f} | "
                  f"{r['group_vs_sequential']:.2f} | {torch_cells} | {r['bytes_per_run'] / 2**20:.0f} | "
-                 f"{r['single_gflops']:.0f} | {_percent(r.get('single_peak_fraction'))} |")
+                 f"{r['single_gflops']:.0f} ({_percent(r['single_peak_fraction'])}) | "
+                 f"{r['group_gflops']:.0f} ({_percent(r['group_peak_fraction'])}) |")
   return "\n".join(lines)
 
 
-def _percent(fraction: float | None) -> str:
-  return "–" if fraction is None else f"{100 * fraction:.0f}%"
+def _percent(fraction: float) -> str:
+  return f"{100 * fraction:.1f}%"
 
 
 def main(argv=None) -> int:
@@ -172,18 +149,21 @@ def main(argv=None) -> int:
   parser.add_argument("--episodes", type=int, default=None, help="episodes per run per chunk (default 10 at 28, 2 at 84)")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--torch", action="store_true", help="time eager PyTorch too (pip install torch==2.13.0)")
-  parser.add_argument("--peak", action="store_true", help="report the single run's fraction of the fp32 peak")
+  parser.add_argument("--precision", default="float32", choices=choices.PRECISIONS, help="the backbone's")
+  parser.add_argument("--conv", default="auto", choices=("auto", "im2col", "lax"),
+                      help="convolution of backbones.Conv: auto (im2col on CPU only), or force one; under vmap lax's "
+                      "becomes one grouped convolution, im2col's one batched matrix product")
   parser.add_argument("--json", default=None, help="write the rows here")
   args = parser.parse_args(argv)
   rows = []
   print(f"jax {jax.__version__} on {jax.devices()}", flush=True)
-  peak = gemm_peak_gflops(args.torch) if args.peak else None
-  if peak:
-    print(f"fp32 peak (best 2048x2048 matmul): {peak:.1f} GFLOP/s", flush=True)
+  peak = flops.matmul_peak_gflops(args.precision)
+  print(f"matmul peak under --precision {args.precision}: {peak:.1f} GFLOP/s", flush=True)
   for size in (int(s) for s in args.sizes.split(",")):
     for head in args.heads.split(","):
       episodes = args.episodes or (10 if size == 28 else 2)
-      rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch, peak)
+      rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch, peak,
+                    args.precision, {"auto": None, "im2col": True, "lax": False}[args.conv])
   print(table(rows))
   if args.json:
     with open(args.json, "w") as f:

@@ -51,7 +51,7 @@ from fewshot.analysis.tables import format_p, format_proportion, render_csv  # n
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
-from fewshot.records.reading import Run, protocol_warning, read_runs, runs_below
+from fewshot.records.reading import Run, numerics_warning, protocol_warning, read_runs, runs_below
 
 FORMATS = ("table", "markdown", "csv", "latex")
 
@@ -181,7 +181,8 @@ def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "tabl
   found_a, _, warning_a = expand(paths_a)
   found_b, _, warning_b = expand(paths_b)
   runs = read_runs([*found_a, *found_b], Config.from_dict)
-  return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b)
+  return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b,
+                                                                              numerics_warning(runs))
 
 
 def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tuple[str, str | None]:
@@ -189,7 +190,7 @@ def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tup
   if len(paths) < 2:
     raise ConfigError(f"need at least two run directories, got {len(paths)}; usage: python -m fewshot.analyze runs/A runs/B.")
   runs = read_runs(paths, Config.from_dict)
-  return report(runs, pairing, fmt), protocol_warning(runs)
+  return report(runs, pairing, fmt), _joined(protocol_warning(runs), numerics_warning(runs))
 
 
 def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = None,
@@ -210,12 +211,12 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
   arms_ = groups.group(runs)
   pairwise = not folder and len(arms_) > 1 and all(len(arm) == 1 for arm in arms_)
   if pairwise:
-    return report(runs, pairing or "first", fmt), protocol_warning(runs)
+    return report(runs, pairing or "first", fmt), _joined(protocol_warning(runs), numerics_warning(runs))
   if pairing is not None:
     raise ConfigError(f"--pairs compares runs named one by one, each of its own configuration; these form "
                       f"{len(arms_)} arm(s) of seeds (leave out --pairs, or compare two arms as A... -- B...).")
   text, not_compared = report_groups(arms_, fmt)
-  return text, _joined(warning, not_compared)
+  return text, _joined(warning, not_compared, numerics_warning(runs))
 
 
 # ----------------------------------------------------------------------------- the command

@@ -15,6 +15,10 @@ PSI_CLASSIFIERS = ("model", "proto")  # class distance of the diagnostics' psi: 
 PLACEMENTS = ("auto", "device", "host")  # where a split's images live while training
 # Class distances of the proto and nn heads (fewshot.heads.DISTANCE_FORMS, docs/heads.md); the first is the paper's.
 DISTANCES = ("squared_euclidean", "euclidean", "cosine", "angular")
+# The backbone's matrix-product precision (fewshot.numerics, docs/numerics.md), in the names of JAX's own
+# jax_default_matmul_precision; the first is the default on every backend. Heads, losses, metrics and diagnostics are
+# float32 whatever this says.
+PRECISIONS = ("float32", "tensorfloat32", "bfloat16")
 
 # The paper's names for the four head x classifier combinations, used in logs and tables.
 MODEL_NAMES = {

@@ -7,7 +7,6 @@ shell's status for SIGINT; SIGTERM (preemption) prints the same line and exits 1
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import signal
@@ -192,7 +191,7 @@ def seed_group_from_flags(config) -> tuple[tuple[int, ...], list[str]] | None:
     raise ConfigError("--seeds trains a group and --seed a single run; pass one of them.")
   seeds = parse_seeds(values.seeds)
   parent = values.workdir or "runs"
-  return seeds, [f"{parent}/{dataclasses.replace(config, seed=s).run_name}" for s in seeds]
+  return seeds, [f"{parent}/{config.with_seed(s).run_name}" for s in seeds]
 
 
 def group_line(seeds: tuple[int, ...], held: int, measures: dict[str, list[float | None]]) -> str:

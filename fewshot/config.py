@@ -12,7 +12,7 @@ import dataclasses
 from fewshot import choices
 from fewshot.data import options as data_options
 from fewshot.errors import ConfigError
-from fewshot.options import DATA, RUNS, RunOptions, option
+from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 
 # Episode counts of the distance-ratio paper (arXiv 2201.08676, Sec. 4; docs/protocol.md#training-and-model-selection)
 # for its datasets; the small datasets get counts that finish in minutes on a 2-core CPU.
@@ -97,6 +97,7 @@ class Config(RunOptions):
                             "validation one view, so training is unchanged); 0: the image alone", group=EVALUATION)
   augment: bool | None = option(None, "the paper's training augmentation on the device (default: on for the image "
                                 "datasets, off for strokes/omniglot)", group=TRAINING)
+  precision: str = precision_option()
 
   def __post_init__(self):
     self.check_fields()

@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot import numerics
+
 Array = chex.Array
 
 
@@ -74,7 +76,7 @@ def squared_euclidean_matmul(x: Array, y: Array) -> Array:
   _check_pair(x, y)
   xx = jnp.sum(x * x, axis=-1)[:, None]
   yy = jnp.sum(y * y, axis=-1)[None, :]
-  return jnp.maximum(xx + yy - 2.0 * (x @ y.T), 0.0)
+  return jnp.maximum(xx + yy - 2.0 * numerics.matmul(x, y.T), 0.0)
 
 
 def euclidean_matmul(x: Array, y: Array, eps: float = 1e-10) -> Array:
@@ -99,7 +101,7 @@ def l2_normalize(v, eps: float = 1e-12):
 def cosine_similarity(x: Array, y: Array, eps: float = 1e-12) -> Array:
   r"""Cosine similarities :math:`\frac{x_i^\top y_j}{\|x_i\| \|y_j\|}` (a similarity: larger is closer)."""
   _check_pair(x, y)
-  return l2_normalize(x, eps) @ l2_normalize(y, eps).T
+  return numerics.matmul(l2_normalize(x, eps), l2_normalize(y, eps).T)
 
 
 def angular(x: Array, y: Array, eps: float = 1e-7) -> Array:
@@ -114,7 +116,7 @@ def angular(x: Array, y: Array, eps: float = 1e-7) -> Array:
 def inner_product(x: Array, y: Array) -> Array:
   r"""Inner products :math:`x_i^\top y_j` (a similarity: larger is closer); the cosine on unit vectors."""
   _check_pair(x, y)
-  return x @ y.T
+  return numerics.matmul(x, y.T)
 
 
 def cosine_distance(x: Array, y: Array) -> Array:

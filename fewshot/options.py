@@ -14,11 +14,13 @@ the command's ``--help`` (:mod:`fewshot.usage`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import os
 import typing
 
+from fewshot import choices
 from fewshot.errors import ConfigError
 
 # Where a run reads its data from: not part of the run (a moved dataset is the same run; --resume may name new
@@ -32,6 +34,7 @@ RECORDED_EXTRAS = ("image_shape", "provenance", "data")
 FLAG_GROUPS: dict[str, str] = {}
 OTHER_FLAGS = "other flags"  # the heading of a flag defined without one
 DATA, RUNS, HOSTS = "data", "runs and seed groups", "several hosts"  # headings the training commands share
+NUMERICS = "numerics"
 
 
 def option(default, help: str, *, group: str | None = None, choices: tuple | None = None,  # noqa: A002
@@ -39,6 +42,15 @@ def option(default, help: str, *, group: str | None = None, choices: tuple | Non
   """A configuration field: its default, its ``--help`` text and heading (``group``), and what values it takes."""
   return dataclasses.field(default=default, metadata={"help": help, "group": group, "choices": choices,
                                                       "positive": positive})
+
+
+def precision_option():
+  """The ``--precision`` field both training commands' configurations share (fewshot.numerics, docs/numerics.md)."""
+  return option("float32", "the backbone's matrix products and convolutions: float32 (exact on every backend), "
+                "tensorfloat32 (TF32 on NVIDIA GPUs, 3 bfloat16 passes on TPUs) or bfloat16 (the backend's fastest: "
+                "1 bfloat16 pass on TPUs, TF32 on GPUs); CPUs compute float32 under every name. Heads, losses, "
+                "metrics and diagnostics are float32 whatever it says (docs/numerics.md)", choices=choices.PRECISIONS,
+                group=NUMERICS)
 
 
 class RunOptions:
@@ -68,6 +80,14 @@ class RunOptions:
     """Resolve a field left at None (frozen dataclasses resolve their defaults in ``__post_init__``)."""
     if getattr(self, name) is None:
       object.__setattr__(self, name, value)
+
+  def with_seed(self, seed: int):
+    """The same configuration under another ``seed``, its other options not validated again (they were): a group
+    of 100,000 seeds has its configurations in a moment.
+    """
+    other = copy.copy(self)
+    object.__setattr__(other, "seed", int(seed))
+    return other
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)

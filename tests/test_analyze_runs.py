@@ -203,3 +203,21 @@ def test_a_folder_is_read_not_written_and_out_holds_the_whole_output(tmp_path):
   assert done.returncode == 0 and done.stdout == f"wrote {out}\n"
   assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "x_seed0").iterdir()} == before
   assert [r["directory"] for r in _csv(out.read_text())] == [run]
+
+
+def test_arms_trained_in_different_precisions_are_compared_with_a_warning(tmp_path):
+  gpu = {"provenance": {"backend": "gpu"}}
+  exact = [write_run(tmp_path / "exact" / f"s{k}", "softmax", k, 90.0 + k, **gpu) for k in range(2)]
+  tf32 = [write_run(tmp_path / "tf32" / f"s{k}", "dr", k, 91.0 + k, precision="tensorfloat32", **gpu)
+          for k in range(2)]
+  text, warning = analyze.analyze_arms_warned(exact, tf32)
+  assert text == analyze.analyze_arms(exact, tf32)
+  assert warning == ("warning: the runs' backbones were computed in different precisions (float32 vs tensorfloat32 "
+                     "on gpu; docs/numerics.md), so their embeddings differ beyond seed noise; comparing them anyway.")
+  assert analyze.analyze_paths([str(tmp_path)])[1] == warning
+  assert analyze.analyze_paths([exact[0], tf32[0]])[1] == warning
+  # On a CPU every name computes float32, and a run from before the option (no precision, no provenance) ran there.
+  cpu = [write_run(tmp_path / "cpu" / f"s{k}", "dr", k, 91.0 + k, precision="tensorfloat32",
+                   provenance={"backend": "cpu"}) for k in range(2)]
+  old = [write_run(tmp_path / "old" / f"s{k}", "softmax", k, 90.0 + k) for k in range(2)]
+  assert analyze.analyze_arms_warned(exact, cpu)[1] is None and analyze.analyze_arms_warned(old, cpu)[1] is None

@@ -4,7 +4,6 @@ flags (``--flagfile``) or from a recorded run's configuration (``--config``, its
 
 import dataclasses
 import json
-import os
 import pathlib
 import re
 import subprocess
@@ -12,19 +11,19 @@ import sys
 
 import pytest
 
-import fewshot
 from fewshot.config import Config
 from fewshot.dml.config import DMLConfig
 
-REPO = pathlib.Path(fewshot.__file__).resolve().parents[1]
+from environment import checkout_env
+
 HEAVY = {"jax", "flax", "orbax", "tensorflow", "tensorflow_datasets"}
 RUNS, HOSTS = "runs and seed groups", "several hosts"
 RUN_FLAGS = {"placement": "data", "workdir": RUNS, "resume": RUNS, "seeds": RUNS, "config": RUNS,
              "coordinator_address": HOSTS, "num_processes": HOSTS, "process_id": HOSTS}
 # Each command's headings in order, and the headings of the flags it defines beside its configuration's fields.
 HEADINGS = {
-    "fewshot.train": ["data", "model and head", "episodes and training", "evaluation", RUNS, HOSTS],
-    "fewshot.dml.train": ["data", "model and loss", "batches and training", RUNS, HOSTS],
+    "fewshot.train": ["data", "model and head", "episodes and training", "evaluation", RUNS, "numerics", HOSTS],
+    "fewshot.dml.train": ["data", "model and loss", "batches and training", RUNS, "numerics", HOSTS],
     "fewshot.evaluate": ["the run", "test episodes", "data", "Lake's one-shot runs"],
     "fewshot.analyze": ["comparison", "output"],
     "fewshot.plot": ["figures"],
@@ -50,8 +49,7 @@ TINY = ["--way=2", "--query=1", "--test_query=1", "--episodes=2", "--eval_every=
 
 
 def _run(*args, cwd=None, python=()):
-  env = {**os.environ, "PYTHONPATH": str(REPO)}  # read now: the session fixtures set the tfds and cache folders
-  return subprocess.run([sys.executable, *python, *args], capture_output=True, text=True, cwd=cwd, env=env)
+  return subprocess.run([sys.executable, *python, *args], capture_output=True, text=True, cwd=cwd, env=checkout_env())
 
 
 def _defined(command: str) -> dict[str, list[str]]:

@@ -24,6 +24,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from fewshot import numerics
+
 
 @dataclasses.dataclass(frozen=True)
 class Distortion:
@@ -47,7 +49,7 @@ def affine_matrices(key: jax.Array, batch: int, distortion: Distortion) -> tuple
   shearing = jnp.stack([jnp.stack([jnp.ones_like(shear_x), shear_x], -1),
                         jnp.stack([shear_y, jnp.ones_like(shear_y)], -1)], -2)
   scaling = jax.vmap(jnp.diag)(scale)
-  return scaling @ shearing @ rotation, distortion.shift_pixels * u[:, 5:7]
+  return numerics.matmul(numerics.matmul(scaling, shearing), rotation), distortion.shift_pixels * u[:, 5:7]
 
 
 def warp(images: jax.Array, matrices: jax.Array, shifts: jax.Array) -> jax.Array:
@@ -58,7 +60,7 @@ def warp(images: jax.Array, matrices: jax.Array, shifts: jax.Array) -> jax.Array
                                 indexing="ij"), -1).reshape(-1, 2)  # output pixel (y, x)
 
   def one(image, matrix, shift):
-    source = (grid - centre - shift) @ jnp.linalg.inv(matrix).T + centre  # where each output pixel samples
+    source = numerics.matmul(grid - centre - shift, jnp.linalg.inv(matrix).T) + centre  # where each output pixel samples
     sample = lambda channel: jax.scipy.ndimage.map_coordinates(channel, [source[:, 0], source[:, 1]], order=1,
                                                                mode="constant", cval=0.0)
     return jax.vmap(sample, in_axes=2, out_axes=1)(image).reshape(h, w, c)

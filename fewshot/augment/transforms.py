@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot import numerics
 from fewshot.augment.random_params import AugmentParams, sample_params
 from fewshot.data.options import stored_size
 
@@ -41,8 +42,6 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # ITU-R 601-2 luma, as in PIL's convert("L").
 LUMA = (0.299, 0.587, 0.114)
-
-_HIGHEST = jax.lax.Precision.HIGHEST
 # The pieces are jitted with their configuration static (so hashable: tuples, not lists):
 # eagerly called, each is one compiled program per configuration and shape, not hundreds
 # of dispatched ops; inside an outer jit they are simply inlined.
@@ -94,8 +93,8 @@ def resample_weights(in_size: int, out_size: int, start, length, full=None, offs
 def _resample(image: jax.Array, wy: jax.Array, wx: jax.Array) -> jax.Array:
   """``[H, W, C]`` → ``[S, S', C]`` by separable weights ``wy [S, H]`` and ``wx [S', W]``."""
   # HIGHEST keeps float32 on accelerators (TF32/bf16 passes would blur pixel-exact crops).
-  rows = jnp.einsum("oh,hwc->owc", wy, image, precision=_HIGHEST)
-  return jnp.einsum("pw,owc->opc", wx, rows, precision=_HIGHEST)
+  rows = numerics.einsum("oh,hwc->owc", wy, image)
+  return numerics.einsum("pw,owc->opc", wx, rows)
 
 
 # ---- deterministic pieces --------------------------------------------------------------------
@@ -105,7 +104,7 @@ def grayscale(image: jax.Array) -> jax.Array:
     return image
   if image.shape[-1] != 3:
     raise ValueError(f"colour jitter needs 1 or 3 channels, got {image.shape[-1]}.")
-  return jnp.einsum("...c,c->...", image, jnp.asarray(LUMA, image.dtype), precision=_HIGHEST)[..., None]
+  return numerics.einsum("...c,c->...", image, jnp.asarray(LUMA, image.dtype))[..., None]
 
 
 def color_jitter(image: jax.Array, factors: jax.Array, enabled: Sequence[bool] = (True, True, True)) -> jax.Array:

@@ -10,7 +10,7 @@ import dataclasses
 from fewshot import choices
 from fewshot.data import options as data_options
 from fewshot.errors import ConfigError
-from fewshot.options import DATA, RUNS, RunOptions, option
+from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 
 # The reality check's batches (Musgrave et al., 2020): C = 8 classes x M = 4 images for embedding losses, which
 # need positive pairs in every batch; C = 32 x M = 1 for classification (proxy) losses.
@@ -54,6 +54,7 @@ class DMLConfig(RunOptions):
   folds: int = option(1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)",
                       group=TRAINING)
   seed: int = option(0, "seed of initialisation and of every batch", group=RUNS)
+  precision: str = precision_option()
 
   def __post_init__(self):
     self.check_fields()

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fewshot import choices, distances
+from fewshot import choices, distances, numerics
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
 from fewshot.dml.losses import LOSSES, Loss, get_loss
@@ -61,6 +61,7 @@ class MetricLearner:
   # state stays replicated; the partitioner all-reduces BatchNorm's statistics and gathers the embeddings for
   # the loss, so the step is the single-device one, summed in another order.
   batch_sharding: jax.sharding.Sharding | None = None
+  precision: str = "float32"  # the embedder's (fewshot.numerics); losses and metrics are float32 whatever it says
 
   def __post_init__(self):
     spec = get_loss(self.loss)
@@ -97,13 +98,16 @@ def model_variables(state: TrainState) -> dict:
 
 def embed(learner: MetricLearner, variables: dict, images: jax.Array) -> jax.Array:
   """L2-normalised embeddings of images (uint8, or float in [0, 1]), after the evaluation transform, BatchNorm in evaluation mode."""
-  return distances.l2_normalize(learner.model.apply(variables, learner.augmentation.eval(images), train=False))
+  with numerics.backbone_precision(learner.precision):
+    embeddings = learner.model.apply(variables, learner.augmentation.eval(images), train=False)
+  return distances.l2_normalize(embeddings)
 
 
 def _loss(learner: MetricLearner, params, batch_stats, batch: Batch):
   variables = {"params": params["model"], "batch_stats": batch_stats}
   # train_chunk's batches arrive transformed (float, passed through); a direct caller's uint8 are converted.
-  embeddings, updates = learner.model.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
+  with numerics.backbone_precision(learner.precision):
+    embeddings, updates = learner.model.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
   embeddings = distances.l2_normalize(embeddings)
   options = dict(learner.loss_options)
   if learner.miner is not None:

@@ -108,7 +108,8 @@ class Experiment:
     return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=self.loss,
                          miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
                          optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
-                         augmentation=self.augmentation, batch_sharding=sharding)
+                         augmentation=self.augmentation, batch_sharding=sharding,
+                         precision=c.precision)
 
   def fold_learner(self, fold: int) -> MetricLearner:
     return self.learner(self.folds[fold][0].num_classes)

@@ -53,7 +53,7 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   runs = runs.on(experiment.group)
   runs.begin(image_shape=list(experiment.input_shape), provenance=provenance.provenance(), data=experiment.data)
   seeds = len(runs.configs)
-  start = start_lines(c.loss if seeds == 1 else f"{c.loss} x{seeds} seeds", runs, c.dataset, experiment.data)
+  start = start_lines(c.loss if seeds == 1 else f"{c.loss} x{seeds} seeds", runs, c.dataset, experiment.data, c.precision)
   folds = [runs.under(None if c.folds == 1 else f"fold{k}") for k in range(len(experiment.folds))]
   bests = [train_fold(experiment, fold_runs, k, progress, start if k == 0 else ())  # [fold][run]
            for k, fold_runs in enumerate(folds)]

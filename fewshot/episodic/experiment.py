@@ -92,6 +92,7 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
       psi_classifier=config.psi_classifier,
       augmentation=build_augmentation(config),
       test_shifts=config.test_shifts,
+      precision=config.precision,
   )
 
 

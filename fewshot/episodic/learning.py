@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import backbones, heads
+from fewshot import backbones, heads, numerics
 from fewshot.augment import affine
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
@@ -56,6 +56,7 @@ class EpisodicLearner:
   psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
   augmentation: Augmentation = NO_AUGMENTATION
   test_shifts: int = 0
+  precision: str = "float32"  # the backbone's (fewshot.numerics); heads and diagnostics are float32 whatever it says
 
   def __post_init__(self):
     # Resolved once here, so that every function below sees a head value.
@@ -114,14 +115,16 @@ def head_params(params: dict) -> dict:
 def embed(learner: EpisodicLearner, params, batch_stats, images: jax.Array, train: bool):
   """Embeddings of images (uint8, or float in [0, 1]) and the batch statistics after the forward pass.
 
-  In training mode BatchNorm normalises with this batch's statistics and updates its
-  running averages; in evaluation mode it uses the running averages and changes nothing.
+  Its products follow ``learner.precision`` (:mod:`fewshot.numerics`). In training mode BatchNorm normalises with
+  this batch's statistics and updates its running averages; in evaluation mode it uses the running averages and
+  changes nothing.
   """
   variables = {"params": params["backbone"], "batch_stats": batch_stats}
-  if not train:
-    return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, False)), batch_stats
-  embeddings, updates = learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, True),
-                                            mutable=["batch_stats"])
+  with numerics.backbone_precision(learner.precision):
+    if not train:
+      return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, False)), batch_stats
+    embeddings, updates = learner.model.apply(variables, to_float(images),
+                                              **backbones.call_options(learner.model, True), mutable=["batch_stats"])
   return embeddings, updates.get("batch_stats", batch_stats)  # a backbone without BatchNorm has none
 
 

@@ -56,7 +56,8 @@ def train_runs(config: Config, seeds: tuple[int, ...] | None, runs: Runs, progre
                            loss_key="train_loss")
   _, bests = loop.train_until(runs, experiment.init_state(), schedule, train_chunk, make_rows, postfix,
                               progress=progress, desc=desc, unit="ep",
-                              start=start_lines(desc, runs, config.dataset, experiment.data))
+                              start=start_lines(desc, runs, config.dataset, experiment.data,
+                                                config.precision))
   progress_line = f"{desc}: testing the best checkpoint on {config.test_episodes} test episodes"
   say(progress_line, progress and jax.process_index() == 0)
   tested = experiment.test(runs.restore("best", experiment.init_state()))

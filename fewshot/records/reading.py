@@ -26,6 +26,7 @@ class Run:
   config: Any
   rows: tuple[dict, ...]
   results: dict | None
+  backend: str | None = None  # what config.json's provenance names (None for runs from before it was recorded)
 
   def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
@@ -50,7 +51,9 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
     raise RunDirError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
   if not all(isinstance(row, dict) and "episode" in row for row in rows):
     raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
-  return Run(path=str(path), config=config, rows=rows, results=results)
+  provenance = rundir.read_config().get("provenance")
+  backend = provenance.get("backend") if isinstance(provenance, dict) else None
+  return Run(path=str(path), config=config, rows=rows, results=results, backend=backend)
 
 
 def read_runs(paths: list[str], config_type: Callable[[dict], Any]) -> list[Run]:
@@ -85,6 +88,26 @@ def runs_below(folder: str | os.PathLike) -> list[str]:
 
 # The options that make runs comparable: analysis warns when they differ.
 PROTOCOL = ("dataset", "way", "shot", "backbone")
+
+
+def run_precision(run: Run) -> str:
+  """The arithmetic a run's backbone ran in (docs/numerics.md): ``float32``, or its ``--precision`` and backend where
+  that is not float32 (a CPU computes float32 under every name; a run recording none ran before the option existed,
+  on a CPU).
+  """
+  precision = getattr(run.config, "precision", "float32")
+  if precision == "float32" or run.backend in (None, "cpu"):
+    return "float32"
+  return f"{precision} on {run.backend}"
+
+
+def numerics_warning(runs: list[Run]) -> str | None:
+  """One line where the runs' backbones ran in different arithmetic (:func:`run_precision`), else None."""
+  seen = list(dict.fromkeys(run_precision(run) for run in runs))
+  if len(seen) < 2:
+    return None
+  return (f"warning: the runs' backbones were computed in different precisions ({' vs '.join(seen)}; "
+          "docs/numerics.md), so their embeddings differ beyond seed noise; comparing them anyway.")
 
 
 def run_labels(runs: list[Run]) -> list[str]:

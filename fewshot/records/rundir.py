@@ -18,6 +18,7 @@ the one check that a directory holds a run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -42,12 +43,25 @@ def run_kind(record: dict) -> str:
 class RunDir:
   """Reads and writes one run's directory."""
 
-  def __init__(self, path: str | os.PathLike):
-    self.path = pathlib.Path(path).resolve()
-    self.config_path = self.path / "config.json"
-    self.metrics_path = self.path / "metrics.jsonl"
-    self.results_path = self.path / "results.json"
-    self.checkpoints = Checkpoints(self.path / "checkpoints")
+  def __init__(self, path: str | os.PathLike, resolved: bool = False):
+    self.path = pathlib.Path(path) if resolved else pathlib.Path(path).resolve()
+
+  # Paths made when first asked for: a seed group opens up to 100,000 directories before its memory is checked.
+  @functools.cached_property
+  def config_path(self) -> pathlib.Path:
+    return self.path / "config.json"
+
+  @functools.cached_property
+  def metrics_path(self) -> pathlib.Path:
+    return self.path / "metrics.jsonl"
+
+  @functools.cached_property
+  def results_path(self) -> pathlib.Path:
+    return self.path / "results.json"
+
+  @functools.cached_property
+  def checkpoints(self) -> Checkpoints:
+    return Checkpoints(self.path / "checkpoints")
 
   def holds_run(self) -> bool:
     return self.config_path.exists()
@@ -242,6 +256,15 @@ def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
   return rundir
 
 
+def _new(path: str | os.PathLike, folders: dict[str, pathlib.Path]) -> RunDir:
+  """The directory of a run that does not exist yet, its parent folder resolved and checked once per ``folders``."""
+  parent, name = os.path.split(os.path.abspath(path))
+  if parent not in folders:
+    check_writable(parent, "--workdir")
+    folders[parent] = pathlib.Path(parent).resolve()
+  return RunDir(folders[parent] / name, resolved=True)
+
+
 def open_group_for_training(paths: list, configs: list, resume: bool, every: int | None = None) -> list[RunDir]:
   """Every run's directory of a seed group, refused as a whole (nothing written) if any is another run's or
   their last checkpoints disagree (a group trains its runs in step) beyond a stop between their saves, one
@@ -249,7 +272,9 @@ def open_group_for_training(paths: list, configs: list, resume: bool, every: int
   """
   if len(paths) == 1:
     return [open_for_training(paths[0], configs[0], resume)]
-  dirs = [_open(path, config, resume) for path, config in zip(paths, configs)]
+  folders: dict[str, pathlib.Path] = {}  # each parent folder resolved and checked once: a group may hold 100,000 runs
+  dirs = [_open(path, config, resume) if os.path.lexists(path) else _new(path, folders)
+          for path, config in zip(paths, configs)]
   if resume and not any(d.holds_run() for d in dirs):
     raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "
                       "holds a run, so there is nothing to continue; leave out --resume to start the group.")

@@ -59,11 +59,12 @@ def say(line: str, shown: bool = True) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def start_lines(desc: str, runs, dataset: str, data: dict) -> list[str]:
+def start_lines(desc: str, runs, dataset: str, data: dict, precision: str) -> list[str]:
   """The first lines a training command writes, once its runs have resumed (a run that cannot resume says so in
-  its one line alone): what trains where (its runs, the backend and devices), and how the dataset was split.
+  its one line alone): what trains where (its runs, the backend and devices, the backbone's ``--precision``), and
+  how the dataset was split.
   """
   written = runs.written_dirs
   others = f" and {len(written) - 1} more runs" if len(written) > 1 else ""
-  return [f"{desc}: training {written[0].path}{others} on {provenance.devices()}",
+  return [f"{desc}: training {written[0].path}{others} on {provenance.devices()}, backbone in {precision}",
           provenance.describe_data(dataset, data)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import pathlib
 import platform
+import re
 import subprocess
 
 CHECKOUT = pathlib.Path(__file__).resolve().parents[2]  # the repository, when fewshot runs from a checkout
@@ -26,6 +27,21 @@ def git_commit() -> str | None:
   except (OSError, subprocess.SubprocessError):
     return None
   return commit + ("+dirty" if dirty else "")
+
+
+def version() -> tuple[str, bool]:
+  """fewshot's version and whether it is installed; from a checkout on ``PYTHONPATH`` (no package metadata), the
+  version ``pyproject.toml`` names beside it, or ``unknown``.
+  """
+  try:
+    return importlib.metadata.version("fewshot"), True
+  except importlib.metadata.PackageNotFoundError:
+    pass
+  try:
+    found = re.search(r'^version\s*=\s*"([^"]+)"', (CHECKOUT / "pyproject.toml").read_text(), re.MULTILINE)
+  except (OSError, UnicodeDecodeError):
+    found = None
+  return (found.group(1) if found else "unknown"), False
 
 
 def devices() -> str:
@@ -46,7 +62,9 @@ def provenance() -> dict:
   import jax
   import jaxlib
 
-  return {"fewshot": importlib.metadata.version("fewshot"), "git_commit": git_commit(), "python": platform.python_version(),
+  fewshot_version, installed = version()
+  return {"fewshot": fewshot_version, "installed": installed, "git_commit": git_commit(),
+          "python": platform.python_version(),
           "jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__,
           "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind,
           "device_count": jax.device_count(), "process_count": jax.process_count()}

@@ -34,7 +34,7 @@ class Runs:
     ``every`` steps apart, a stop between their saves), is refused whole (nothing is written, and JAX is not
     loaded).
     """
-    configs = [config] if seeds is None else [dataclasses.replace(config, seed=s) for s in seeds]
+    configs = [config] if seeds is None else [config.with_seed(s) for s in seeds]
     return cls(tuple(open_group_for_training(workdirs, configs, resume, every)), tuple(configs))
 
   def on(self, group) -> Runs:

@@ -7,6 +7,7 @@ config.json records the software, hardware and data split it ran on.
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import pathlib
 import re
@@ -47,7 +48,7 @@ def logged_run(tmp_path_factory):
 
 def test_off_a_terminal_a_run_prints_its_devices_data_a_line_per_checkpoint_and_its_test(logged_run):
   workdir, lines, stdout, running_at_first_checkpoint = logged_run
-  assert lines[0] == f"ProtoNet_S: training {workdir} on {provenance.devices()}"
+  assert lines[0] == f"ProtoNet_S: training {workdir} on {provenance.devices()}, backbone in float32"
   splits = data.load_splits("strokes")
   counts = ", ".join(f"{name} {s.num_classes} classes / {len(s.labels)} images" for name, s in splits.items())
   assert lines[1] == (f"data: strokes, {sum(s.num_classes for s in splits.values())} classes and "
@@ -111,6 +112,7 @@ def test_config_json_records_the_software_hardware_and_data_split(logged_run):
   assert (recorded["jax"], recorded["backend"], recorded["device_count"], recorded["process_count"]) == (
       jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
   assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
+  assert recorded["installed"] is True and saved["precision"] == "float32"
   checkout = pathlib.Path(__file__).resolve().parents[2]
   if (checkout / ".git").exists():  # from a checkout: the commit it ran at
     head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
@@ -136,3 +138,16 @@ def test_a_resumed_run_purges_the_events_past_its_last_checkpoint(tmp_path):
   starts = [e for e in events if e.HasField("session_log")]
   assert [s.step for s in starts] == [5] and starts[0].session_log.status == starts[0].session_log.START
   assert np.isclose([v.simple_value for e in events for v in e.summary.value if e.step == 6], [6.0, 60.0]).all()
+
+
+def test_a_checkout_without_package_metadata_records_its_pyproject_version(monkeypatch):
+  def not_installed(name):
+    raise importlib.metadata.PackageNotFoundError(name)
+
+  monkeypatch.setattr(importlib.metadata, "version", not_installed)
+  pyproject = (pathlib.Path(provenance.__file__).resolve().parents[2] / "pyproject.toml").read_text()
+  assert provenance.version() == (re.search(r'^version = "(.+)"', pyproject, re.MULTILINE)[1], False)
+  recorded = provenance.provenance()
+  assert recorded["fewshot"] != "unknown" and recorded["installed"] is False
+  monkeypatch.setattr(provenance, "CHECKOUT", pathlib.Path("/nonexistent"))
+  assert provenance.version() == ("unknown", False)

@@ -183,3 +183,21 @@ def test_a_metric_learning_group_trains_its_runs_like_alone_and_writes_each(tmp_
     saved = RunDir(workdir)
     assert DMLConfig.from_dict(saved.read_config()).seed == seed and saved.read_results() == result
     assert [r["step"] for r in saved.read_metrics()] == [3]
+
+
+def test_a_large_group_opens_its_runs_without_validating_each_configuration_or_checking_each_folder(tmp_path,
+                                                                                                  monkeypatch):
+  """A group of 100,000 seeds is refused for its memory in seconds: what is built per seed before that is cheap."""
+  from fewshot.options import RunOptions
+  from fewshot.records import rundir
+  from fewshot.training.runs import Runs
+
+  config, checked, validated = Config(**TINY), [], []
+  seed7 = dataclasses.replace(config, seed=7)
+  monkeypatch.setattr(rundir, "check_writable", lambda path, flag: checked.append(path))
+  monkeypatch.setattr(RunOptions, "check_fields", lambda self: validated.append(self))
+  seeds = tuple(range(20_000))
+  runs = Runs.open(config, seeds, [str(tmp_path / "runs" / f"seed{s}") for s in seeds], resume=False)
+  assert [c.seed for c in runs.configs] == list(seeds) and runs.configs[7] == seed7
+  assert checked == [str(tmp_path / "runs")] and validated == []
+  assert runs.dirs[5].path == (tmp_path / "runs" / "seed5").resolve() and not (tmp_path / "runs").exists()

@@ -17,7 +17,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from fewshot import distances
+from fewshot import distances, numerics
 from fewshot.dml import miners
 from fewshot.dml.masked import log1p_sum_exp, masked_logsumexp, masked_mean
 from fewshot.dml.tuples import Triplets, check_batch, pairwise
@@ -91,7 +91,7 @@ def npair_loss(embeddings: Array, labels: Array, *, l2_reg: float = NPAIR_L2_REG
   """
   check_batch(embeddings, labels)
   anchor, second, to_second = _first_two_of_each_class(labels)
-  positives = to_second.astype(embeddings.dtype) @ embeddings  # row i: the positive of i's class
+  positives = numerics.matmul(to_second.astype(embeddings.dtype), embeddings)  # row i: the positive of i's class
   s = similarity(embeddings, positives)  # s[i, j] = s(a_i, p_j) on anchor rows and columns
   others = anchor[None, :] & ~jnp.eye(labels.shape[0], dtype=bool)
   per_anchor = log1p_sum_exp(s - jnp.diagonal(s)[:, None], others, axis=1)

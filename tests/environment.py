@@ -1,0 +1,20 @@
+"""The environment a test's subprocess runs in: this one's, with the checkout first on ``PYTHONPATH``.
+
+Replacing ``PYTHONPATH`` would drop what the machine put there (packages carried to a GPU machine, say), so the
+checkout is put in front of it.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+  """``os.environ`` read now (the session fixtures set the tfds and cache folders), the checkout first on
+  ``PYTHONPATH``, and ``extra``.
+  """
+  path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+  return {**os.environ, "PYTHONPATH": path, **extra}

@@ -141,8 +141,8 @@ def summary(found: dict, results: dict) -> str:
   if found["runs"]:
     lines += ["", "| episode | conv | runs | group episodes/s | sequential episodes/s | group / sequential | group "
               "GFLOP/s (of peak) |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['size']}×{r['size']} | {r['conv']} | {r['runs']} | {r['group_episodes_per_s']:.0f} | "
-              f"{r['sequential_episodes_per_s']:.0f} | {r['group_vs_sequential']:.2f} | {r['group_gflops']:.0f} "
+    lines += [f"| {r['size']}×{r['size']} | {r['conv']} | {r['runs']} | {r['group_episodes_per_s']:.1f} | "
+              f"{r['sequential_episodes_per_s']:.1f} | {r['group_vs_sequential']:.2f} | {r['group_gflops']:.0f} "
               f"({100 * r['group_peak_fraction']:.1f}%) |" for r in found["runs"]]
   lines += ["", "| an accelerator must show | this run |", "|---|---|"]
   lines += [f"| {need} | {seen} |" for need, seen in verdicts(found, prov.get("backend", "unknown"))]

@@ -8,6 +8,10 @@ import threading
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+if os.environ.get("FEWSHOT_EMULATE_TF32") == "1":  # the suite as a GPU would multiply (tests/tf32_emulation.py)
+  import tf32_emulation
+
+  tf32_emulation.enable()
 OMNIGLOT_DIR = pathlib.Path(os.environ.get("FEWSHOT_OMNIGLOT_DIR", REPO.parent / "shared" / "data" / "omniglot"))
 
 
@@ -79,3 +83,22 @@ def omniglot_dir():
   if not any(OMNIGLOT_DIR.glob("images_*.zip")) and not any(OMNIGLOT_DIR.glob("*/*/*/*.png")):
     pytest.skip(f"real Omniglot data not found in {OMNIGLOT_DIR}; set FEWSHOT_OMNIGLOT_DIR")
   return OMNIGLOT_DIR
+
+
+@pytest.fixture
+def on_the_cpu(monkeypatch):
+  """The test's devices are the CPU's, also where an accelerator is JAX's default backend: for tests of the CPU's own
+  paths (the host-memory check), which would take the device's branch on a GPU.
+  """
+  import jax
+
+  if jax.default_backend() == "cpu":
+    yield
+    return
+  devices, local_devices = jax.devices, jax.local_devices
+  monkeypatch.setattr(jax, "devices", lambda backend=None: devices(backend or "cpu"))
+  monkeypatch.setattr(jax, "local_devices", lambda process_index=None, backend=None, host_id=None:
+                      local_devices(process_index, backend or "cpu"))
+  monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+  with jax.default_device(devices("cpu")[0]):
+    yield

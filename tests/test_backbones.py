@@ -13,8 +13,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fewshot import backbones
+from fewshot import backbones, numerics
 from fewshot.backbones import Conv, Conv4, ResNet18, max_pool
+
+
+@pytest.fixture(autouse=True)
+def exact_backbone_products():
+  """These tests apply the backbones directly (not through a learner's ``--precision``) and compare them with float64
+  references and with each other: pinned to float32, so a GPU's TF32 default does not fail them (docs/numerics.md).
+  """
+  with numerics.backbone_precision("float32"):
+    yield
 
 BN_EPS = 1e-5
 

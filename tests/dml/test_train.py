@@ -253,7 +253,7 @@ def test_a_user_loss_states_what_its_batches_need_and_is_refused_a_batch_without
     Loss(pairs.fn, name="typo", needs=("positive",))
 
 
-def test_a_run_whose_batch_does_not_fit_the_host_is_refused_naming_the_batch(monkeypatch):
+def test_a_run_whose_batch_does_not_fit_the_host_is_refused_naming_the_batch(monkeypatch, on_the_cpu):
   """Before, ``--per_class 1000`` ran out of memory after half a minute with a traceback, its directory left behind."""
   from fewshot.training import seed_groups
 

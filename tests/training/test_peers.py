@@ -20,6 +20,7 @@ from fewshot.training import distributed, peers
 from fewshot.training.distributed import Processes
 
 from cli_output import error_lines
+from environment import checkout_env
 
 TINY = ["--dataset=strokes", "--head=dr", "--way=3", "--shot=1", "--query=2", "--test_query=2", "--eval_every=2",
         "--val_episodes=3", "--test_episodes=4"]
@@ -78,7 +79,7 @@ def test_a_hundred_thousand_seeds_parse_in_well_under_a_second():
     parse_seeds("0-99999,99999")
 
 
-def test_a_group_too_large_for_the_host_memory_is_refused_on_the_cpu_naming_one_that_fits(monkeypatch):
+def test_a_group_too_large_for_the_host_memory_is_refused_on_the_cpu_naming_one_that_fits(monkeypatch, on_the_cpu):
   from fewshot.config import Config
   from fewshot.episodic.experiment import Experiment
   from fewshot.training import seed_groups
@@ -101,9 +102,10 @@ def test_a_group_too_large_for_the_host_memory_is_refused_on_the_cpu_naming_one_
 ])
 def test_a_group_too_large_for_the_host_is_refused_on_the_command_line_before_anything_is_written(
     tmp_path, assert_one_line_error, program, flags):
-  # 10,000 runs of these shapes need terabytes: no test machine holds them.
+  # 10,000 runs of these shapes need terabytes: no test machine holds them. JAX_PLATFORMS pins the CPU's check.
   done = _finished(subprocess.Popen(_command(tmp_path / "w", *flags, "--seeds=0-9999", program=program),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), 300)
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=checkout_env(JAX_PLATFORMS="cpu")), 300)
   assert_one_line_error(done, "a group of 10000 runs needs about", "of host memory", "use at most")
   assert not (tmp_path / "w").exists()
 

@@ -1,0 +1,70 @@
+"""The accelerator benchmarks' arithmetic (experiments/flops.py) and the one-command device check
+(experiments/device_check.py): FLOPs from layer shapes against the closed form and XLA's own count, and the page.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from fewshot.backbones import Conv4
+from fewshot.episodic import learning
+from fewshot.episodic.episodes import EpisodeShape
+
+from experiments import device_check, flops
+
+
+def conv4_forward_flops(size: int, channels: int) -> int:
+  """2 × 3×3 window × input × output channels × output pixels, per layer (padding SAME, 2×2 pools floor)."""
+  total, features = 0, channels
+  for _ in range(4):
+    total += 2 * 9 * features * 64 * size * size
+    features, size = 64, size // 2
+  return total
+
+
+@pytest.mark.parametrize("size, channels", [(28, 1), (84, 3)])
+def test_a_forward_pass_counts_its_layers_flops_exactly(size, channels):
+  model = Conv4(im2col=False)
+  variables = model.init(jax.random.key(0), jnp.zeros((1, size, size, channels)), train=False)
+  lowered = jax.jit(lambda x: model.apply(variables, x, train=False)).lower(jnp.zeros((3, size, size, channels)))
+  assert flops.program_flops(lowered) == 3 * conv4_forward_flops(size, channels)
+  assert conv4_forward_flops(84, 3) == pytest.approx(194.3e6, rel=1e-3)  # issue 28's "about 194 MFLOP per image"
+
+
+def test_a_training_step_counts_the_same_with_either_convolution_and_near_xlas_count_on_the_cpu():
+  counts = {}
+  for im2col in (False, True):
+    learner = learning.EpisodicLearner(Conv4(im2col=im2col), EpisodeShape(5, 1, 16), head="dr")
+    lowered = learning.lowered_step(learner, (28, 28, 1), (28, 28, 1))
+    counts[im2col] = flops.program_flops(lowered)
+  assert counts[False] == counts[True]
+  # Forward, the input's and the kernel's gradients (none for the images): 3 forward passes less layer 1's input one.
+  per_image = conv4_forward_flops(28, 1)
+  assert counts[True] == pytest.approx(85 * (3 * per_image - 2 * 9 * 64 * 28 * 28), rel=0.01)
+  xla = lowered.compile().cost_analysis()
+  xla = (xla[0] if isinstance(xla, (list, tuple)) else xla)["flops"]
+  assert counts[True] <= xla <= 1.1 * counts[True]  # XLA also counts the elementwise work (BatchNorm, ReLU, Adam)
+
+
+def test_the_page_says_what_an_accelerator_must_show_and_whether_it_did():
+  runs = [{"size": 84, "conv": conv, "runs": r, "group_episodes_per_s": 300.0 * r, "sequential_episodes_per_s": 150.0,
+           "group_vs_sequential": gain, "group_gflops": 1e4, "group_peak_fraction": 0.2}
+          for conv, r, gain in (("lax", 8, 1.3), ("im2col", 32, 2.4))]
+  found = {"provenance": {"devices": "gpu: 1 device (NVIDIA H100)", "backend": "gpu"}, "numerics": "419 passed in 60s",
+           "main": {"accuracy": 95.8, "ci95": 0.4, "seconds": 25.0}, "episodes": None, "runs": runs}
+  results = {"numerics tests": {"status": 0, "seconds": 60.0}}
+  page = device_check.summary(found, results)
+  assert "| the numerics-sensitive tests pass on this backend | 419 passed in 60s (met) |" in page
+  assert "best 2.40× (32 runs, conv im2col; met)" in page and "95.80% ± 0.40% in 25 s" in page
+  failed = {**found, "numerics": "3 failed, 416 passed in 61s", "runs": runs[:1]}
+  verdicts = dict(device_check.verdicts(failed, "gpu"))
+  assert ["NOT met" in v for v in verdicts.values()] == [True, True]
+  assert "a CPU is not held to it" in dict(device_check.verdicts({**found, "runs": []}, "cpu")).popitem()[1]
+
+
+@pytest.mark.slow  # every step, small: about 3 minutes on 2 CPU cores
+def test_the_device_check_runs_end_to_end_on_the_cpu(tmp_path):
+  assert device_check.main(["--out", str(tmp_path), "--smoke"]) == 0
+  page = (tmp_path / "device_check.md").read_text()
+  assert "Backend: cpu" in page and "(met)" in page and "a CPU is not held to it" in page
+  assert (tmp_path / "device_check.json").exists() and (tmp_path / "bench_runs.json").exists()

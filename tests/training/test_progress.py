@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import io
+import os
 import pathlib
 import re
 import struct
@@ -151,3 +152,25 @@ def test_a_checkout_without_package_metadata_records_its_pyproject_version(monke
   assert recorded["fewshot"] != "unknown" and recorded["installed"] is False
   monkeypatch.setattr(provenance, "CHECKOUT", pathlib.Path("/nonexistent"))
   assert provenance.version() == ("unknown", False)
+
+
+@pytest.mark.slow  # a run trained in a fresh interpreter: ~20 s
+def test_a_checkout_on_pythonpath_alone_trains_and_records_that_it_is_not_installed(tmp_path):
+  """As on a cluster: the checkout on PYTHONPATH, its dependencies installed, fewshot itself not (no metadata)."""
+  site = next(pathlib.Path(p) for p in sys.path if p.endswith("site-packages") and (pathlib.Path(p) / "jax").exists())
+  packages = tmp_path / "site-packages"
+  packages.mkdir()
+  for entry in site.iterdir():  # every installed package but fewshot's metadata and its editable-install hook
+    if "fewshot" not in entry.name and not entry.name.startswith("__editable__"):
+      (packages / entry.name).symlink_to(entry)
+  checkout = tmp_path / "checkout"  # the package alone: an installed checkout also holds fewshot.egg-info
+  checkout.mkdir()
+  (checkout / "fewshot").symlink_to(pathlib.Path(provenance.__file__).resolve().parents[1])
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(packages)])}
+  workdir = tmp_path / "run"
+  done = subprocess.run([sys.executable, "-S", "-m", "fewshot.train", f"--workdir={workdir}", *FLAGS], env=env,
+                        capture_output=True, text=True, cwd=tmp_path)
+  assert done.returncode == 0, done.stderr[-3000:]
+  recorded = RunDir(workdir).read_config()["provenance"]
+  assert recorded["installed"] is False and recorded["fewshot"] == "0.1.0"
+  assert "test accuracy" in done.stdout

@@ -146,7 +146,8 @@ def main(argv=None) -> int:
   parser.add_argument("--sizes", default="28,84")
   parser.add_argument("--heads", default="softmax,dr")
   parser.add_argument("--groups", default="1,2,4,8,16")
-  parser.add_argument("--episodes", type=int, default=None, help="episodes per run per chunk (default 10 at 28, 2 at 84)")
+  parser.add_argument("--episodes", type=int, default=None, help="episodes per run per chunk (default 10 at 28, 2 at "
+                      "84 on a CPU; 50 and 20 elsewhere, where a 2-episode chunk is mostly its launch and diagnostics)")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--torch", action="store_true", help="time eager PyTorch too (pip install torch==2.13.0)")
   parser.add_argument("--precision", default="float32", choices=choices.PRECISIONS, help="the backbone's")
@@ -161,7 +162,8 @@ def main(argv=None) -> int:
   print(f"matmul peak under --precision {args.precision}: {peak:.1f} GFLOP/s", flush=True)
   for size in (int(s) for s in args.sizes.split(",")):
     for head in args.heads.split(","):
-      episodes = args.episodes or (10 if size == 28 else 2)
+      cpu = jax.default_backend() == "cpu"
+      episodes = args.episodes or ((10 if size == 28 else 2) if cpu else (50 if size == 28 else 20))
       rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch, peak,
                     args.precision, {"auto": None, "im2col": True, "lax": False}[args.conv])
   print(table(rows))

@@ -96,11 +96,15 @@ def arms_tables(a: list[Run], b: list[Run]) -> list[tables_mod.Table]:
 
 
 def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
-  """The output of ``python -m fewshot.analyze A... -- B...``: two arms of seed groups."""
+  """The output of ``python -m fewshot.analyze A... -- B...``: two arms of seed groups (in CSV, the test accuracy
+  and the per-seed diagnostics' records first, then the per-checkpoint comparisons, as the tables come).
+  """
   _check_format(fmt)
   arms.check_arms(a, b)
   if fmt == "csv":
-    return render_csv(csv_records(compare_arms(a, b)), CSV_FIELDS)
+    records = arms.csv_records(a, b) + csv_records(compare_arms(a, b))
+    return render_csv([{**dict.fromkeys(arms.CSV_EXTRA_FIELDS, ""), **r} for r in records],
+                      CSV_FIELDS + arms.CSV_EXTRA_FIELDS)
   return _render(arms_tables(a, b), fmt)
 
 
@@ -112,7 +116,7 @@ def report_groups(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str 
     try:
       arms.check_arms(*arms_)
       if fmt == "csv":
-        return render_csv(csv_records(compare_arms(*arms_)), CSV_FIELDS), None
+        return report_arms(*arms_, fmt), None
       return _render([overview] + arms_tables(*arms_), fmt), None
     except ConfigError as e:  # two arms of different shapes: each is shown alone
       warning = f"warning: the two arms are not compared ({e})"
@@ -262,4 +266,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main)
+  cli.run(main, takes_paths=True)

@@ -37,18 +37,24 @@ def fail(message: str, every_process: bool = False) -> None:
   sys.exit(2)
 
 
-def _parse_flags(argv: list[str]) -> list[str]:
+def _parse_flags(argv: list[str], takes_paths: bool = False) -> list[str]:
   if usage.asks_for_help(argv):  # the command's own flags by heading (absl's --help lists only __main__'s)
     print(usage.help_text(usage.command_name(), sys.modules["__main__"].__doc__))
     sys.exit(0)
+  try:
+    usage.check_command_line(argv, takes_paths)
+  except ConfigError as e:
+    fail(str(e))
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
     fail(f"{usage.flagfile_prefix(argv, str(e))}{e}; see --help.")
 
 
-def run(main: Callable[[list[str]], None]) -> None:
-  """``app.run`` whose bad flags and bad inputs print one line and exit with status 2."""
+def run(main: Callable[[list[str]], None], takes_paths: bool = False) -> None:
+  """``app.run`` whose bad flags and bad inputs print one line and exit with status 2; an argument that is not a flag
+  is one of them unless the command ``takes_paths``.
+  """
 
   def guarded(argv):
     try:
@@ -64,7 +70,7 @@ def run(main: Callable[[list[str]], None]) -> None:
       raise
 
   _exit_at_once_on_signals()
-  app.run(guarded, flags_parser=_parse_flags)
+  app.run(guarded, flags_parser=lambda argv: _parse_flags(argv, takes_paths))
 
 
 _exiting = threading.Lock()

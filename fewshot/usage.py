@@ -160,3 +160,52 @@ def flagfile_prefix(argv: list[str], message: str, flag_values=None) -> str:
     except flags.Error:
       continue
   return ""
+
+
+# ---- what absl would pass over in silence ------------------------------------------------------------------------
+_FLAG_LINE = re.compile(r"--?\w+(=.*)?")
+_FILE_FLAGS = ("flagfile", "config")
+
+
+def check_command_line(argv: list[str], takes_paths: bool) -> None:
+  """One-line ``ConfigError`` for what absl would ignore or misread without a word: an empty ``--flagfile=`` or
+  ``--config=``, a flag file that is not UTF-8 or has a line that is not ``--flag=value`` (or a comment), and, for a
+  command that takes no paths, an argument that is not a flag (``head=dr``).
+  """
+  args = list(argv[1:])
+  for k, arg in enumerate(args):
+    name, has_value, value = arg.lstrip("-").partition("=")
+    if arg.startswith("-") and name in _FILE_FLAGS:
+      value = value if has_value else (args[k + 1] if k + 1 < len(args) else "")
+      if not value:
+        raise ConfigError(f"--{name} names no file; pass --{name}=FILE, or leave it out.")
+      if name == "flagfile":
+        _check_flagfile(value, depth=0)
+  if takes_paths:
+    return
+  flag_values = [k + 1 for k, a in enumerate(args) if re.fullmatch(r"--?\w+", a)]  # `--flag value`: value is no path
+  stray = [a for k, a in enumerate(args) if not a.startswith("-") and k not in flag_values]
+  if stray:
+    name, _, value = stray[0].partition("=")
+    fix = f"flags start with two dashes: --{name}={value}" if value and re.fullmatch(r"\w+", name) else \
+        f"python -m {command_name()} takes flags only (see --help)"
+    raise ConfigError(f"unexpected argument {stray[0]!r}; {fix}.")
+
+
+def _check_flagfile(path: str, depth: int) -> None:
+  try:
+    text = pathlib.Path(path).read_bytes().decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise ConfigError(f"--flagfile {path} is not UTF-8 text (byte {e.start}); save it as UTF-8.") from None
+  except OSError as e:
+    raise ConfigError(f"--flagfile {path} cannot be read ({e.strerror or type(e).__name__}).") from None
+  for number, line in enumerate(text.splitlines(), 1):
+    line = line.strip()
+    if not line or line.startswith(("#", "//")):
+      continue
+    if not _FLAG_LINE.fullmatch(line):
+      name, _, value = line.lstrip("-").replace(" ", "=", 1).partition("=")
+      raise ConfigError(f"in {path}, line {number}: {line!r} is not a flag; write one --flag=value a line "
+                        f"(--{name}={value}).")
+    if line.lstrip("-").startswith("flagfile=") and depth < 8:
+      _check_flagfile(line.split("=", 1)[1], depth + 1)

@@ -221,3 +221,22 @@ def test_arms_trained_in_different_precisions_are_compared_with_a_warning(tmp_pa
                    provenance={"backend": "cpu"}) for k in range(2)]
   old = [write_run(tmp_path / "old" / f"s{k}", "softmax", k, 90.0 + k) for k in range(2)]
   assert analyze.analyze_arms_warned(exact, cpu)[1] is None and analyze.analyze_arms_warned(old, cpu)[1] is None
+
+
+def test_the_csv_of_two_arms_carries_their_test_accuracy_and_per_seed_diagnostics(tmp_path):
+  s = [write_run(tmp_path / f"S_seed{k}", "softmax", k, 90.0 + k) for k in range(3)]
+  dr = [write_run(tmp_path / f"DR_seed{k}", "dr", k, 92.5 + 2 * k) for k in range(3)]
+  records = {r["measure"]: r for r in _csv(analyze.analyze_arms(s, dr, fmt="csv"))}
+  accuracy = records["test_accuracy"]
+  assert accuracy["values_a"] == "0: 90.0; 1: 91.0; 2: 92.0" and accuracy["values_b"] == "0: 92.5; 1: 94.5; 2: 96.5"
+  t = scipy.stats.t.ppf(0.975, 2)
+  assert float(accuracy["mean_a"]) == pytest.approx(91.0) and float(accuracy["ci95_a"]) == pytest.approx(t / 3 ** 0.5)
+  welch = scipy.stats.ttest_ind([92.5, 94.5, 96.5], [90.0, 91.0, 92.0], equal_var=False)
+  assert float(accuracy["difference"]) == pytest.approx(3.5)
+  assert float(accuracy["difference_ci95"]) == pytest.approx(welch.confidence_interval().high - 3.5)
+  assert float(accuracy["mannwhitney_p"]) == pytest.approx(
+      scipy.stats.mannwhitneyu([90.0, 91.0, 92.0], [92.5, 94.5, 96.5], method="exact").pvalue)
+  geometric = lambda path: np.exp(np.mean(np.log([row["norm_ratio"] for row in RunDir(path).read_metrics()])))
+  per_seed = [float(v.split(": ")[1]) for v in records["norm_ratio_seed_means"]["values_a"].split("; ")]
+  np.testing.assert_allclose(per_seed, [geometric(p) for p in s], rtol=1e-12)
+  assert {"norm_ratio", "con_alpha"} <= set(records)  # the per-checkpoint comparisons follow, as before

@@ -122,6 +122,36 @@ def test_h_and_helpshort_are_help_and_helpfull_stays_absls():
   assert "logtostderr" in full and "--dataset" in full
 
 
+def test_what_absl_would_pass_over_in_silence_is_one_line_naming_the_fix(tmp_path, assert_one_line_error):
+  """Before, each of these trained a run with the option ignored (ProtoNet_S for ``head=dr``), or gave a traceback."""
+  files = {"dashless": "# the head\nhead=dr\n", "spaced": "--episodes 40\n"}
+  for name, text in files.items():
+    (tmp_path / name).write_text(text)
+  (tmp_path / "latin1").write_bytes(b"--way=3 # \xe9\n")
+  cases = {
+      "positional": (["head=dr"], "unexpected argument 'head=dr'; flags start with two dashes: --head=dr."),
+      "word": (["--way=3", "again"], "unexpected argument 'again'; python -m fewshot.train takes flags only"),
+      "dashless": ([f"--flagfile={tmp_path / 'dashless'}"],
+                   f"in {tmp_path / 'dashless'}, line 2: 'head=dr' is not a flag; write one --flag=value a line "
+                   "(--head=dr)."),
+      "spaced": (["--flagfile", str(tmp_path / "spaced")], "line 1: '--episodes 40' is not a flag"),
+      "latin1": ([f"--flagfile={tmp_path / 'latin1'}"], f"--flagfile {tmp_path / 'latin1'} is not UTF-8 text"),
+      "empty flagfile": (["--flagfile="], "--flagfile names no file; pass --flagfile=FILE, or leave it out."),
+      "empty config": (["--config="], "--config names no file"),
+  }
+  commands = {name: ("fewshot.dml.train" if name == "word" else "fewshot.train") for name in cases}
+  cases["word"] = (cases["word"][0], cases["word"][1].replace("fewshot.train", "fewshot.dml.train"))
+  running = {name: subprocess.Popen([sys.executable, "-m", commands[name], *flags,
+                                     f"--workdir={tmp_path / 'runs' / name}"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=checkout_env())
+             for name, (flags, _) in cases.items()}
+  for name, process in running.items():
+    stdout, stderr = process.communicate(timeout=120)
+    assert_one_line_error(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr),
+                          cases[name][1])
+  assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("line, fragment", [("--wayy=2", "Unknown command line flag 'wayy'"),
                                             ("--way=five", "flag --way=five"),
                                             ("--way=0", "--way must be a positive integer")])

@@ -105,3 +105,45 @@ def seed_pairs(a: list[Run], b: list[Run]) -> list[tuple[Run, Run]]:
   """A's and B's runs of the same seed, in seed order."""
   by_seed = {r.config.seed: r for r in b}
   return [(r, by_seed[r.config.seed]) for r in sorted(a, key=lambda r: r.config.seed) if r.config.seed in by_seed]
+
+
+# Beside the per-checkpoint comparisons' columns (fewshot.analysis.pairs.CSV_FIELDS), what the arms' CSV adds so that
+# it carries what their tables show: test accuracy across seeds, and each diagnostic's per-seed geometric means.
+CSV_EXTRA_FIELDS = ("values_a", "values_b", "mean_a", "ci95_a", "mean_b", "ci95_b", "median_a", "median_b",
+                    "difference", "difference_ci95")
+
+
+def _seed_values(arm: list[Run], values: np.ndarray) -> str:
+  return "; ".join(f"{r.config.seed}: {'' if np.isnan(v) else repr(float(v))}" for r, v in zip(arm, values))
+
+
+def _finite_or_empty(x) -> float | str:
+  return "" if x is None or not np.isfinite(x) else float(x)
+
+
+def csv_records(a: list[Run], b: list[Run]) -> list[dict]:
+  """The arms' test accuracy (``measure`` ``test_accuracy``) and each diagnostic's per-seed geometric means
+  (``<measure>_seed_means``), one record each, numbers at full precision, the per-seed values as ``seed: value; ...``.
+  """
+  acc_a, acc_b = _accuracies(a), _accuracies(b)
+  fa, fb = acc_a[np.isfinite(acc_a)], acc_b[np.isfinite(acc_b)]
+  p, note = stats.mann_whitney(fa, fb, method="auto")
+  (mean_a, ci_a), (mean_b, ci_b) = (stats.t_interval(f) if f.size else (None, None) for f in (fa, fb))
+  difference, half = stats.welch_difference(fa, fb) if fa.size and fb.size else (None, None)
+  common = dict(run_a=arm_label(a), run_b=arm_label(b), dir_a="; ".join(r.path for r in a),
+                dir_b="; ".join(r.path for r in b))
+  records = [dict(common, measure="test_accuracy", n_a=fa.size, n_b=fb.size, values_a=_seed_values(a, acc_a),
+                  values_b=_seed_values(b, acc_b), mean_a=_finite_or_empty(mean_a), ci95_a=_finite_or_empty(ci_a),
+                  mean_b=_finite_or_empty(mean_b), ci95_b=_finite_or_empty(ci_b),
+                  difference=_finite_or_empty(difference), difference_ci95=_finite_or_empty(half),
+                  mannwhitney_p=_finite_or_empty(p), note=note or _distribution(fa, fb))]
+  for measure in MEASURES:
+    ma, mb = seed_means(a, measure), seed_means(b, measure)
+    fa, fb = ma[np.isfinite(ma)], mb[np.isfinite(mb)]
+    p, note = stats.mann_whitney(fa, fb, method="auto")
+    records.append(dict(common, measure=f"{measure}_seed_means", n_a=fa.size, n_b=fb.size,
+                        values_a=_seed_values(a, ma), values_b=_seed_values(b, mb),
+                        median_a=float(np.median(fa)) if fa.size else "",
+                        median_b=float(np.median(fb)) if fb.size else "", mannwhitney_p=_finite_or_empty(p),
+                        note=note or _distribution(fa, fb)))
+  return records

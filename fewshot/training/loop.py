@@ -65,7 +65,8 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
   chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.written``);
   the loop adds the chunk's wall time as ``seconds``. ``postfix(row, best)`` of the first run is
-  what the progress bar (or, off a terminal, the checkpoint's line) shows; the ``start`` lines are printed
+  what the progress bar (or, off a terminal, the checkpoint's line) shows, after that run's seed in a seed group
+  (``seed 0, loss ...``); the ``start`` lines are printed
   once the runs have resumed.
   """
   # A group stopped between its runs' saves resumes from the step every run holds (each process reads all).
@@ -94,7 +95,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
       _stop_if_diverged(runs, schedule, new_rows, done, steps)
       _save_checkpoints(runs, schedule, state, new_rows, bests, done)
       _set_position(runs, schedule, done)
-      bar.update(steps, postfix(rows[0][-1], bests[0]) if rows else {})
+      bar.update(steps, _first_runs_fields(runs, postfix(rows[0][-1], bests[0])) if rows else {})
   except KeyboardInterrupt:
     raise Interrupted(interrupted_message()) from None
   finally:
@@ -105,6 +106,13 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   # watcher still writes the line saying where training stopped.
   _position.clear()
   return state, bests
+
+
+def _first_runs_fields(runs: Runs, fields: dict) -> dict:
+  """What the progress shows: the first written run's fields, named by its seed where a group trains several."""
+  if len(runs.dirs) == 1:
+    return fields
+  return {"seed": runs.configs[runs.written[0]].seed, **fields}
 
 
 def _record_rows(runs: Runs, rows: list[list[dict]], new_rows: list[dict], events: list[EventWriter]) -> None:

@@ -4,7 +4,9 @@ Under ``nohup``, SLURM or any redirect, stderr is no terminal: a bar would write
 escapes into the log, and nothing at all was written until the run ended. There, each checkpoint prints one line,
 flushed at once::
 
-    ProtoNet_DR x5 seeds: episode 300/2000, loss 0.412, val 88.10%, best 88.10%, elapsed 0:01:12, ETA 0:06:48
+    ProtoNet_DR x5 seeds: episode 300/2000, seed 0, loss 0.412, val 88.10%, best 88.10%, elapsed 0:01:12, ETA 0:06:48
+
+A seed group's line shows its first run's numbers, named by that run's seed.
 """
 
 from __future__ import annotations

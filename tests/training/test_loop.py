@@ -106,3 +106,14 @@ def test_resume_takes_the_data_from_a_new_place(tmp_path):
   results = train(Config(**TINY, tfds_dir=str(tmp_path / "link")), tmp_path / "run", resume=True, progress=False)
   assert results["test_accuracy"] == before["test_accuracy"]  # tested again, on the data read from the link
   assert RunDir(tmp_path / "run").read_config()["tfds_dir"] == str(tmp_path / "link")
+
+
+def test_a_groups_progress_names_the_seed_whose_numbers_it_shows(tmp_path):
+  from fewshot.config import Config
+  from fewshot.training import loop
+  from fewshot.training.runs import Runs
+
+  group = Runs.open(Config(), (3, 4), [str(tmp_path / "a"), str(tmp_path / "b")], resume=False)
+  assert loop._first_runs_fields(group, {"loss": "0.412"}) == {"seed": 3, "loss": "0.412"}
+  alone = Runs.open(Config(), None, [str(tmp_path / "c")], resume=False)
+  assert loop._first_runs_fields(alone, {"loss": "0.412"}) == {"loss": "0.412"}

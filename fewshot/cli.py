@@ -170,7 +170,8 @@ def define_run_flags(default_workdir: str) -> None:
   with options.flag_group(options.RUNS):
     flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
                         "holds the group's run directories, default runs)")
-    flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint; --data_dir and "
+    flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint, with the options "
+                      "its config.json records (a flag given that differs from them is refused); --data_dir and "
                       "--tfds_dir may name new places, which the resumed run then reads (and records)")
     flags.DEFINE_string("seeds", None, "train a seed group: the seeds as a range 0-7 or a list 0,3,5 (instead of "
                         "--seed)")
@@ -212,6 +213,16 @@ def group_line(seeds: tuple[int, ...], held: int, measures: dict[str, list[float
   return f"seed group of {whose}: {shown} (mean ± 95% t-interval)"
 
 
+def resumed_record(values) -> str | None:
+  """``--resume --workdir RUN`` of one run: the ``config.json`` RUN records, whose options stand in for the flags not
+  given (as ``--config`` would); None otherwise (a group's ``--workdir`` is the folder of its runs).
+  """
+  if not values.resume or values.workdir is None or values.seeds is not None:
+    return None
+  record = os.path.join(values.workdir, "config.json")
+  return record if os.path.isfile(record) else None
+
+
 def launch_options(config, values) -> list[tuple[str, object]]:
   """What every process of a launch must be given alike: the configuration (less where its data lives, which may
   differ between hosts), the seeds, the run directories' folder and ``--resume``.
@@ -229,7 +240,8 @@ def train_from_flags(config_type, train, train_group, format_results, format_gro
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   values = flags.FLAGS
   # A replayed config.json's seed is no flag given, so --seeds replaces it without the --seed conflict.
-  recorded = usage.recorded_options(config_type, values.config, usage.command_name()) if values.config else None
+  replayed = values.config or resumed_record(values)
+  recorded = usage.recorded_options(config_type, replayed, usage.command_name()) if replayed else None
   config = options.from_flags(config_type, recorded=recorded)
   group = seed_group_from_flags(config)
   processes = Processes(values.coordinator_address, values.num_processes, values.process_id)

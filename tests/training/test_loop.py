@@ -90,7 +90,9 @@ def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume
   saved = RunDir(workdir).checkpoint_step("last")
   assert saved < 600 and f"stopped at episode {saved} of 600" in lines[0]
   assert not (workdir / "results.json").exists()
-  resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True)
+  # The run directory alone: its config.json stands in for the flags (before, each had to be repeated).
+  resumed = subprocess.run([sys.executable, "-m", "fewshot.train", f"--workdir={workdir}", "--resume"],
+                           capture_output=True, text=True)
   assert resumed.returncode == 0, resumed.stderr[-2000:]
   assert [r["episode"] for r in RunDir(workdir).read_metrics()] == list(range(50, 601, 50))
   assert RunDir(workdir).read_results() is not None

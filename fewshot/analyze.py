@@ -35,7 +35,6 @@ output whole (atomically) instead of to standard output.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import sys
@@ -49,9 +48,9 @@ from fewshot.analysis.measures import MEASURES
 from fewshot.analysis.pairs import CSV_FIELDS, PAIRINGS, compare, compare_arms, csv_records, measure_table, runs_table
 from fewshot.analysis.tables import format_p, format_proportion, render_csv  # noqa: F401  (as analyze has offered)
 from fewshot.config import Config
-from fewshot.errors import ConfigError, OutputError, RunDirError
+from fewshot.errors import ConfigError, OutputError
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
-from fewshot.records.reading import Run, numerics_warning, protocol_warning, read_runs, runs_below
+from fewshot.records.reading import Run, expand, numerics_warning, protocol_warning, read_runs
 
 FORMATS = ("table", "markdown", "csv", "latex")
 
@@ -135,41 +134,6 @@ def report_listing(runs: list[Run], fmt: str = "table") -> str:
   if fmt == "csv":
     return render_csv(listing.csv_records(runs), listing.csv_fields(runs))
   return _render([listing.listing_table(runs)], fmt)
-
-
-# ----------------------------------------------------------------------------- paths to runs
-def _left_out(path: str) -> str | None:
-  """Why a run directory found below a folder is left out (None: it is read)."""
-  try:
-    config = json.loads((pathlib.Path(path) / "config.json").read_text())
-  except (OSError, ValueError):
-    return None  # read_run says what is wrong with it
-  if isinstance(config, dict) and "head" not in config and "loss" in config:
-    return "a metric-learning run"
-  metrics = pathlib.Path(path) / "metrics.jsonl"
-  return None if metrics.exists() and metrics.stat().st_size else "no metrics row yet"
-
-
-def expand(paths: list[str]) -> tuple[list[str], bool, str | None]:
-  """The run directories the paths name (a folder: every run below it), whether a folder was named, and a warning
-  line naming the runs left out (or None).
-  """
-  found, folder, left_out = [], False, []
-  for path in paths:
-    p = pathlib.Path(path)
-    if not p.is_dir() or (p / "config.json").exists() or not any(p.iterdir()):
-      found.append(str(path))  # read_run refuses what is not a run, in one line
-      continue
-    folder = True
-    below = runs_below(p)
-    reasons = {run: _left_out(run) for run in below}
-    found += [run for run, why in reasons.items() if why is None]
-    left_out += [f"{run} ({why})" for run, why in reasons.items() if why is not None]
-    if not below or all(reasons.values()):
-      held = "holds no run directory (none below it has a config.json)" if not below else "holds no run to analyze"
-      raise RunDirError(f"{path} {held}; pass run directories of python -m fewshot.train, or a folder of them.")
-  shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
-  return found, folder, f"warning: left out {len(left_out)} runs: {shown}." if left_out else None
 
 
 def _joined(*warnings: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """Figures of runs and of the two heads, as PNG, PDF or SVG files (the DR paper's Figures 1-5).
 
     python -m fewshot.plot runs/A runs/B [...] [--out figs/] [--format png|pdf|svg]
+    python -m fewshot.plot runs/paperq          # a folder: every run below it, as analyze reads it
     python -m fewshot.plot --landscape_only [--out figs/]
 
 Writes into ``--out`` (``.pdf`` or ``.svg`` in place of ``.png`` with ``--format``; their text stays text):
@@ -39,7 +40,7 @@ from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.records.files import check_writable, make_dirs
-from fewshot.records.reading import protocol_warning, read_runs
+from fewshot.records.reading import expand, protocol_warning, read_runs
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
@@ -252,14 +253,16 @@ def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: 
 
 
 def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "png") -> tuple[list[str], str | None]:
-  """Write the figures as ``fmt`` files (png, pdf or svg); return their paths and the runs' protocol warning (or
-  None).
+  """Write the figures as ``fmt`` files (png, pdf or svg) of the runs the paths name (run directories, or folders of
+  them at any depth, by ``analyze``'s rule: :func:`fewshot.records.reading.expand`); return the figures' paths and
+  the warnings (runs left out, runs of other protocols), or None.
   """
   if fmt not in FORMATS:
     raise ConfigError(f"--format {fmt} is not one of {', '.join(FORMATS)}; choose one of them.")
   if not paths and not landscape_only:
     raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
-  runs = [] if landscape_only else read_runs(paths, Config.from_dict)
+  found, _, left_out = ([], False, None) if landscape_only else expand(paths)
+  runs = read_runs(found, Config.from_dict)
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
     raise OutputError(f"--out {out} is a file; pass a folder for the figures.")
@@ -269,7 +272,8 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
   if runs:
     written = [draw(runs, out_dir, fmt) for draw in (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)]
   written.append(plot_confidence_landscape(out_dir, fmt=fmt))
-  return written, protocol_warning(runs) if len(runs) > 1 else None
+  warnings = [w for w in (left_out, protocol_warning(runs) if len(runs) > 1 else None) if w]
+  return written, "\n".join(warnings) or None
 
 
 def main(argv):

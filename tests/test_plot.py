@@ -121,3 +121,20 @@ def test_figures_label_their_axes_show_the_properly_learned_side_and_the_val_int
   vertices = bands[0].get_paths()[0].vertices
   assert np.isclose(vertices[:, 1].max() - vertices[:, 1].min(), np.ptp(runs[0].values("val_accuracy")) + 2.0,
                     atol=0.01)
+
+
+def test_a_folder_of_two_arms_is_drawn_as_analyze_reads_it(tmp_path, monkeypatch):
+  """Before, ``plot runs/paperq`` was refused although ``analyze runs/paperq`` read it."""
+  folder = tmp_path / "paperq"
+  for k in range(2):
+    write_curves_run(folder / "softmax" / f"S_seed{k}", "softmax", seed=k)
+    write_curves_run(folder / "dr" / f"DR_seed{k}", "dr", seed=10 + k)
+  (folder / "started").mkdir()
+  (folder / "started" / "config.json").write_text('{"dataset": "omniglot", "head": "dr", "seed": 9}')
+  drawn = []
+  original = plot.plot_val_accuracy
+  monkeypatch.setattr(plot, "plot_val_accuracy", lambda runs, *a, **k: drawn.append(runs) or original(runs, *a, **k))
+  written, warning = plot.plot([str(folder)], str(tmp_path / "figs"))
+  assert [len(members) for _, members in plot._groups(drawn[0])] == [2, 2]  # two arms of two seeds each
+  assert warning == f"warning: left out 1 runs: {folder / 'started'} (no metrics row yet)."
+  _assert_png(tmp_path / "figs" / "val_accuracy.png")

@@ -133,7 +133,8 @@ def report_listing(runs: list[Run], fmt: str = "table") -> str:
   _check_format(fmt)
   if fmt == "csv":
     return render_csv(listing.csv_records(runs), listing.csv_fields(runs))
-  return _render([listing.listing_table(runs)], fmt)
+  measured = listing.measurements_table(runs)
+  return _render([listing.listing_table(runs)] + ([measured] if measured else []), fmt)
 
 
 def _joined(*warnings: str | None) -> str | None:

@@ -11,10 +11,11 @@ al.'s one-shot runs instead of the test split (:mod:`fewshot.episodic.lake`) and
 ``lake_runs.json`` into the run directory.
 
 What it measured is written into the run directory (``--norecord``: printed only), whole (atomically), as
-``test_<checkpoint>@<its episode>_<N>ep[_cached | _both[_cached<M>ep]][_query<Q>][_shifts<S>][_seed<K>].json``:
-the checkpoint and the episode it was saved at, the episodes tested (the cached path's with ``--test_by cached``),
-then only the options that differ from the run's own: ``_both_cached<M>ep`` where the cached path tests another
-count, ``--test_query``, ``--test_shifts``, ``--seed``. Every option that changes the measurement is in the name,
+``test_<checkpoint>@<its episode>_<N>ep[_cached | _both[_cached<M>ep]][_way<W>][_shot<S>][_query<Q>][_shifts<S>]
+[_seed<K>].json``: the checkpoint and the episode it was saved at, the episodes tested (the cached path's with
+``--test_by cached``), then only the options that differ from the run's own: ``_both_cached<M>ep`` where the cached
+path tests another count, ``--test_way``, ``--shot``, ``--test_query``, ``--test_shifts``, ``--seed``. An episode of
+another shape than the run's (``--shot 5`` on a 1-shot run, ``--test_way 20``) tests the same checkpoint. Every option that changes the measurement is in the name,
 so a file is only ever replaced by the same measurement again; the file holds the results and every option used
 (``options``, where the data was read from included). A line on stderr says what is tested before it starts
 (``testing runs/X best checkpoint (episode 2000) on 10000 episodes``) and how long it took after.
@@ -38,7 +39,11 @@ from fewshot.records.rundir import existing_checkpoint, existing_run
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
 # What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there.
-EPISODE_FLAGS = ("test_episodes", "test_query", "seed", "data_dir", "tfds_dir", "test_by", "cached_episodes")
+EPISODE_FLAGS = ("test_episodes", "test_way", "shot", "test_query", "seed", "data_dir", "tfds_dir", "test_by",
+                 "cached_episodes")
+# The test episode's options a measurement may change, and their short names in its file's name.
+NAMED_OPTIONS = (("test_way", "way"), ("shot", "shot"), ("test_query", "query"), ("test_shifts", "shifts"),
+                 ("seed", "seed"))
 
 
 def define_flags() -> None:
@@ -52,6 +57,8 @@ def define_flags() -> None:
                       "cached: the same episodes over the test split embedded once (seconds for 10,000); both: report "
                       "both")
     flags.DEFINE_integer("test_episodes", None, "test episodes (default: the run's)")
+    flags.DEFINE_integer("test_way", None, "classes per test episode (default: the run's)")
+    flags.DEFINE_integer("shot", None, "support images per class (default: the run's)")
     flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
     flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
     flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
@@ -141,23 +148,25 @@ def record_name(run: Config, used: Config, checkpoint: str, step: int, test_by: 
   parts = [f"test_{checkpoint}@{step}", f"{cached if test_by == 'cached' else used.test_episodes}ep"]
   if test_by != "episode":
     parts.append(test_by + (f"_cached{cached}ep" if test_by == "both" and cached != used.test_episodes else ""))
-  for field, short in (("test_query", "query"), ("test_shifts", "shifts"), ("seed", "seed")):
+  for field, short in NAMED_OPTIONS:
     if getattr(used, field) != getattr(run, field):
       parts.append(f"{short}{getattr(used, field)}")
   return "_".join(parts) + ".json"
 
 
 def record_path(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
-                **overrides) -> tuple[pathlib.Path, dict]:
-  """Where :func:`evaluate`'s measurement of these options is written, and the options it records; refused in one
-  line, before anything is tested, where the run directory cannot be written.
+                check: bool = True, **overrides) -> tuple[pathlib.Path, dict]:
+  """Where :func:`evaluate`'s measurement of these options is written, and the options it records; with ``check``,
+  refused in one line, before anything is tested, where the run directory cannot be written.
   """
   rundir, run, used, cached = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
-  check_writable(rundir.path, "--workdir")
+  if check:
+    check_writable(rundir.path, "--workdir")
   step = rundir.checkpoint_step(checkpoint)
   options = {"checkpoint": checkpoint, "checkpoint_episode": step, "test_by": test_by,
              "test_episodes": used.test_episodes, "cached_episodes": None if test_by == "episode" else cached,
-             "test_query": used.test_query, "seed": used.seed, "test_shifts": used.test_shifts,
+             "test_way": used.test_way, "shot": used.shot, "test_query": used.test_query, "seed": used.seed,
+             "test_shifts": used.test_shifts,
              "data_dir": used.data_dir, "tfds_dir": used.tfds_dir}
   return rundir.path / record_name(run, used, checkpoint, step, test_by, cached), options
 
@@ -223,15 +232,18 @@ def main_lake():
 
 
 def main_test():
-  overrides = dict(test_episodes=FLAGS.test_episodes, test_query=FLAGS.test_query, seed=FLAGS.seed,
+  overrides = dict(test_episodes=FLAGS.test_episodes, test_way=FLAGS.test_way, shot=FLAGS.shot,
+                   test_query=FLAGS.test_query, seed=FLAGS.seed,
                    data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir, test_shifts=FLAGS.test_shifts)
-  target = None
-  if FLAGS.record:  # where it will be written, checked before the test starts
-    target, options = record_path(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes, **overrides)
+  # Where it will be written (checked before the test starts, with --record) and the options it records.
+  target, options_used = record_path(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes,
+                                     check=FLAGS.record, **overrides)
+  target = target if FLAGS.record else None
   results = evaluate(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes, **overrides)
   if target is not None:
-    write_json_atomic(target, finite_json({**results, "options": options}))
-  where = f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']})"
+    write_json_atomic(target, finite_json({**results, "options": options_used}))
+  shape = f"{options_used['test_way']}-way {options_used['shot']}-shot {options_used['test_query']}-query"
+  where = f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}, {shape})"
   lines = [("", results["test_by"] == "cached")] + [("cached_", True)] * (results["test_by"] == "both")
   for prefix, cached in lines:
     print(f"{where}: test accuracy {results[prefix + 'test_accuracy']:.2f}% ± {results[prefix + 'test_ci95']:.2f}% "

@@ -128,8 +128,14 @@ def test_a_listing_shows_only_the_options_that_vary_and_each_runs_results(tmp_pa
   assert lines[3].split() == [a, "softmax", "0.001", "0", "91.23", "±", "0.50", "1000", "1200"]
   assert lines[5].split() == [c, "dr", "0.001", "2", "—", "—", "300"]
   records = _csv(analyze.analyze_paths([str(tmp_path)], "csv", list_runs=True)[0])
-  assert list(records[0]) == ["directory", "head", "learning_rate", "seed", "test_accuracy", "test_ci95",
-                              "best_episode", "episodes_trained"]
+  assert list(records[0]) == ["directory", "measurement", "head", "learning_rate", "seed", "test_accuracy",
+                              "test_ci95", "best_episode", "episodes_trained", "test_episodes", "test_way", "shot",
+                              "test_query", "test_seed"]
+  assert {r["measurement"] for r in records} == {"results.json"}  # no python -m fewshot.evaluate measurement yet
+  listing = analyze.analyze_paths([a, b, c], list_runs=True)[0]
+  assert "p < 0.05" not in listing and "None" not in listing  # nothing is marked, so no key to the mark
+  latex = analyze.analyze_paths([a, b, c], "latex", list_runs=True)[0]
+  assert r"\begin{tabular}{llrrrrr}" in latex and r"\toprule" in latex and "significant" not in latex
   assert records[1]["test_accuracy"] == "92.5" and records[2]["test_accuracy"] == "" and records[2]["seed"] == "2"
   for fmt in ("markdown", "latex"):
     assert "91.23" in analyze.analyze_paths([a, b, c], fmt, list_runs=True)[0]
@@ -169,7 +175,8 @@ def _unescaped(line: str) -> list[str]:
   text = re.sub(r"\$[^$]*\$", "", line.replace(r"\$", ""))
   text = re.sub(r"\\(textbackslash|textasciitilde|textasciicircum|textbar|textbf|ldots)\{\}?", "", text)
   text = re.sub(r"\\[&%#_{}]", "", text)
-  text = re.sub(r"\\(begin|end|caption|textbf)\{", "{", text).replace(r"\\", "").replace(r"\hline", "")
+  text = re.sub(r"\\(begin|end|caption|textbf)\{", "{", text).replace(r"\\", "")
+  text = re.sub(r"\\(toprule|midrule|bottomrule)", "", text)
   text = text.replace(r"\centering", "")
   return re.findall(r"[%#_^~$\\]", text)
 
@@ -181,8 +188,9 @@ def test_latex_output_is_ascii_and_escapes_what_pdflatex_reads_as_commands(tmp_p
              analyze.analyze_paths(a, "latex")[0], analyze.analyze_paths([*a, *b], "latex", list_runs=True)[0]]
   for latex in reports:
     assert all(ord(ch) < 128 for ch in latex), [ch for ch in latex if ord(ch) >= 128]
-    for line in latex.splitlines()[1:]:  # the first is a LaTeX comment
-      assert not _unescaped(line), line
+    assert latex.startswith("% needs \\usepackage{booktabs}\n")
+    for line in latex.splitlines():
+      assert line.startswith("%") or not _unescaped(line), line
     for block in latex.split(r"\begin{tabular}{")[1:]:  # every row has the columns' count of unescaped &
       spec, body = block.split("}", 1)
       rows = [line for line in body.split(r"\end{tabular}")[0].splitlines() if line.endswith(r"\\")]
@@ -240,3 +248,19 @@ def test_the_csv_of_two_arms_carries_their_test_accuracy_and_per_seed_diagnostic
   per_seed = [float(v.split(": ")[1]) for v in records["norm_ratio_seed_means"]["values_a"].split("; ")]
   np.testing.assert_allclose(per_seed, [geometric(p) for p in s], rtol=1e-12)
   assert {"norm_ratio", "con_alpha"} <= set(records)  # the per-checkpoint comparisons follow, as before
+
+
+def test_a_listing_shows_what_evaluate_measured_beside_each_runs_results(tmp_path):
+  run = write_run(tmp_path / "x_seed0", "dr", 0, 90.0)
+  options = {"checkpoint": "best", "test_way": 5, "shot": 5, "test_query": 15, "seed": 0}
+  (tmp_path / "x_seed0" / "test_best@1000_600ep_shot5.json").write_text(
+      '{"model": "ProtoNet_DR", "test_accuracy": 97.5, "test_ci95": 0.2, "test_episodes": 600, "options": %s}'
+      % str(options).replace("'", '"'))
+  text = analyze.analyze_paths([run], list_runs=True)[0]
+  assert "Measurements python -m fewshot.evaluate recorded in the runs" in text
+  row = [line for line in text.splitlines() if "test_best@1000_600ep_shot5.json" in line][0]
+  assert row.split()[2:] == ["best", "checkpoint,", "5-way", "5-shot", "15-query,", "seed", "0", "600", "97.50", "±",
+                             "0.20"]
+  records = _csv(analyze.analyze_paths([run], "csv", list_runs=True)[0])
+  assert [(r["measurement"], r["test_accuracy"], r["shot"]) for r in records] == [
+      ("results.json", "90.0", ""), ("test_best@1000_600ep_shot5.json", "97.5", "5")]

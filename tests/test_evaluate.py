@@ -28,17 +28,18 @@ def test_a_record_name_holds_every_option_that_changes_the_measurement():
   assert name("both", 10000) == "test_best@2000_600ep_both_cached10000ep.json"
   assert name(checkpoint="last", step=2500, test_query=5, test_shifts=2, seed=7) == \
       "test_last@2500_600ep_query5_shifts2_seed7.json"
+  assert name(test_way=20, shot=5) == "test_best@2000_600ep_way20_shot5.json"
   # An option at the run's own value is the run's measurement: the same name as leaving it out.
-  assert name(seed=0, test_query=15, test_shifts=0) == name()
+  assert name(seed=0, test_query=15, test_shifts=0, shot=1, test_way=5) == name()
   # Every different measurement has its own name: never one file for two of them.
   grid = list(itertools.product(("best", "last"), (2000, 2500), ("episode", "cached", "both"), (600, 900), (600, 10000),
-                                (15, 5), (0, 1), (0, 3)))
+                                (15, 5), (0, 1), (0, 3), (5, 20), (1, 5)))
   names = {}
-  for checkpoint, step, test_by, episodes, cached, query, shifts, seed in grid:
+  for checkpoint, step, test_by, episodes, cached, query, shifts, seed, way, shot in grid:
     measured = (checkpoint, step, test_by, cached if test_by == "cached" else episodes,
-                cached if test_by == "both" else None, query, shifts, seed)
+                cached if test_by == "both" else None, query, shifts, seed, way, shot)
     key = name(test_by, cached, checkpoint, step, test_episodes=episodes, test_query=query, test_shifts=shifts,
-               seed=seed)
+               seed=seed, test_way=way, shot=shot)
     assert names.setdefault(key, measured) == measured, key
 
 
@@ -79,11 +80,13 @@ def test_the_command_writes_its_measurement_with_the_options_it_used(tmp_path):
   assert done.returncode == 0, done.stderr
   record = rundir.path / "test_best@2000_600ep.json"
   assert done.stdout.splitlines() == [
-      "ProtoNet_DR (best checkpoint, episode 2000): test accuracy 91.50% ± 0.25% (600 episodes)", f"wrote {record}"]
+      "ProtoNet_DR (best checkpoint, episode 2000, 5-way 1-shot 15-query): test accuracy 91.50% ± 0.25% (600 "
+      "episodes)", f"wrote {record}"]
   written = json.loads(record.read_text())
   assert written["test_accuracy"] == 91.5 and written["checkpoint_episode"] == 2000
   assert written["options"] == {"checkpoint": "best", "checkpoint_episode": 2000, "test_by": "episode",
-                                "test_episodes": 600, "cached_episodes": None, "test_query": 15, "seed": 0,
+                                "test_episodes": 600, "cached_episodes": None, "test_way": 5, "shot": 1,
+                                "test_query": 15, "seed": 0,
                                 "test_shifts": 0, "data_dir": None, "tfds_dir": None}
   # Another measurement goes to another file; the first is left as it was.
   before = record.read_bytes()
@@ -127,3 +130,10 @@ def test_a_real_test_says_what_it_tests_and_records_the_accuracy_it_printed(trai
   assert printed in done.stdout
   record = json.loads((workdir / "test_best@2_4ep.json").read_text())
   assert record["test_accuracy"] == results["test_accuracy"] and record["options"]["test_query"] == 2
+  # Another episode shape than the run's: the same checkpoint tested 2-shot, recorded under its own name.
+  done = subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}", "--shot=2",
+                         "--test_episodes=3"], capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "(best checkpoint, episode 2, 2-way 2-shot 2-query): test accuracy" in done.stdout
+  record = json.loads((workdir / "test_best@2_3ep_shot2.json").read_text())
+  assert record["options"]["shot"] == 2 and record["test_episodes"] == 3

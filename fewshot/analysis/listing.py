@@ -3,7 +3,9 @@
 ``python -m fewshot.analyze --list runs/`` (or run directories named one by one): the options shown are only those
 whose values vary among the listed runs (the seed among them; where the data lives never), then the run's test
 accuracy ± its 95% interval over test episodes, its best checkpoint's episode and the episodes it has trained (its
-last metrics row): a run still training, or stopped, has no test accuracy yet.
+last metrics row): a run still training, or stopped, has no test accuracy yet. The measurements ``python -m
+fewshot.evaluate`` recorded in the runs (``test_*.json``: another checkpoint, episode shape, count or seed) follow
+in a table of their own (in CSV, a record each after its run's, named in ``measurement``).
 """
 
 from __future__ import annotations
@@ -44,15 +46,44 @@ def listing_table(runs: list[Run]) -> Table:
   return Table(f"{len(runs)} runs: the options in which they differ, and their results{shared}", headers, tuple(rows))
 
 
+def _shape(options: dict) -> str:
+  return (f"{options.get('checkpoint', '?')} checkpoint, {options.get('test_way', '?')}-way "
+          f"{options.get('shot', '?')}-shot {options.get('test_query', '?')}-query, seed {options.get('seed', '?')}")
+
+
+def measurements_table(runs: list[Run]) -> Table | None:
+  """``python -m fewshot.evaluate``'s measurements recorded in the runs, a row each; None where there are none."""
+  rows = []
+  for run in runs:
+    for name, record in run.measurements:
+      ci = record.get("test_ci95")
+      rows.append(tuple(Cell(text) for text in (
+          run.path, name, _shape(record.get("options", {})), str(record.get("test_episodes", MISSING)),
+          f"{record['test_accuracy']:.2f}" + ("" if ci is None else f" ± {ci:.2f}"))))
+  if not rows:
+    return None
+  headers = ("run", "measurement", "tested", "episodes", "test accuracy (%)")
+  return Table("Measurements python -m fewshot.evaluate recorded in the runs", headers, tuple(rows))
+
+
 def csv_fields(runs: list[Run]) -> tuple[str, ...]:
-  return ("directory", *_differing(runs), *RESULT_FIELDS)
+  return ("directory", "measurement", *_differing(runs), *RESULT_FIELDS, "test_episodes", "test_way", "shot",
+          "test_query", "test_seed")
 
 
 def csv_records(runs: list[Run]) -> list[dict]:
-  """A record per run: its directory, the options that vary among the runs, its results; None is empty."""
+  """A record per run (``measurement`` results.json): its directory, the options that vary among the runs, its
+  results; then a record per measurement ``python -m fewshot.evaluate`` recorded in it. None is empty.
+  """
   differing = _differing(runs)
   records = []
   for run in runs:
-    record = {"directory": run.path, **{n: getattr(run.config, n) for n in differing}, **_results(run)}
-    records.append({key: "" if value is None else value for key, value in record.items()})
-  return records
+    options = {n: getattr(run.config, n) for n in differing}
+    records.append({"directory": run.path, "measurement": "results.json", **options, **_results(run)})
+    for name, record in run.measurements:
+      used = record.get("options", {})
+      records.append({"directory": run.path, "measurement": name, **options, "test_accuracy": record["test_accuracy"],
+                      "test_ci95": record.get("test_ci95"), "test_episodes": record.get("test_episodes"),
+                      "test_way": used.get("test_way"), "shot": used.get("shot"), "test_query": used.get("test_query"),
+                      "test_seed": used.get("seed")})
+  return [{key: "" if value is None else value for key, value in record.items()} for record in records]

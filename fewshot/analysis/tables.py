@@ -64,6 +64,16 @@ def _width(text: str) -> int:
   return sum(not unicodedata.combining(ch) for ch in text)
 
 
+def _any_significant(tables: list[Table]) -> bool:
+  """Whether a cell is marked: the key to the mark is printed only then."""
+  return any(cell.significant for table in tables for row in table.rows for cell in row)
+
+
+def _numeric(text: str) -> bool:
+  """A cell LaTeX right-aligns: a number, with a sign, a ± interval, a % or a significance mark (or empty)."""
+  return bool(re.fullmatch(r"[-+−]?(\d[\d.,e+-]*|—)?( ± [\d.]+)?%?", text.strip())) and any(ch.isdigit() for ch in text)
+
+
 def render_text(tables: list[Table]) -> str:
   """Aligned plain-text tables; a significant p-value ends in ``*``."""
   blocks = []
@@ -73,7 +83,7 @@ def render_text(tables: list[Table]) -> str:
     text = ["  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(line, widths)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
     blocks.append("\n".join([table.title] + text))
-  return "\n\n".join(blocks) + "\n\n* p < 0.05 (two-sided)\n"
+  return "\n\n".join(blocks) + ("\n\n* p < 0.05 (two-sided)\n" if _any_significant(tables) else "\n")
 
 
 def _markdown_cell(cell: Cell) -> str:
@@ -89,7 +99,7 @@ def render_markdown(tables: list[Table]) -> str:
              "|" + "|".join("---" for _ in table.headers) + "|"]
     lines += ["| " + " | ".join(_markdown_cell(c) for c in row) + " |" for row in table.rows]
     blocks.append("\n".join(lines))
-  return "\n\n".join(blocks) + "\n\nBold: p < 0.05 (two-sided).\n"
+  return "\n\n".join(blocks) + ("\n\nBold: p < 0.05 (two-sided).\n" if _any_significant(tables) else "\n")
 
 
 # pdflatex's special characters, then the non-ASCII ones analysis writes (its headers' minus, ±, α̂, ψ, dashes),
@@ -120,18 +130,24 @@ def latex_escape(text: str) -> str:
 
 
 def render_latex(tables: list[Table]) -> str:
-  """One ``table`` environment per table; significant p-values in bold."""
+  """One ``table`` environment per table, booktabs rules (the booktabs package), numeric columns right-aligned;
+  significant p-values in bold.
+  """
   blocks = []
   for table in tables:
     def line(cells):
       return " & ".join(cells) + r" \\"
-    body = [line(latex_escape(h) for h in table.headers), r"\hline"]
+    blank = lambda text: text.strip() in ("", MISSING)  # noqa: E731  (a missing value aligns as its column does)
+    columns = "".join("r" if all(_numeric(row[k].text) or blank(row[k].text) for row in table.rows)
+                      and any(_numeric(row[k].text) for row in table.rows) else "l" for k in range(len(table.headers)))
+    body = [line(latex_escape(h) for h in table.headers), r"\midrule"]
     body += [line(rf"\textbf{{{latex_escape(c.text)}}}" if c.significant else latex_escape(c.text) for c in row)
              for row in table.rows]
     blocks.append("\n".join([r"\begin{table}[ht]", r"\centering", r"\caption{" + latex_escape(table.title) + "}",
-                             r"\begin{tabular}{" + "l" * len(table.headers) + "}", r"\hline", *body,
-                             r"\hline", r"\end{tabular}", r"\end{table}"]))
-  return "% significant (p < 0.05, two-sided) in bold\n" + "\n\n".join(blocks) + "\n"
+                             r"\begin{tabular}{" + columns + "}", r"\toprule", *body,
+                             r"\bottomrule", r"\end{tabular}", r"\end{table}"]))
+  key = "% significant (p < 0.05, two-sided) in bold\n" if _any_significant(tables) else ""
+  return "% needs \\usepackage{booktabs}\n" + key + "\n\n".join(blocks) + "\n"
 
 
 def render_csv(records: list[dict], fields: tuple[str, ...]) -> str:

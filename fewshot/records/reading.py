@@ -27,6 +27,7 @@ class Run:
   rows: tuple[dict, ...]
   results: dict | None
   backend: str | None = None  # what config.json's provenance names (None for runs from before it was recorded)
+  measurements: tuple[tuple[str, dict], ...] = ()  # python -m fewshot.evaluate's records: (file name, record)
 
   def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
@@ -45,6 +46,7 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
   try:
     rows = tuple(rundir.read_metrics())
     results = rundir.read_results()
+    measurements = tuple(rundir.read_measurements().items())
   except (json.JSONDecodeError, TypeError, AttributeError) as e:
     raise RunDirError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
   if not rows:
@@ -53,7 +55,7 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
     raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
   provenance = rundir.read_config().get("provenance")
   backend = provenance.get("backend") if isinstance(provenance, dict) else None
-  return Run(path=str(path), config=config, rows=rows, results=results, backend=backend)
+  return Run(path=str(path), config=config, rows=rows, results=results, backend=backend, measurements=measurements)
 
 
 def read_runs(paths: list[str], config_type: Callable[[dict], Any]) -> list[Run]:

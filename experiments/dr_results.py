@@ -31,6 +31,7 @@ EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's
 SEEDS = "0-4"
 RECORDS = ("config.json", "metrics.jsonl", "results.json")
 SMOKE = dict(episodes=4, eval_every=2, seeds="0-2")
+OMNIGLOT_CHARACTERS = 1623  # background 964 + evaluation 659 (Lake et al. 2015)
 
 
 def grid_argv(args) -> list[str]:
@@ -113,11 +114,16 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
   tests = {setting: dr_claims.cell_tests(heads["softmax"], heads["DR"], setting) for setting, heads in arms.items()}
   any_run = next(iter(next(iter(arms.values())).values()))[0]
   c = any_run.config
+  data = json.loads((pathlib.Path(any_run.path) / "config.json").read_text()).get("data") or {}
+  used = "" if "total" not in data else (
+      f"; the data as used: {data['total']['classes']} classes in all, "
+      + " / ".join(f"{data[s]['classes']} {s}" for s in ("train", "val", "test") if s in data)
+      + (f", of Omniglot's {OMNIGLOT_CHARACTERS:,} characters" if c.dataset == "omniglot" else ""))
   seeds = len(next(iter(arms.values()))["softmax"])
   header = (f"# The distance-ratio paper's claims, tested with seeds\n\n"
             f"Kim, Parviainen & Malde (arXiv 2201.08676) compare the softmax (S) and distance-ratio (DR) formulations "
             f"with one run per formulation. Here every arm is {seeds} seeds: {c.dataset}"
-            f"{'' if c.protocol is None else f' ({c.protocol} protocol)'}, "
+            f"{'' if c.protocol is None else f' ({c.protocol} protocol{used})'}, "
             f"{c.way}-way, {c.backbone}, {c.episodes} episodes, a checkpoint every {c.eval_every}, "
             f"{c.test_episodes} test episodes per run. Every comparison treats the seeds as the replicates: a two-sided "
             f"Mann-Whitney U on one value per seed (the exact distribution where no values tie), the paper's own tests on pooled checkpoints "

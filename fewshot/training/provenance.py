@@ -6,11 +6,15 @@ printed in the first lines a training command writes.
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
+import os
 import pathlib
 import platform
 import re
+import shlex
 import subprocess
+import sys
 
 CHECKOUT = pathlib.Path(__file__).resolve().parents[2]  # the repository, when fewshot runs from a checkout
 
@@ -56,8 +60,15 @@ def devices() -> str:
   return f"{jax.default_backend()}: {count} ({local[0].device_kind}){hosts}"
 
 
+def command_line() -> str:
+  """The command line as typed: ``python -m fewshot.train --head=dr``, or the script's path and its arguments."""
+  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+  program = ["-m", spec.name.removesuffix(".__main__")] if spec is not None and spec.name else sys.argv[:1]
+  return shlex.join([os.path.basename(sys.executable), *program, *sys.argv[1:]])
+
+
 def provenance() -> dict:
-  """The software and hardware a run trains on."""
+  """The software and hardware a run trains on, the command line that started it and when (UTC)."""
   import flax
   import jax
   import jaxlib
@@ -67,7 +78,9 @@ def provenance() -> dict:
           "python": platform.python_version(),
           "jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__,
           "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind,
-          "device_count": jax.device_count(), "process_count": jax.process_count()}
+          "device_count": jax.device_count(), "process_count": jax.process_count(),
+          "command": command_line(),
+          "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def data_record(splits: dict) -> dict:

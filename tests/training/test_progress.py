@@ -7,6 +7,7 @@ config.json records the software, hardware and data split it ran on.
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import io
 import os
@@ -114,6 +115,10 @@ def test_config_json_records_the_software_hardware_and_data_split(logged_run):
       jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
   assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
   assert recorded["installed"] is True and saved["precision"] == "float32"
+  assert recorded["command"].split()[1:3] == ["-m", "fewshot.train"]
+  assert f"--workdir={logged_run[0]}" in recorded["command"]
+  started = datetime.datetime.fromisoformat(recorded["started"])
+  assert started.tzinfo is not None and abs(datetime.datetime.now(datetime.timezone.utc) - started).days == 0
   checkout = pathlib.Path(__file__).resolve().parents[2]
   if (checkout / ".git").exists():  # from a checkout: the commit it ran at
     head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout

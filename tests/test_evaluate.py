@@ -130,7 +130,11 @@ def test_a_real_test_says_what_it_tests_and_records_the_accuracy_it_printed(trai
   assert printed in done.stdout
   record = json.loads((workdir / "test_best@2_4ep.json").read_text())
   assert record["test_accuracy"] == results["test_accuracy"] and record["options"]["test_query"] == 2
-  # Another episode shape than the run's: the same checkpoint tested 2-shot, recorded under its own name.
+
+
+@pytest.mark.slow  # one more test program compiled, in a command: ~10 s
+def test_another_episode_shape_tests_the_same_checkpoint_and_is_recorded_under_its_own_name(trained):
+  workdir, _ = trained
   done = subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}", "--shot=2",
                          "--test_episodes=3"], capture_output=True, text=True)
   assert done.returncode == 0, done.stderr[-2000:]

@@ -5,6 +5,7 @@ import sys
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from tf32_emulation import round_to_tf32
 
 from environment import REPO, checkout_env
@@ -21,6 +22,7 @@ def test_rounding_keeps_ten_mantissa_bits_to_nearest_even():
   assert np.all(rounded.view(np.uint32) & 0x1FFF == 0)
 
 
+@pytest.mark.slow  # a fresh interpreter with the emulation in force
 def test_enabled_products_that_do_not_ask_for_highest_take_tf32_operands():
   code = ("import numpy as np, jax.numpy as jnp, tf32_emulation; tf32_emulation.enable()\n"
           "a = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32); exact = a.astype(np.float64) @ a\n"

@@ -11,8 +11,10 @@ import sys
 
 import pytest
 
+from fewshot import usage
 from fewshot.config import Config
 from fewshot.dml.config import DMLConfig
+from fewshot.errors import ConfigError
 
 from environment import checkout_env
 
@@ -32,7 +34,8 @@ OWN_FLAGS = {
     "fewshot.train": RUN_FLAGS,
     "fewshot.dml.train": {**RUN_FLAGS, "data_parallel": "batches and training"},
     "fewshot.evaluate": {"workdir": "the run", "checkpoint": "the run", "test_by": "test episodes",
-                         "test_episodes": "test episodes", "test_query": "test episodes", "seed": "test episodes",
+                         "test_episodes": "test episodes", "test_way": "test episodes", "shot": "test episodes",
+                         "test_query": "test episodes", "seed": "test episodes",
                          "cached_episodes": "test episodes", "test_shifts": "test episodes", "record": "test episodes",
                          "data_dir": "data", "tfds_dir": "data", "lake_runs": "Lake's one-shot runs"},
     "fewshot.analyze": {"pairs": "comparison", "list": "comparison", "format": "output", "out": "output"},
@@ -130,7 +133,7 @@ def test_what_absl_would_pass_over_in_silence_is_one_line_naming_the_fix(tmp_pat
   (tmp_path / "latin1").write_bytes(b"--way=3 # \xe9\n")
   cases = {
       "positional": (["head=dr"], "unexpected argument 'head=dr'; flags start with two dashes: --head=dr."),
-      "word": (["--way=3", "again"], "unexpected argument 'again'; python -m fewshot.train takes flags only"),
+      "word": (["--way=3", "again"], "unexpected argument 'again'; python -m "),  # then the command's name
       "dashless": ([f"--flagfile={tmp_path / 'dashless'}"],
                    f"in {tmp_path / 'dashless'}, line 2: 'head=dr' is not a flag; write one --flag=value a line "
                    "(--head=dr)."),
@@ -139,16 +142,21 @@ def test_what_absl_would_pass_over_in_silence_is_one_line_naming_the_fix(tmp_pat
       "empty flagfile": (["--flagfile="], "--flagfile names no file; pass --flagfile=FILE, or leave it out."),
       "empty config": (["--config="], "--config names no file"),
   }
-  commands = {name: ("fewshot.dml.train" if name == "word" else "fewshot.train") for name in cases}
-  cases["word"] = (cases["word"][0], cases["word"][1].replace("fewshot.train", "fewshot.dml.train"))
-  running = {name: subprocess.Popen([sys.executable, "-m", commands[name], *flags,
-                                     f"--workdir={tmp_path / 'runs' / name}"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=checkout_env())
-             for name, (flags, _) in cases.items()}
-  for name, process in running.items():
+  for name, (flags, message) in cases.items():
+    with pytest.raises(ConfigError) as refused:
+      usage.check_command_line(["python -m fewshot.train", *flags], takes_paths=False)
+    assert message in str(refused.value) and "\n" not in str(refused.value), name
+  usage.check_command_line(["analyze", "runs/A", "--", "runs/B"], takes_paths=True)  # paths, for analyze and plot
+  usage.check_command_line(["train", "--way", "3", "--noaugment"], takes_paths=False)  # a flag's value is no argument
+  # Through the commands: exit 2, one line, nothing written.
+  running = {command: subprocess.Popen([sys.executable, "-m", command, *flags, f"--workdir={tmp_path / 'runs'}"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=checkout_env())
+             for command, flags in (("fewshot.train", ["head=dr"]),
+                                    ("fewshot.dml.train", [f"--flagfile={tmp_path / 'dashless'}"]))}
+  for command, process in running.items():
     stdout, stderr = process.communicate(timeout=120)
     assert_one_line_error(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr),
-                          cases[name][1])
+                          "head=dr")
   assert not (tmp_path / "runs").exists()
 
 

@@ -75,6 +75,7 @@ def _cli(workdir, *extra, data_dir=None):
   return [sys.executable, "-m", "fewshot.dml.train", f"--workdir={workdir}", *flags, *data, *extra]
 
 
+@pytest.mark.slow  # a whole command run, 16 s; the four-fold run below covers the same path further
 def test_cli_run_writes_the_run_directory(cars_dir, tmp_path):
   workdir = tmp_path / "run"
   done = subprocess.run(_cli(workdir, "--loss=triplet", "--miner=semi_hard", data_dir=cars_dir),

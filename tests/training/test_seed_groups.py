@@ -46,6 +46,7 @@ def test_padding_fills_the_devices_and_is_never_a_run():
   assert group.pad(["a", "b", "c"]) == ["a", "b", "c"]
 
 
+@pytest.mark.slow  # a group and its runs alone trained, 16 s (the default suite's margin under 5 minutes)
 def test_a_group_draws_the_episodes_of_its_runs_alone():
   config = Config(**TINY)
   seeds = (0, 5)

@@ -5,7 +5,9 @@
 ``metrics.jsonl`` stays the record; the events are a view of it for watching runs live. They are written with
 tensorboardX, which needs neither TensorFlow nor PyTorch (imported here on first write, so reading records needs
 it not). A resumed run purges the events past its last checkpoint, which it trains again, so TensorBoard shows
-each step once.
+each step once. Tags are grouped (:func:`tag`): ``train/`` (loss, accuracy, θ), ``val/``, ``diagnostics/`` (every
+other number of a row) and ``time/``; when the run is tested, ``test/`` holds its results at the best checkpoint's
+step, and the HPARAMS tab its options (:func:`write_results`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,26 @@ import math
 import pathlib
 
 FOLDER = "tensorboard"
+_TRAINING = ("loss", "theta")  # a row's numbers that are training's without a train_ prefix
+
+
+def tag(name: str) -> str:
+  """A ``metrics.jsonl`` field's TensorBoard tag: ``train_loss`` -> ``train/loss``, ``val_accuracy`` ->
+  ``val/accuracy``, ``seconds`` -> ``time/seconds``, a diagnostic (``norm_ratio``) -> ``diagnostics/norm_ratio``.
+
+  >>> [tag(n) for n in ("train_loss", "theta", "val_map_at_r", "seconds", "con_alpha")]
+  ['train/loss', 'train/theta', 'val/map_at_r', 'time/seconds', 'diagnostics/con_alpha']
+  """
+  for prefix in ("train", "val", "test"):
+    if name.startswith(prefix + "_"):
+      return f"{prefix}/{name[len(prefix) + 1:]}"
+  if name in _TRAINING:
+    return f"train/{name}"
+  return "time/seconds" if name == "seconds" else f"diagnostics/{name}"
+
+
+def _number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class EventWriter:
@@ -30,10 +52,28 @@ class EventWriter:
   def write(self, row: dict) -> None:
     step = int(row[self.step_key])
     for name, value in row.items():
-      if name != self.step_key and isinstance(value, (int, float)) and not isinstance(value, bool) and \
-          math.isfinite(value):
-        self._writer.add_scalar(name, value, step)
+      if name not in (self.step_key, "epoch") and _number(value):
+        self._writer.add_scalar(tag(name), value, step)
     self._writer.flush()
 
   def close(self) -> None:
     self._writer.close()
+
+
+def write_results(run_path: pathlib.Path, options: dict, results: dict, step: int | None) -> None:
+  """A tested run's numbers as ``test/`` scalars at ``step`` (its best checkpoint's), and its options with them in
+  TensorBoard's HPARAMS tab (options that are no number, string or flag are shown as text).
+  """
+  from tensorboardX import SummaryWriter
+  from tensorboardX.summary import hparams
+
+  numbers = {tag(name if name.startswith("test_") else f"test_{name}"): value for name, value in results.items()
+             if _number(value)}
+  shown = {name: value if isinstance(value, (int, float, str, bool)) else str(value) for name, value in options.items()}
+  # A file of its own (event files are named by the second they were opened: the training's may share it), and the
+  # HPARAMS summaries written into it rather than through add_hparams, which opens yet another file.
+  with SummaryWriter(str(pathlib.Path(run_path) / FOLDER), filename_suffix=".results") as writer:
+    for name, value in numbers.items():
+      writer.add_scalar(name, value, step or 0)
+    for summary in hparams(shown, numbers):
+      writer.file_writer.add_summary(summary, step)

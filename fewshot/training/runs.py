@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from fewshot.records import events
 from fewshot.records.rundir import RunDir, open_group_for_training
 from fewshot.training import distributed
 
@@ -86,11 +87,13 @@ class Runs:
     return self.join([d.restore_checkpoint(kind, s) for d, s in zip(self.written_dirs, self.states(like))])
 
   def finish(self, results: list[dict]) -> list[dict | None]:
-    """Write each written run's ``results`` (in the order of :attr:`written`) with its ``workdir``; returns every
-    run's results in seed order, None for the runs another process writes.
+    """Write each written run's ``results`` (in the order of :attr:`written`) with its ``workdir``, and show them in
+    its TensorBoard events with its options; returns every run's results in seed order, None for the runs another
+    process writes.
     """
     out = [None] * len(self.dirs)
     for i, result in zip(self.written, results):
       out[i] = {**result, "workdir": str(self.dirs[i].path)}
       self.dirs[i].write_results(out[i])
+      events.write_results(self.dirs[i].path, self.configs[i].to_dict(), result, result.get("best_episode"))
     return out

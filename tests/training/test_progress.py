@@ -97,15 +97,25 @@ def _events(folder: pathlib.Path) -> list:
   return events
 
 
-def test_every_metrics_field_is_a_tensorboard_scalar_at_its_episode(logged_run):
+def test_every_metrics_field_is_a_tensorboard_scalar_at_its_episode_grouped_and_the_test_at_the_best(logged_run):
+  from fewshot.records.events import tag  # noqa: PLC0415
+
   workdir = logged_run[0]
-  scalars = {(v.tag, e.step): v.simple_value for e in _events(workdir / "tensorboard") for v in e.summary.value}
+  scalars = {(v.tag, e.step): v.simple_value for e in _events(workdir / "tensorboard") for v in e.summary.value
+             if v.HasField("simple_value")}
   rows = RunDir(workdir).read_metrics()
-  expected = {(name, row["episode"]): value for row in rows for name, value in row.items()
+  expected = {(tag(name), row["episode"]): value for row in rows for name, value in row.items()
               if name != "episode" and value is not None}
-  assert set(scalars) == set(expected) and len(rows) == 3
+  results = RunDir(workdir).read_results()
+  expected.update({(f"test/{name[5:]}", results["best_episode"]): results[name]
+                   for name in ("test_accuracy", "test_ci95", "test_episodes", "test_query")})
+  assert set(scalars) >= set(expected) and len(rows) == 3
+  assert {t.split("/")[0] for t, _ in expected} == {"train", "val", "time", "diagnostics", "test"}
+  assert ("diagnostics/norm_ratio", 2) in expected and ("train/loss", 2) in expected
   for key, value in expected.items():
     assert scalars[key] == pytest.approx(value, rel=1e-6), key  # stored as float32
+  hparams = [v for e in _events(workdir / "tensorboard") for v in e.summary.value if v.tag == "_hparams_/session_start_info"]
+  assert hparams, "the run's options are in the HPARAMS tab"
 
 
 def test_config_json_records_the_software_hardware_and_data_split(logged_run):

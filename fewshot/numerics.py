@@ -52,7 +52,7 @@ def backbone_precision(precision: str):
   """The context under which a backbone is traced: its products that name no precision take ``precision``'s.
 
   >>> with backbone_precision("float32"):
-  ...   float(jnp.ones((1, 2)) @ jnp.ones((2, 1)))
+  ...   float((jnp.ones((1, 2)) @ jnp.ones((2, 1)))[0, 0])
   2.0
   """
   if precision not in BACKBONE_PRECISIONS:

@@ -35,7 +35,7 @@ import numpy as np
 from absl import flags, logging
 
 from fewshot import cli, options
-from fewshot.analysis.figures import caption, curve_labels, legend_label, median_band, seed_groups, wrap
+from fewshot.analysis.figures import caption, curve_labels, curve_styles, legend_label, median_band, seed_groups, wrap
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
@@ -173,10 +173,11 @@ def _plot_series(ax, runs, key: str, interval: str | None = None) -> list[tuple]
   ``interval`` names a row field holding a single run's half-width (``val_ci95``), drawn as a band around it.
   """
   entries = []
-  for label, members in _groups(runs):
+  groups = _groups(runs)
+  for (label, members), style in zip(groups, curve_styles(groups)):
     episodes, median, low, high = median_band(members, key)
     defined = np.isfinite(median)  # null diagnostics are gaps in the record, not zeros
-    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=2)
+    line, = ax.plot(episodes[defined], median[defined], marker=".", markersize=2, **style)
     if len(members) == 1 and interval is not None:
       half = members[0].values(interval)
       low, high = median - half, median + half

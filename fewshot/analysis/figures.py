@@ -7,7 +7,9 @@ figure names can be tested, and reused by other figures (``experiments/dr_result
 * :func:`median_band`: a seed group's median and 25th/75th percentiles at each checkpoint;
 * :func:`curve_labels`: the model name plus the options in which the runs differ (not the directory name);
 * :func:`legend_label`: a curve's label naming its band (a single run's 95% interval, a seed group's 25–75%);
-* :func:`caption`: dataset, way/shot, backbone and seeds per arm, or which of them the runs differ in.
+* :func:`caption`: dataset, way/shot, backbone and seeds per arm, or which of them the runs differ in;
+* :func:`curve_styles`: each curve's colour by its model (the paper's four always the same), its line style by
+  which of that model's curves it is, whatever order the runs came in.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import warnings
 
 import numpy as np
 
-from fewshot.choices import display_name
+from fewshot.choices import MODEL_NAMES, display_name
 from fewshot.options import LOCATION_FIELDS
 
 # Options a run's model name already spells (choices.model_name), and those that never tell arms apart.
 MODEL_FIELDS = ("head", "classifier", "distance")
 NOT_AN_ARM = ("seed", *LOCATION_FIELDS)
 INTERVAL_BAND, SEEDS_BAND = "95% interval", "seeds' 25–75%"
+# matplotlib's default colour cycle by name: the paper's four models keep theirs in every figure.
+MODEL_COLOURS = {name: f"C{k}" for k, name in enumerate(MODEL_NAMES.values())}
+LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def _options(run) -> dict:
@@ -96,3 +101,23 @@ def caption(groups) -> str:
 def wrap(text: str, width: int) -> str:
   """``text`` broken at spaces (or inside a word longer than ``width``) into lines of at most ``width`` characters."""
   return "\n".join(textwrap.wrap(text, max(width, 8), break_on_hyphens=False)) or text
+
+
+def curve_styles(groups: list[tuple[str, list]]) -> list[dict]:
+  """``color`` and ``linestyle`` of each curve of :func:`seed_groups`: the colour its model's (the paper's four
+  fixed, other models the next colours in name order), the line style its place among that model's curves in
+  label order, so that the same runs look the same in any order and in every figure.
+
+  >>> from types import SimpleNamespace as S
+  >>> run = lambda model: S(config=S(model_name=model))
+  >>> curve_styles([("b", [run("ProtoNet_DR")]), ("a", [run("ProtoNet_S")]), ("c", [run("ProtoNet_DR")])])
+  [{'color': 'C1', 'linestyle': '-'}, {'color': 'C0', 'linestyle': '-'}, {'color': 'C1', 'linestyle': '--'}]
+  """
+  models = [members[0].config.model_name for _, members in groups]
+  others = sorted(set(models) - set(MODEL_COLOURS))
+  colours = {**MODEL_COLOURS, **{name: f"C{(len(MODEL_COLOURS) + k) % 10}" for k, name in enumerate(others)}}
+  styles = []
+  for (label, _), model in zip(groups, models):
+    siblings = sorted(lab for (lab, _), m in zip(groups, models) if m == model)
+    styles.append({"color": colours[model], "linestyle": LINE_STYLES[siblings.index(label) % len(LINE_STYLES)]})
+  return styles

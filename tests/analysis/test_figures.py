@@ -150,3 +150,17 @@ def test_format_flag_and_a_format_the_command_does_not_write(tmp_path):
   ET.parse(out / "confidence_landscape.svg")
   with pytest.raises(plot.ConfigError, match="--format eps is not one of png, pdf, svg"):
     plot.plot([], str(out), landscape_only=True, fmt="eps")
+
+
+def test_curves_are_coloured_by_model_whatever_the_order_of_the_runs():
+  from fewshot.analysis.figures import MODEL_COLOURS, curve_styles
+
+  config = Config(dataset="omniglot")
+  runs = {name: Run(name, dataclasses.replace(config, **options), (), None) for name, options in (
+      ("S", {}), ("DR", {"head": "dr"}), ("DR_lr", {"head": "dr", "learning_rate": 0.01}), ("nn", {"classifier": "nn"}))}
+  forward = dict(zip(runs, curve_styles([(name, [run]) for name, run in runs.items()])))
+  backward = dict(zip(reversed(runs), curve_styles([(name, [run]) for name, run in reversed(runs.items())])))
+  assert forward == backward
+  assert forward["S"]["color"] == MODEL_COLOURS["ProtoNet_S"] and forward["nn"]["color"] == MODEL_COLOURS["1-NN_S"]
+  assert forward["DR"]["color"] == forward["DR_lr"]["color"] == MODEL_COLOURS["ProtoNet_DR"]
+  assert {forward["DR"]["linestyle"], forward["DR_lr"]["linestyle"]} == {"-", "--"}  # told apart by the line

@@ -79,7 +79,7 @@ class Experiment:
     config = config if loss is None else dataclasses.replace(config, loss=self.loss.label)  # what the run records
     self.config, self.placement = config, placement
     self.folds, self.test, splits = load_data(config)
-    self.data = data_record(splits)  # how the dataset was split (what config.json records)
+    self.data = data_record(splits, config.data_dir)  # how the dataset was split (what config.json records)
     self.stored_shape = self.test.image_shape  # the images as stored: the learners transform them for the model
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.stored_shape[-1], image, augment=image)

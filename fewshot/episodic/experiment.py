@@ -150,7 +150,7 @@ class Experiment:
       placed = {name: sources.place(split, placement, superclasses=superclasses.get(name))
                 for name, split in loaded.items()}
       # The learner is initialised on what the backbone sees, after the transforms.
-      return cls(config, learner, placed, config.input_shape, run_keys(config.seed), data=data_record(loaded))
+      return cls(config, learner, placed, config.input_shape, run_keys(config.seed), data=data_record(loaded, config.data_dir))
     group = SeedGroup.over(len(seeds))
     group.check_processes()
     stored_shape = next(iter(loaded.values())).image_shape
@@ -161,7 +161,7 @@ class Experiment:
                                   superclasses=superclasses.get(name))
               for name, split in loaded.items()}
     keys = {stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
-    return cls(config, learner, placed, config.input_shape, keys, group, padded, data_record(loaded))
+    return cls(config, learner, placed, config.input_shape, keys, group, padded, data_record(loaded, config.data_dir))
 
   def init_state(self) -> TrainState:
     if self.group is None:

@@ -83,16 +83,36 @@ def provenance() -> dict:
           "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def data_record(splits: dict) -> dict:
-  """How the dataset was split: classes and images of each split (:class:`fewshot.data.Split`), and in all."""
+# What a dataset's files end in (archives, annotation and split files): a LICENSE or README beside them is no data.
+DATA_FILE_ENDINGS = (".zip", ".tar", ".tgz", ".gz", ".mat", ".csv", ".txt", ".pkl", ".pickle", ".json", ".png", ".jpg")
+
+
+def data_files(data_dir: str | None) -> list[str]:
+  """What a data folder holds at its top (archives and folders, hidden ones aside): which of a dataset's files a run
+  read (Omniglot's background-small zips, say, not the full set).
+  """
+  if not data_dir or not os.path.isdir(data_dir):
+    return []
+  folders = {name for name in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, name))}
+  return sorted(name + "/" * (name in folders) for name in os.listdir(data_dir) if not name.startswith(".") and
+                (name in folders or name.lower().endswith(DATA_FILE_ENDINGS)))
+
+
+def data_record(splits: dict, data_dir: str | None = None) -> dict:
+  """How the dataset was split: classes and images of each split (:class:`fewshot.data.Split`), and in all; and the
+  files of ``data_dir`` it was read from (:func:`data_files`; none for the embedded strokes).
+  """
   record = {name: {"classes": int(split.num_classes), "images": int(len(split.labels))} for name, split in
             splits.items()}
-  return {**record, "total": {key: sum(r[key] for r in record.values()) for key in ("classes", "images")}}
+  record["total"] = {key: sum(r[key] for r in record.values()) for key in ("classes", "images")}
+  files = data_files(data_dir)
+  return {**record, "files": files} if files else record
 
 
 def describe_data(dataset: str, record: dict) -> str:
   """One line: ``omniglot: 242 classes, 4840 images: train 145 classes / 2900 images, val ..., test ...``."""
   parts = ", ".join(f"{name} {r['classes']} classes / {r['images']} images" for name, r in record.items()
-                    if name != "total")
+                    if name not in ("total", "files"))
   total = record["total"]
-  return f"data: {dataset}, {total['classes']} classes and {total['images']} images in use: {parts}"
+  files = f" (read from {', '.join(record['files'])})" if record.get("files") else ""
+  return f"data: {dataset}{files}, {total['classes']} classes and {total['images']} images in use: {parts}"

@@ -189,3 +189,17 @@ def test_a_checkout_on_pythonpath_alone_trains_and_records_that_it_is_not_instal
   recorded = RunDir(workdir).read_config()["provenance"]
   assert recorded["installed"] is False and recorded["fewshot"] == "0.1.0"
   assert "test accuracy" in done.stdout
+
+
+def test_the_first_lines_name_the_files_the_data_was_read_from(tmp_path):
+  (tmp_path / "images_background_small1.zip").write_bytes(b"")
+  (tmp_path / "images_background_small2").mkdir()
+  (tmp_path / ".DS_Store").write_bytes(b"")
+  (tmp_path / "LICENSE").write_text("not data")
+  assert provenance.data_files(str(tmp_path)) == ["images_background_small1.zip", "images_background_small2/"]
+  record = {"train": {"classes": 2, "images": 40}, "test": {"classes": 1, "images": 20},
+            "total": {"classes": 3, "images": 60}, "files": provenance.data_files(str(tmp_path))}
+  assert provenance.describe_data("omniglot", record) == (
+      "data: omniglot (read from images_background_small1.zip, images_background_small2/), 3 classes and 60 images "
+      "in use: train 2 classes / 40 images, test 1 classes / 20 images")
+  assert provenance.data_files(None) == [] and provenance.data_files(str(tmp_path / "gone")) == []

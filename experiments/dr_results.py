@@ -118,7 +118,8 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
   used = "" if "total" not in data else (
       f"; the data as used: {data['total']['classes']} classes in all, "
       + " / ".join(f"{data[s]['classes']} {s}" for s in ("train", "val", "test") if s in data)
-      + (f", of Omniglot's {OMNIGLOT_CHARACTERS:,} characters" if c.dataset == "omniglot" else ""))
+      + (f", of Omniglot's {OMNIGLOT_CHARACTERS:,} characters" if c.dataset == "omniglot" else "")
+      + (f", read from {', '.join(data['files'])}" if data.get("files") else ""))
   seeds = len(next(iter(arms.values()))["softmax"])
   header = (f"# The distance-ratio paper's claims, tested with seeds\n\n"
             f"Kim, Parviainen & Malde (arXiv 2201.08676) compare the softmax (S) and distance-ratio (DR) formulations "

@@ -61,7 +61,11 @@ def define_flags() -> None:
     flags.DEFINE_enum("pairs", "first", PAIRINGS, "runs named one by one, each of its own configuration: first: the "
                       "first run against each other run; all: every pair")
     flags.DEFINE_bool("list", False, "list the runs instead: a row per run, the options that vary among them, its "
-                      "test accuracy, best episode and episodes trained")
+                      "test accuracy, best episode and episodes trained; then python -m fewshot.evaluate's "
+                      "measurements recorded in them")
+    flags.DEFINE_string("measurement", None, "compare the runs' test accuracy by their python -m fewshot.evaluate "
+                        "record whose file name matches this pattern (e.g. 'test_best@*_600ep_shot5.json') instead "
+                        "of results.json")
   with options.flag_group("output"):
     flags.DEFINE_enum("format", "table", FORMATS, "output format")
     flags.DEFINE_string("out", None, "write the output to this file instead of standard output")
@@ -141,15 +145,16 @@ def _joined(*warnings: str | None) -> str | None:
   return "\n".join(w for w in warnings if w) or None
 
 
-def analyze_arms(paths_a: list[str], paths_b: list[str], fmt: str = "table") -> str:
+def analyze_arms(paths_a: list[str], paths_b: list[str], fmt: str = "table", measurement: str | None = None) -> str:
   """Read two arms of run directories (or folders of them) and return the output."""
-  return analyze_arms_warned(paths_a, paths_b, fmt)[0]
+  return analyze_arms_warned(paths_a, paths_b, fmt, measurement)[0]
 
 
-def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "table") -> tuple[str, str | None]:
+def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "table",
+                        measurement: str | None = None) -> tuple[str, str | None]:
   found_a, _, warning_a = expand(paths_a)
   found_b, _, warning_b = expand(paths_b)
-  runs = read_runs([*found_a, *found_b], Config.from_dict)
+  runs = read_runs([*found_a, *found_b], Config.from_dict, measurement)
   return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b,
                                                                               numerics_warning(runs))
 
@@ -163,7 +168,7 @@ def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tup
 
 
 def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = None,
-                  list_runs: bool = False) -> tuple[str, str | None]:
+                  list_runs: bool = False, measurement: str | None = None) -> tuple[str, str | None]:
   """The command's output for ``PATH...`` (no ``--``), by the rules of this module's docstring, and its warnings.
   ``pairing`` None: ``--pairs`` not given (the first run against each other where runs are compared in pairs).
   """
@@ -172,7 +177,10 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
     raise ConfigError("no run directories given; pass runs or a folder of them: python -m fewshot.analyze runs/A "
                       "runs/B, or python -m fewshot.analyze runs/.")
   found, folder, warning = expand(paths)
-  runs = read_runs(found, Config.from_dict)
+  if list_runs and measurement is not None:
+    raise ConfigError("--list lists every measurement of the runs; --measurement chooses one to compare them by: "
+                      "pass one of them.")
+  runs = read_runs(found, Config.from_dict, measurement)
   if list_runs:
     if pairing is not None:
       raise ConfigError("--list lists the runs and --pairs compares them in pairs; pass one of them.")
@@ -217,10 +225,10 @@ def main(argv):
     if FLAGS.list or FLAGS["pairs"].present:
       raise ConfigError("A... -- B... compares two arms; --list and --pairs apply to runs named without --.")
     paths = argv[1:]
-    text, warning = analyze_arms_warned(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format)
+    text, warning = analyze_arms_warned(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format, FLAGS.measurement)
   else:
     pairing = FLAGS.pairs if FLAGS["pairs"].present else None
-    text, warning = analyze_paths(argv[1:], FLAGS.format, pairing, FLAGS.list)
+    text, warning = analyze_paths(argv[1:], FLAGS.format, pairing, FLAGS.list, FLAGS.measurement)
   if warning:
     print(warning, file=sys.stderr)
   if FLAGS.out:

@@ -2,6 +2,8 @@
 
 import csv
 import io
+import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -264,3 +266,23 @@ def test_a_listing_shows_what_evaluate_measured_beside_each_runs_results(tmp_pat
   records = _csv(analyze.analyze_paths([run], "csv", list_runs=True)[0])
   assert [(r["measurement"], r["test_accuracy"], r["shot"]) for r in records] == [
       ("results.json", "90.0", ""), ("test_best@1000_600ep_shot5.json", "97.5", "5")]
+
+
+def test_arms_are_compared_by_an_evaluate_measurement_when_asked(tmp_path):
+  def measure(run, step, accuracy):
+    record = {"model": "x", "test_accuracy": accuracy, "test_ci95": 0.3, "test_episodes": 600,
+              "options": {"checkpoint": "best", "test_way": 5, "shot": 5, "test_query": 15, "seed": 0}}
+    (pathlib.Path(run) / f"test_best@{step}_600ep_shot5.json").write_text(json.dumps(record))
+
+  s = [write_run(tmp_path / f"S_seed{k}", "softmax", k, 90.0 + k) for k in range(3)]
+  dr = [write_run(tmp_path / f"DR_seed{k}", "dr", k, 92.5 + k) for k in range(3)]
+  for k, run in enumerate(s + dr):
+    measure(run, 1000 + 100 * k, 97.0 + k)  # each run's best checkpoint at its own episode
+  records = {r["measurement"] if "measurement" in r else r["measure"]: r for r in _csv(
+      analyze.analyze_arms(s, dr, fmt="csv", measurement="test_best@*_600ep_shot5.json"))}
+  assert records["test_accuracy"]["values_a"] == "0: 97.0; 1: 98.0; 2: 99.0"
+  assert records["test_accuracy"]["values_b"] == "0: 100.0; 1: 101.0; 2: 102.0"
+  with pytest.raises(ConfigError, match=r"--measurement test_best@\*_10ep.json matches 0 of .*S_seed0's evaluate"):
+    analyze.analyze_arms(s, dr, measurement="test_best@*_10ep.json")
+  with pytest.raises(ConfigError, match="pass one of them"):
+    analyze.analyze_paths([str(tmp_path)], list_runs=True, measurement="test_best@*_600ep_shot5.json")

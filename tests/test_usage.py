@@ -38,7 +38,8 @@ OWN_FLAGS = {
                          "test_query": "test episodes", "seed": "test episodes",
                          "cached_episodes": "test episodes", "test_shifts": "test episodes", "record": "test episodes",
                          "data_dir": "data", "tfds_dir": "data", "lake_runs": "Lake's one-shot runs"},
-    "fewshot.analyze": {"pairs": "comparison", "list": "comparison", "format": "output", "out": "output"},
+    "fewshot.analyze": {"pairs": "comparison", "list": "comparison", "measurement": "comparison", "format": "output",
+                        "out": "output"},
     "fewshot.plot": {"out": "figures", "format": "figures", "landscape_only": "figures"},
 }
 CONFIGS = {"fewshot.train": Config, "fewshot.dml.train": DMLConfig}

@@ -7,6 +7,7 @@ directory itself, and the rule for writing it, are :mod:`fewshot.records.rundir`
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import pathlib
@@ -58,9 +59,10 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
   return Run(path=str(path), config=config, rows=rows, results=results, backend=backend, measurements=measurements)
 
 
-def read_runs(paths: list[str], config_type: Callable[[dict], Any]) -> list[Run]:
+def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement: str | None = None) -> list[Run]:
   """Each run directory's records (:func:`read_run`); a run named twice, under any path, is a one-line
-  ``ConfigError``: its copy would count as another run (or another seed) in every statistic.
+  ``ConfigError``: its copy would count as another run (or another seed) in every statistic. With ``measurement``,
+  each run's results are the ``python -m fewshot.evaluate`` record whose file name matches it (:func:`measured`).
   """
   named: dict[str, str] = {}
   for path in paths:
@@ -68,7 +70,21 @@ def read_runs(paths: list[str], config_type: Callable[[dict], Any]) -> list[Run]
     if same != str(path) or list(map(str, paths)).count(str(path)) > 1:
       raise ConfigError(f"{path} names the run {same} names already; name each run once (a copy would count as "
                         "another run, or another seed).")
-  return [read_run(path, config_type) for path in paths]
+  runs = [read_run(path, config_type) for path in paths]
+  return runs if measurement is None else [measured(run, measurement) for run in runs]
+
+
+def measured(run: Run, pattern: str) -> Run:
+  """The run with the results of its one ``python -m fewshot.evaluate`` record whose file name matches ``pattern``
+  (shell-style: ``test_best@*_600ep_shot5.json``, the checkpoint's episode differing between runs); a one-line
+  ``ConfigError`` where none or several match.
+  """
+  names = [name for name, _ in run.measurements if fnmatch.fnmatchcase(name, pattern)]
+  if len(names) != 1:
+    found = ", ".join(name for name, _ in run.measurements) or "none"
+    raise ConfigError(f"--measurement {pattern} matches {len(names)} of {run.path}'s evaluate records ({found}); "
+                      "pass a pattern that names one, e.g. test_best@*_600ep_shot5.json.")
+  return dataclasses.replace(run, results=dict(run.measurements)[names[0]])
 
 
 def runs_below(folder: str | os.PathLike) -> list[str]:

@@ -20,7 +20,7 @@ from absl import app, flags
 from fewshot import options, usage
 from fewshot.errors import ConfigError, FewshotError
 from fewshot.options import LOCATION_FIELDS
-from fewshot.records.rundir import saved_steps
+from fewshot.records.reuse import saved_steps
 from fewshot.training import distributed, peers
 from fewshot.training.distributed import Processes
 

@@ -11,7 +11,8 @@ from fewshot.config import Config
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import ConfigError, OutputError, RunDirError, one_line
 from fewshot.records import files
-from fewshot.records.rundir import RunDir, open_for_training
+from fewshot.records.reuse import open_for_training
+from fewshot.records.rundir import RunDir
 
 TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
 

@@ -1,7 +1,8 @@
 """Run directories, the unit of record: configuration, metrics rows, checkpoints, results, written whole.
 
-* :mod:`~fewshot.records.rundir`: one run's directory (``RunDir``), the rules for reusing one
-  (``open_for_training``) and for reading one (``existing_run``);
+* :mod:`~fewshot.records.rundir`: one run's directory (``RunDir``) and the rule for reading one (``existing_run``);
+* :mod:`~fewshot.records.reuse`: the rule for reusing one (``open_for_training``, a seed group's
+  ``open_group_for_training``), where a stopped group resumes (``group_start``);
 * :mod:`~fewshot.records.files`: atomic, strict-JSON writes with the user's permissions;
 * :mod:`~fewshot.records.checkpoints`: a run's ``last`` and ``best`` checkpoints (orbax, or the local ones);
 * :mod:`~fewshot.records.local_checkpoints`: checkpoints a process writes alone (a seed group over several hosts);

@@ -12,8 +12,8 @@ Every file is written atomically (a temporary file renamed into place; checkpoin
 :mod:`fewshot.records.checkpoints`), so a run killed at any moment leaves each file whole. Both trainers write
 through :class:`RunDir`, and ``evaluate`` and ``fewshot.load`` read through it
 (``analyze`` and ``plot`` read the records through :mod:`fewshot.records.reading`):
-:func:`open_for_training` is the one rule for reusing a directory, :func:`existing_run`
-the one check that a directory holds a run.
+:func:`existing_run` is the one check that a directory holds a run, and :mod:`fewshot.records.reuse` the one rule
+for reusing a directory.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Callable
 from fewshot.errors import ConfigError, RunDirError, one_line
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.checkpoints import Checkpoints, check_kind
-from fewshot.records.files import check_writable, finite_json, make_dirs, write_json_atomic
+from fewshot.records.files import finite_json, make_dirs, write_json_atomic
 
 _RESTORE = "restore the file from a backup, or train the run anew in a new --workdir."
 # Which command wrote a run, told from its config.json: a metric-learning run's options have a loss and folds.
@@ -181,23 +181,6 @@ class RunDir:
     return state, kept
 
 
-def group_start(dirs: list[RunDir], every: int | None) -> int | None:
-  """The step a seed group's runs resume from together: their ``last`` checkpoint, or, where the group stopped
-  between its runs' saves (at most ``every`` steps apart, each still holding the earlier step), the earlier one.
-  Runs saved at checkpoints no such stop leaves are refused whole, in one line.
-  """
-  latest = [d.checkpoint_step("last") for d in dirs]
-  if len(set(latest)) <= 1:
-    return latest[0]
-  start = None if None in latest else min(latest)
-  if every is None or not all(step is None or step == start or (step - (start or 0) <= every and (
-      start is None or start in d.checkpoints.steps("last"))) for d, step in zip(dirs, latest)):
-    listed = ", ".join(f"{d.path} at {step or 0}" for d, step in zip(dirs, latest))
-    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
-                      "with --seed, or start the group in new directories.")
-  return start
-
-
 def _read_rows(path: pathlib.Path) -> list[dict]:
   rows = []
   for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -208,103 +191,6 @@ def _read_rows(path: pathlib.Path) -> list[dict]:
         raise RunDirError(f"{path} line {number} is not JSON (the file was cut short or edited); restore it, or "
                           "delete that line and the ones after it to resume from the rows before.") from None
   return rows
-
-
-def _check_resumable(rundir: RunDir) -> None:
-  """Refuse to resume a run whose metrics went on past a checkpoint it no longer has (it would restart at 0).
-
-  One row and no checkpoint at all is a run stopped between its first row and first checkpoint (rows are
-  written first), which resumes from the start and writes that row again.
-  """
-  for folder in (rundir, *(RunDir(p) for p in sorted(rundir.path.glob("fold*")) if p.is_dir())):
-    rows = len(folder.read_metrics())  # a damaged metrics.jsonl is refused here, before any data is loaded
-    if rows and not folder.has_checkpoint("last") and (rows > 1 or folder.has_checkpoint("best")):
-      raise RunDirError(f"{folder.path} has metrics but no checkpoints/last to resume from (it was deleted or "
-                        "moved); restore it, or train the run again in a new --workdir.")
-
-
-def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
-  """The run directory for ``config``: empty, or this run's when resuming; refuses anything else (writes nothing).
-
-  Where the data lives (:data:`LOCATION_FIELDS`) is not part of a run: a resumed run may read it from elsewhere.
-  """
-  rundir = _open(path, config, resume)
-  if resume and not rundir.holds_run():
-    state = "does not exist" if not rundir.path.exists() else "holds no run (no config.json)"
-    raise RunDirError(f"--resume: {rundir.path} {state}, so there is nothing to continue; leave out --resume to "
-                      "start a new run, or pass the run's --workdir.")
-  return rundir
-
-
-def _trained_anything(rundir: RunDir) -> bool:
-  """Whether a run wrote anything beyond its configuration: a row, a checkpoint or results (or a fold model did)."""
-  rows = any(p.stat().st_size for p in rundir.path.rglob("metrics.jsonl"))
-  return rows or any(p.name.isdigit() for p in rundir.path.rglob("checkpoints/*/*")) or rundir.results_path.exists()
-
-
-def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
-  rundir = RunDir(path)
-  check_writable(rundir.path, "--workdir")
-  if rundir.holds_run() and not resume and not _trained_anything(rundir):
-    return rundir  # a run that stopped before it trained (out of memory, say): nothing to lose, so a new one may start
-  if rundir.holds_run():
-    saved, wanted = run_kind(rundir.read_config()), run_kind(config.to_dict())
-    if saved != wanted:
-      raise RunDirError(f"{rundir.path} holds a {RUN_KINDS[saved][0]} run ({RUN_KINDS[saved][1]}), not a "
-                        f"{RUN_KINDS[wanted][0]} one; choose another --workdir.")
-    changed = rundir.differences(config, ignore=LOCATION_FIELDS)
-    if changed:
-      raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
-                        "choose another --workdir or repeat that run's options.")
-    if not resume:
-      raise RunDirError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another "
-                        "--workdir.")
-    _check_resumable(rundir)
-  elif not rundir.is_empty():
-    raise RunDirError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
-  return rundir
-
-
-def _new(path: str | os.PathLike, folders: dict[str, pathlib.Path]) -> RunDir:
-  """The directory of a run that does not exist yet, its parent folder resolved and checked once per ``folders``."""
-  parent, name = os.path.split(os.path.abspath(path))
-  if parent not in folders:
-    check_writable(parent, "--workdir")
-    folders[parent] = pathlib.Path(parent).resolve()
-  return RunDir(folders[parent] / name, resolved=True)
-
-
-def open_group_for_training(paths: list, configs: list, resume: bool, every: int | None = None) -> list[RunDir]:
-  """Every run's directory of a seed group, refused as a whole (nothing written) if any is another run's or
-  their last checkpoints disagree (a group trains its runs in step) beyond a stop between their saves, one
-  checkpoint of ``every`` steps apart (:func:`group_start`).
-  """
-  if len(paths) == 1:
-    return [open_for_training(paths[0], configs[0], resume)]
-  folders: dict[str, pathlib.Path] = {}  # each parent folder resolved and checked once: a group may hold 100,000 runs
-  dirs = [_open(path, config, resume) if os.path.lexists(path) else _new(path, folders)
-          for path, config in zip(paths, configs)]
-  if resume and not any(d.holds_run() for d in dirs):
-    raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "
-                      "holds a run, so there is nothing to continue; leave out --resume to start the group.")
-  group_start(dirs, every)
-  return dirs
-
-
-def saved_steps(path: str | os.PathLike) -> dict[str, int] | None:
-  """Where a run directory stands, read from folder names alone (no orbax, no JAX): each ``checkpoints/last`` in it
-  (a metric-learning run's fold models have one each) and its step; None where the directory does not exist.
-  """
-  root = pathlib.Path(path)
-  if not root.is_dir():
-    return None
-  steps = {}
-  for model in [root, *sorted(p for p in root.glob("fold*") if p.is_dir())]:
-    last = model / "checkpoints" / "last"
-    saved = [int(p.name) for p in last.iterdir() if p.name.isdigit()] if last.is_dir() else []
-    if saved:
-      steps[str(last.relative_to(root))] = max(saved)
-  return steps
 
 
 def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train") -> RunDir:

@@ -91,7 +91,7 @@ AGREE_SECONDS = 300  # how long a process waits for the others' options (they st
 
 def agree(options: list[tuple[str, object]], dirs: dict[str, dict | None]) -> None:
   """Refuse, in every process alike, a launch whose processes were given different ``options`` (``(flag, value)``
-  pairs) or see their run directories differently (``dirs``: each one's :func:`fewshot.records.rundir.saved_steps`).
+  pairs) or see their run directories differently (``dirs``: each one's :func:`fewshot.records.reuse.saved_steps`).
 
   Right after ``jax.distributed.initialize``, before any run directory is written; the processes exchange what
   they were given through the coordination service's key-value store (no collective: nothing compiles).

@@ -24,7 +24,7 @@ import jax
 
 from fewshot.errors import Interrupted, TrainingError
 from fewshot.records.events import EventWriter
-from fewshot.records.rundir import group_start
+from fewshot.records.reuse import group_start
 from fewshot.training import distributed, seed_groups
 from fewshot.training.progress import Progress, say
 from fewshot.training.runs import Runs

@@ -15,7 +15,8 @@ import dataclasses
 import pathlib
 
 from fewshot.records import events
-from fewshot.records.rundir import RunDir, open_group_for_training
+from fewshot.records.reuse import open_group_for_training
+from fewshot.records.rundir import RunDir
 from fewshot.training import distributed
 
 

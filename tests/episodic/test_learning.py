@@ -74,11 +74,16 @@ def test_evaluation_uses_running_statistics(source):
   state, _, _ = learning.train_chunk(learner, state, source, jax.random.key(1), 2)
   variables = learning.model_variables(state)
   accuracies = np.asarray(learning.evaluate(learner, variables, source, jax.random.key(2), 4, shape))
+  # One compiled program per step (op by op, these took most of the test's time).
+  draw = jax.jit(lambda key: sample_episode(key, source, shape))
+  embeddings = jax.jit(lambda params, stats, episode: learning.episode_embeddings(learner, params, stats, episode,
+                                                                                  train=False))
+  head = jax.jit(lambda params, support, query, episode: learning.logits(learner, params, support, query, episode))
   for i, accuracy in enumerate(accuracies):
-    episode = sample_episode(jax.random.fold_in(jax.random.key(2), i), source, shape)
-    support, query, stats = learning.episode_embeddings(learner, state.params, state.batch_stats, episode, train=False)
-    assert stats is state.batch_stats
-    logits = np.asarray(learning.logits(learner, state.params, support, query, episode))
+    episode = draw(jax.random.fold_in(jax.random.key(2), i))
+    support, query, stats = embeddings(state.params, state.batch_stats, episode)
+    jax.tree.map(np.testing.assert_array_equal, stats, state.batch_stats)  # evaluation leaves them as they were
+    logits = np.asarray(head(state.params, support, query, episode))
     assert accuracy == pytest.approx(np.mean(logits.argmax(1) == np.asarray(episode.query_labels)))
   # Evaluation mode: an episode's embeddings do not depend on which other images share the batch.
   alone, _ = learning.embed(learner, state.params, state.batch_stats, episode.query_images[:1], train=False)

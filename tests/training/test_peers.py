@@ -255,7 +255,7 @@ def _saved(path: pathlib.Path, *steps: int):
 
 def test_a_group_resumes_from_the_step_its_runs_all_hold_and_refuses_runs_further_apart(tmp_path):
   from fewshot.errors import RunDirError
-  from fewshot.records.rundir import group_start
+  from fewshot.records.reuse import group_start
 
   ahead, behind = _saved(tmp_path / "a", 2, 4), _saved(tmp_path / "b", 2)
   assert group_start([ahead, behind], every=2) == 2  # stopped after run a saved 4, before run b did

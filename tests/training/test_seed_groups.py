@@ -190,12 +190,12 @@ def test_a_large_group_opens_its_runs_without_validating_each_configuration_or_c
                                                                                                   monkeypatch):
   """A group of 100,000 seeds is refused for its memory in seconds: what is built per seed before that is cheap."""
   from fewshot.options import RunOptions
-  from fewshot.records import rundir
+  from fewshot.records import reuse
   from fewshot.training.runs import Runs
 
   config, checked, validated = Config(**TINY), [], []
   seed7 = dataclasses.replace(config, seed=7)
-  monkeypatch.setattr(rundir, "check_writable", lambda path, flag: checked.append(path))
+  monkeypatch.setattr(reuse, "check_writable", lambda path, flag: checked.append(path))
   monkeypatch.setattr(RunOptions, "check_fields", lambda self: validated.append(self))
   seeds = tuple(range(20_000))
   runs = Runs.open(config, seeds, [str(tmp_path / "runs" / f"seed{s}") for s in seeds], resume=False)

@@ -108,6 +108,10 @@ class Config(RunOptions):
     object.__setattr__(self, "protocol", data.protocol)
     self.set_default("augment", data.is_image_dataset)
     self.set_default("test_way", self.way)
+    for name in ("way", "test_way"):
+      if getattr(self, name) == 1:
+        raise ConfigError(f"--{name} 1 draws one-class episodes, which have nothing to classify (loss 0, accuracy "
+                          "100% whatever the model); use 2 or more classes.")
     if self.within_alphabet and self.dataset != "omniglot":
       raise ConfigError(f"--within_alphabet draws episodes from one Omniglot alphabet; {self.dataset} has none.")
     if self.distort and data.is_image_dataset:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import math
 import os
 import pathlib
 from typing import Any, Callable
@@ -40,6 +41,12 @@ class Run:
     return self.series(measure)[1]
 
 
+def _whole_count(value) -> bool:
+  """A step or episode count as a row records it: a whole number from 0 to 2^53 (JSON may write 4000 as 4000.0)."""
+  number = isinstance(value, (int, float)) and not isinstance(value, bool)
+  return number and math.isfinite(value) and value == int(value) and 0 <= value <= 2**53
+
+
 def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
   """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
   rundir = existing_run(path)
@@ -54,6 +61,10 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
     raise RunDirError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
   if not all(isinstance(row, dict) and "episode" in row for row in rows):
     raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
+  odd = next((row["episode"] for row in rows if not _whole_count(row["episode"])), None)
+  if odd is not None:
+    raise RunDirError(f"{path}/metrics.jsonl has a row at episode {odd!r}, not a whole number of episodes (it was "
+                      "edited); retrain or repair it.")
   provenance = rundir.read_config().get("provenance")
   backend = provenance.get("backend") if isinstance(provenance, dict) else None
   return Run(path=str(path), config=config, rows=rows, results=results, backend=backend, measurements=measurements)

@@ -79,6 +79,8 @@ class RunDir:
     """config.json as saved; one cut short or edited into something else than a JSON object is a one-line
     ``RunDirError`` naming it.
     """
+    if self.config_path.is_dir():
+      raise RunDirError(f"{self.config_path} is a folder, not the run's options; {_RESTORE}")
     try:
       config = json.loads(self.config_path.read_bytes())
     except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8 text

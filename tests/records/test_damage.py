@@ -277,3 +277,28 @@ def test_theta_is_the_dr_heads_only(trained):
   rows = RunDir(trained).read_metrics()
   assert [row["theta"] for row in rows] == [pytest.approx(np.exp(2.0))] * len(rows)
 
+
+
+def test_a_config_json_that_is_a_folder_and_an_absurd_episode_are_one_line_each(tmp_path):
+  """Before: IsADirectoryError and OverflowError tracebacks (issue 29, case 10)."""
+  folder = RunDir(tmp_path / "folder")
+  (folder.path / "config.json").mkdir(parents=True)
+  with pytest.raises(RunDirError, match=r"config.json is a folder, not the run's options; restore") as refused:
+    folder.read_config()
+  assert "\n" not in str(refused.value)
+  edited = RunDir(tmp_path / "edited")
+  edited.write_config(Config().to_dict())
+  edited.write_metrics([{"episode": 100, "val_accuracy": 50.0}, {"episode": 1e30, "val_accuracy": 60.0}])
+  with pytest.raises(RunDirError, match=r"has a row at episode 1e\+30, not a whole number of episodes"):
+    read_run(edited.path, Config.from_dict)
+  edited.write_metrics([{"episode": 100.0, "val_accuracy": 50.0}])  # 100.0 is a whole number
+  assert read_run(edited.path, Config.from_dict).rows[0]["episode"] == 100.0
+
+
+def test_a_one_class_episode_is_refused():
+  """Before, --way 1 trained at loss 0.000 to 100.00% ± 0.00% without a word (issue 29, case 7)."""
+  from fewshot.errors import ConfigError  # noqa: PLC0415
+
+  for options in ({"way": 1}, {"test_way": 1}):
+    with pytest.raises(ConfigError, match=f"--{next(iter(options))} 1 draws one-class episodes"):
+      Config(**options)

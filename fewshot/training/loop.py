@@ -102,9 +102,9 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
     bar.close()
     for writer in events:
       writer.close()
-  # Cleared once training is done, not on an error: a peer's exit fails this process's collective while its signal
-  # watcher still writes the line saying where training stopped.
-  _position.clear()
+  # Marked once training is done, not on an error: a peer's exit fails this process's collective while its signal
+  # watcher still writes the line saying where training stopped. A stop from here on stops the test.
+  _position["testing"] = True
   return state, bests
 
 
@@ -155,7 +155,7 @@ _position: dict = {}
 
 
 def _set_position(runs: Runs, schedule: Schedule, saved: int) -> None:
-  _position.update(runs=runs, schedule=schedule, saved=saved)
+  _position.update(runs=runs, schedule=schedule, saved=saved, testing=False)
 
 
 def interrupted_message(cause: str = "interrupted") -> str:
@@ -164,8 +164,11 @@ def interrupted_message(cause: str = "interrupted") -> str:
     return f"{cause}."
   runs, schedule, saved = _position["runs"], _position["schedule"], _position["saved"]
   others = f" and {len(runs.written_dirs) - 1} more runs" if len(runs.written_dirs) > 1 else ""
+  hosts = " on every host" if jax.process_count() > 1 else ""  # a group across processes resumes together
+  if _position.get("testing"):  # --resume of a trained run tests it (and of a tested one reports its results)
+    return (f"{cause}: {runs.written_dirs[0].path}{others} finished training ({schedule.step_key} {saved}) and "
+            f"stopped while testing its best checkpoint; run the same command with --resume{hosts} to test it.")
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
-  hosts = " on every host" if jax.process_count() > 1 else ""  # a group across processes resumes together
   return (f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume{hosts} to "
           "continue.")

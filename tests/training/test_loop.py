@@ -119,3 +119,18 @@ def test_a_groups_progress_names_the_seed_whose_numbers_it_shows(tmp_path):
   assert loop._first_runs_fields(group, {"loss": "0.412"}) == {"seed": 3, "loss": "0.412"}
   alone = Runs.open(Config(), None, [str(tmp_path / "c")], resume=False)
   assert loop._first_runs_fields(alone, {"loss": "0.412"}) == {"loss": "0.412"}
+
+
+def test_a_stop_after_training_says_the_test_was_stopped_and_that_resume_tests_it(tmp_path):
+  """Before, Ctrl-C while testing printed only "interrupted." (issue 29, case 9)."""
+  state = TrainState(step=jnp.int32(0), params={"w": jnp.zeros(1)}, batch_stats={}, opt_state={})
+  rundir = RunDir(tmp_path / "run")
+  train_chunk = lambda state, steps: (state.replace(step=state.step + steps), None)  # noqa: E731
+  make_rows = lambda state, _: [{"step": int(state.step), "loss": 1.0, "val": 1.0}]  # noqa: E731
+  loop.train_until(Runs((rundir,)), state, loop.Schedule(4, 2, best_by="val"), train_chunk, make_rows, progress=False)
+  assert loop.interrupted_message() == (f"interrupted: {rundir.path} finished training (step 4) and stopped while "
+                                        "testing its best checkpoint; run the same command with --resume to test it.")
+  other = RunDir(tmp_path / "other")  # the next run's training is training again
+  loop._set_position(Runs((other,)), loop.Schedule(4, 2, best_by="val"), 2)
+  assert loop.interrupted_message().endswith("stopped at step 2 of 4, its last checkpoint; run the same command with "
+                                             "--resume to continue.")

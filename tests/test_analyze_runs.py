@@ -286,3 +286,22 @@ def test_arms_are_compared_by_an_evaluate_measurement_when_asked(tmp_path):
     analyze.analyze_arms(s, dr, measurement="test_best@*_10ep.json")
   with pytest.raises(ConfigError, match="pass one of them"):
     analyze.analyze_paths([str(tmp_path)], list_runs=True, measurement="test_best@*_600ep_shot5.json")
+
+
+def test_a_copied_run_is_refused_wherever_arms_are_formed(tmp_path):
+  """Before, ``analyze A A' -- B C`` counted a ``cp -r`` copy as a second seed (issue 29, case 6)."""
+  import shutil  # noqa: PLC0415
+
+  from fewshot import plot  # noqa: PLC0415
+
+  a = write_run(tmp_path / "A_seed0", "softmax", 0, 90.0)
+  shutil.copytree(a, tmp_path / "copy")
+  b = [write_run(tmp_path / f"B_seed{k}", "dr", k, 92.0 + k) for k in range(2)]
+  fragment = f"{tmp_path / 'copy'} holds the same run as {a} (the same options, seed and records: a copy)"
+  with pytest.raises(ConfigError, match=re.escape(fragment)):
+    analyze.analyze_arms([a, str(tmp_path / "copy")], b)
+  with pytest.raises(ConfigError, match="a copy"):
+    analyze.analyze_paths([str(tmp_path)])
+  with pytest.raises(ConfigError, match="a copy"):
+    plot.plot([a, str(tmp_path / "copy")], str(tmp_path / "figs"))
+  assert not (tmp_path / "figs").exists()

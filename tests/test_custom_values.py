@@ -92,7 +92,10 @@ def test_a_custom_run_loads_with_its_values_and_refuses_without(custom_run):
 
 def test_a_custom_run_is_analysed_without_its_values(custom_run, tmp_path):
   workdir = str(custom_run[0])
-  copy = shutil.copytree(workdir, tmp_path / "copy")  # a second run: one run named twice is refused
+  # A second run: its copy under another seed (a run named twice, or its exact copy, is refused).
+  copy = shutil.copytree(workdir, tmp_path / "copy")
+  record = json.loads((copy / "config.json").read_text())
+  (copy / "config.json").write_text(json.dumps({**record, "seed": record["seed"] + 1}))
   text, _ = analyze.analyze([workdir, str(copy)])
   assert "scaled_dot" in text and "custom:Flat" in text
 

@@ -82,7 +82,22 @@ def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement:
       raise ConfigError(f"{path} names the run {same} names already; name each run once (a copy would count as "
                         "another run, or another seed).")
   runs = [read_run(path, config_type) for path in paths]
+  _refuse_copies(runs)
   return runs if measurement is None else [measured(run, measurement) for run in runs]
+
+
+def _refuse_copies(runs: list[Run]) -> None:
+  """One-line ``ConfigError`` for two directories holding the same run (``cp -r``: the same options, seed and
+  records), which every statistic would count twice.
+  """
+  seen: dict[str, str] = {}
+  for run in runs:
+    results = {k: v for k, v in (run.results or {}).items() if k != "workdir"}  # the one field a copy changes
+    key = json.dumps([run.config.to_dict(), run.rows, results], sort_keys=True, default=str)
+    first = seen.setdefault(key, run.path)
+    if first != run.path:
+      raise ConfigError(f"{run.path} holds the same run as {first} (the same options, seed and records: a copy); "
+                        "name each run once (a copy would count as another run, or another seed).")
 
 
 def measured(run: Run, pattern: str) -> Run:

@@ -28,6 +28,7 @@ Matplotlib and JAX are imported when a figure is drawn, after the runs and ``--o
 
 from __future__ import annotations
 
+import io
 import pathlib
 import sys
 
@@ -39,7 +40,7 @@ from fewshot.analysis.figures import caption, curve_labels, curve_styles, legend
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
-from fewshot.records.files import check_writable, make_dirs
+from fewshot.records.files import check_writable, make_dirs, write_bytes_atomic
 from fewshot.records.reading import expand, protocol_warning, read_runs
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
@@ -128,12 +129,12 @@ def _save(fig, path: pathlib.Path) -> str:
   fig.draw_without_rendering()  # lays the figure out, so its ink can be measured
   ink = fig.get_tightbbox(fig.canvas.get_renderer())
   page = Bbox.from_extents(0.0, ink.y0 - 0.02, fig.get_figwidth(), ink.y1 + 0.02)
+  drawn = io.BytesIO()  # drawn whole first, then written in one rename: a full disk leaves the old figure
   try:
-    fig.savefig(path, dpi=DPI, bbox_inches=page, format=path.suffix[1:])
-  except OSError as e:
-    raise OutputError(f"cannot write {path} ({e.strerror or type(e).__name__}); choose a writable --out.") from None
+    fig.savefig(drawn, dpi=DPI, bbox_inches=page, format=path.suffix[1:])
   finally:
     plt.close(fig)
+  write_bytes_atomic(path, drawn.getvalue())
   return str(path)
 
 

@@ -138,3 +138,25 @@ def test_a_folder_of_two_arms_is_drawn_as_analyze_reads_it(tmp_path, monkeypatch
   assert [len(members) for _, members in plot._groups(drawn[0])] == [2, 2]  # two arms of two seeds each
   assert warning == f"warning: left out 1 runs: {folder / 'started'} (no metrics row yet)."
   _assert_png(tmp_path / "figs" / "val_accuracy.png")
+
+
+def test_a_full_disk_leaves_the_old_figure_whole(tmp_path, monkeypatch):
+  """Before, a full disk replaced the old figure with a truncated PNG (issue 29, case 8)."""
+  import errno  # noqa: PLC0415
+  import os  # noqa: PLC0415
+
+  from fewshot.records import files  # noqa: PLC0415
+
+  out = tmp_path / "figs"
+  plot.plot([], str(out), landscape_only=True)
+  before = (out / "confidence_landscape.png").read_bytes()
+
+  def full(*args):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+  monkeypatch.setattr(files.os, "replace", full)
+  with pytest.raises(OutputError, match="No space left on device") as refused:
+    plot.plot([], str(out), landscape_only=True, fmt="png")
+  assert "\n" not in str(refused.value)
+  assert (out / "confidence_landscape.png").read_bytes() == before and sorted(p.name for p in out.iterdir()) == [
+      "confidence_landscape.png"]

@@ -79,8 +79,13 @@ def write_json_atomic(path: pathlib.Path, obj: Any, lines: bool = False) -> None
 
 
 def write_text_atomic(path: pathlib.Path, text: str) -> None:
-  """Write ``text`` to ``path`` through a temporary file renamed into place; an unwritable place is a one-line
-  ``OutputError``.
+  """Write ``text`` (UTF-8) to ``path`` through a temporary file renamed into place (:func:`write_bytes_atomic`)."""
+  write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: pathlib.Path, data: bytes) -> None:
+  """Write ``data`` to ``path`` through a temporary file renamed into place, so a full disk or a kill never leaves
+  half a file where the old one was; an unwritable place is a one-line ``OutputError``.
   """
   path = pathlib.Path(path)
   try:
@@ -88,8 +93,8 @@ def write_text_atomic(path: pathlib.Path, text: str) -> None:
   except OSError as e:
     raise _cannot_write(path, e) from None
   try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
       f.flush()
       os.fchmod(f.fileno(), 0o666 & ~current_umask())  # mkstemp's 0600, as any new file would be
       os.fsync(f.fileno())

@@ -4,16 +4,12 @@
 * :mod:`~fewshot.analysis.stats`: confidence intervals, geometric means, proportions, Mann–Whitney, Fisher, Welch
   (pure functions of arrays, scipy.stats underneath);
 * :mod:`~fewshot.analysis.tables`: tables as text, markdown, LaTeX or CSV;
-<<<<<<< HEAD
 * :mod:`~fewshot.analysis.pairs`: the DR paper's tables of run pairs;
 * :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;
 * :mod:`~fewshot.analysis.groups`: runs grouped into arms by configuration, one arm's tables and several arms';
-* :mod:`~fewshot.analysis.listing`: a row per run, the options in which the runs differ, and its results.
-=======
-* :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;
-* :mod:`~fewshot.analysis.figures`: what a figure of runs says in words (labels, seed groups and bands, caption),
-  for :mod:`fewshot.plot` to draw; no matplotlib here.
->>>>>>> figures-notebook
+* :mod:`~fewshot.analysis.listing`: a row per run, the options in which the runs differ, and its results;
+* :mod:`~fewshot.analysis.figures`: what a figure of runs says in words (labels, seed groups and bands, caption,
+  colours by model), for :mod:`fewshot.plot` to draw; no matplotlib here.
 
 A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or
 TensorFlow Datasets, so ``python -m fewshot.analyze`` and ``plot`` start in a moment. It reads runs through

@@ -47,18 +47,26 @@ def _accuracies(arm: list[Run]) -> np.ndarray:
   return np.array([np.nan if v is None else float(v) for v in values])
 
 
+def _compared(values_a: np.ndarray, values_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float | None, str]:
+  """Each arm's finite per-seed values and the two-sided Mann–Whitney U between them: ``(fa, fb, p, note)``."""
+  fa, fb = values_a[np.isfinite(values_a)], values_b[np.isfinite(values_b)]
+  p, note = stats.mann_whitney(fa, fb, method="auto")
+  return fa, fb, p, note
+
+
+def _welch(fa: np.ndarray, fb: np.ndarray) -> tuple[float | None, float | None]:
+  """B − A and its Welch half-width (None without values on both sides)."""
+  return stats.welch_difference(fa, fb) if fa.size and fb.size else (None, None)
+
+
 def accuracy_table(a: list[Run], b: list[Run]) -> Table:
   """Test accuracy of each arm across its seeds, and the comparison of the arms."""
   headers = ("arm", "model", "seeds", "test accuracy per seed (%)", "mean ± 95% t-interval", "B − A ± 95% Welch",
              "Mann-Whitney p")
   acc_a, acc_b = _accuracies(a), _accuracies(b)
-  fa, fb = acc_a[np.isfinite(acc_a)], acc_b[np.isfinite(acc_b)]
-  p, note = stats.mann_whitney(fa, fb, method="auto")
-  if fa.size and fb.size:
-    difference, half = stats.welch_difference(fa, fb)
-    diff = f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
-  else:
-    diff = MISSING
+  fa, fb, p, note = _compared(acc_a, acc_b)
+  difference, half = _welch(fa, fb)
+  diff = MISSING if difference is None else f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
   rows = []
   for name, arm, acc in (("A", a, acc_a), ("B", b, acc_b)):
     per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, acc))
@@ -86,8 +94,7 @@ def seed_means_table(a: list[Run], b: list[Run]) -> Table:
   rows = []
   for measure in MEASURES:
     ma, mb = seed_means(a, measure), seed_means(b, measure)
-    fa, fb = ma[np.isfinite(ma)], mb[np.isfinite(mb)]
-    p, note = stats.mann_whitney(fa, fb, method="auto")
+    fa, fb, p, note = _compared(ma, mb)
     listed = lambda m: ", ".join(format_value(stats.finite_or_none(v)) for v in m)  # noqa: E731
     median = lambda f: format_value(float(np.median(f))) if f.size else MISSING  # noqa: E731
     rows.append((Cell(LABELS[measure]), Cell(listed(ma)), Cell(listed(mb)), Cell(median(fa)), Cell(median(fb)),
@@ -126,10 +133,9 @@ def csv_records(a: list[Run], b: list[Run]) -> list[dict]:
   (``<measure>_seed_means``), one record each, numbers at full precision, the per-seed values as ``seed: value; ...``.
   """
   acc_a, acc_b = _accuracies(a), _accuracies(b)
-  fa, fb = acc_a[np.isfinite(acc_a)], acc_b[np.isfinite(acc_b)]
-  p, note = stats.mann_whitney(fa, fb, method="auto")
+  fa, fb, p, note = _compared(acc_a, acc_b)
   (mean_a, ci_a), (mean_b, ci_b) = (stats.t_interval(f) if f.size else (None, None) for f in (fa, fb))
-  difference, half = stats.welch_difference(fa, fb) if fa.size and fb.size else (None, None)
+  difference, half = _welch(fa, fb)
   common = dict(run_a=arm_label(a), run_b=arm_label(b), dir_a="; ".join(r.path for r in a),
                 dir_b="; ".join(r.path for r in b))
   records = [dict(common, measure="test_accuracy", n_a=fa.size, n_b=fb.size, values_a=_seed_values(a, acc_a),
@@ -139,8 +145,7 @@ def csv_records(a: list[Run], b: list[Run]) -> list[dict]:
                   mannwhitney_p=_finite_or_empty(p), note=note or _distribution(fa, fb))]
   for measure in MEASURES:
     ma, mb = seed_means(a, measure), seed_means(b, measure)
-    fa, fb = ma[np.isfinite(ma)], mb[np.isfinite(mb)]
-    p, note = stats.mann_whitney(fa, fb, method="auto")
+    fa, fb, p, note = _compared(ma, mb)
     records.append(dict(common, measure=f"{measure}_seed_means", n_a=fa.size, n_b=fb.size,
                         values_a=_seed_values(a, ma), values_b=_seed_values(b, mb),
                         median_a=float(np.median(fa)) if fa.size else "",

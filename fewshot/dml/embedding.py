@@ -61,7 +61,7 @@ class MetricLearner:
   # state stays replicated; the partitioner all-reduces BatchNorm's statistics and gathers the embeddings for
   # the loss, so the step is the single-device one, summed in another order.
   batch_sharding: jax.sharding.Sharding | None = None
-  precision: str = "float32"  # the embedder's (fewshot.numerics); losses and metrics are float32 whatever it says
+  precision: str = choices.PRECISIONS[0]  # the embedder's (fewshot.numerics); losses and metrics are float32 whatever it says
 
   def __post_init__(self):
     spec = get_loss(self.loss)

@@ -28,7 +28,7 @@ from fewshot import backbones, heads, numerics
 from fewshot.augment import affine
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
-from fewshot.choices import CENTRINGS, PSI_CLASSIFIERS
+from fewshot.choices import CENTRINGS, PRECISIONS, PSI_CLASSIFIERS
 from fewshot.episodic import diagnostics
 from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
 from fewshot.training import chunks, seed_groups
@@ -56,7 +56,7 @@ class EpisodicLearner:
   psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
   augmentation: Augmentation = NO_AUGMENTATION
   test_shifts: int = 0
-  precision: str = "float32"  # the backbone's (fewshot.numerics); heads and diagnostics are float32 whatever it says
+  precision: str = PRECISIONS[0]  # the backbone's (fewshot.numerics); heads and diagnostics are float32 whatever it says
 
   def __post_init__(self):
     # Resolved once here, so that every function below sees a head value.

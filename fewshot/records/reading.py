@@ -50,7 +50,8 @@ def _whole_count(value) -> bool:
 def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
   """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
   rundir = existing_run(path)
-  config = rundir.read_options(config_type)
+  record = rundir.read_config()
+  config = rundir.read_options(config_type, record)
   try:
     rows = tuple(rundir.read_metrics())
     results = rundir.read_results()
@@ -65,7 +66,7 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
   if odd is not None:
     raise RunDirError(f"{path}/metrics.jsonl has a row at episode {odd!r}, not a whole number of episodes (it was "
                       "edited); retrain or repair it.")
-  provenance = rundir.read_config().get("provenance")
+  provenance = record.get("provenance")
   backend = provenance.get("backend") if isinstance(provenance, dict) else None
   return Run(path=str(path), config=config, rows=rows, results=results, backend=backend, measurements=measurements)
 

@@ -90,11 +90,12 @@ class RunDir:
       raise RunDirError(f"{self.config_path} holds a JSON {type(config).__name__}, not the run's options; {_RESTORE}")
     return config
 
-  def read_options(self, from_dict: Callable[[dict], Any]) -> Any:
+  def read_options(self, from_dict: Callable[[dict], Any], record: dict | None = None) -> Any:
     """The saved configuration as ``from_dict`` (e.g. ``Config.from_dict``) builds it; a value it refuses (a field
     of the wrong type or out of range: the file was edited) is a one-line ``RunDirError`` naming the file and field.
+    ``record``: config.json as :meth:`read_config` read it already.
     """
-    record = self.read_config()
+    record = self.read_config() if record is None else record
     try:
       return from_dict(record)
     except ConfigError as e:

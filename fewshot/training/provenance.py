@@ -93,9 +93,9 @@ def data_files(data_dir: str | None) -> list[str]:
   """
   if not data_dir or not os.path.isdir(data_dir):
     return []
-  folders = {name for name in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, name))}
-  return sorted(name + "/" * (name in folders) for name in os.listdir(data_dir) if not name.startswith(".") and
-                (name in folders or name.lower().endswith(DATA_FILE_ENDINGS)))
+  with os.scandir(data_dir) as entries:
+    return sorted(entry.name + "/" * entry.is_dir() for entry in entries if not entry.name.startswith(".") and
+                  (entry.is_dir() or entry.name.lower().endswith(DATA_FILE_ENDINGS)))
 
 
 def data_record(splits: dict, data_dir: str | None = None) -> dict:

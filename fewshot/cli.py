@@ -91,7 +91,8 @@ def _exit_interrupted(message: str | None, status: int = INTERRUPTED, cause: str
   """
   with _exiting:
     if peers.watching():
-      peers.post("interrupted")  # first: where training stopped is read once the others know
+      # First: where training stopped is read once the others know. SIGTERM is a preemption: every process exits 143.
+      peers.post("interrupted", cause, status if cause.startswith("terminated") else 2)
       peers.finish(message or _interrupted_message(cause), status)
     message = message or _interrupted_message(cause)
     print(message, file=sys.stderr)

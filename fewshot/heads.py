@@ -119,7 +119,10 @@ def class_distances(
   to_support = pairwise(query, support)  # [n_query, n_support]
   in_class = support_labels[None, :] == jnp.arange(way)[:, None]  # [way, n_support]
   masked = jnp.where(in_class[None], to_support[:, None, :], jnp.inf)
-  return masked.min(axis=-1)
+  # The nearest by index, not masked.min(): min's gradient finds its argument again by equality with the result,
+  # which a GPU's recomputation can miss by a rounding (0/0: NaN, seen at a query on its support point on an H100).
+  nearest = jnp.argmin(masked, axis=-1)
+  return jnp.take_along_axis(masked, nearest[..., None], axis=-1)[..., 0]
 
 
 def class_squared_distances(

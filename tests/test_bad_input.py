@@ -114,9 +114,10 @@ def test_resume_refuses_metrics_whose_last_checkpoint_is_gone(tmp_path):
   _fake_run(tmp_path / "run", rows=2, last=False)
   with pytest.raises(RunDirError, match="has metrics but no checkpoints/last"):
     open_for_training(tmp_path / "run", Config(**TINY), resume=True)
-  # One row and no checkpoint at all: stopped between its first row and first checkpoint; resumable from 0.
-  (_fake_run(tmp_path / "early", rows=1, last=False).path / "checkpoints" / "best" / "2").rmdir()
-  assert open_for_training(tmp_path / "early", Config(**TINY), resume=True).holds_run()
+  # One row and no last (best written or not): stopped inside its first checkpoint; resumable from 0.
+  assert open_for_training(_fake_run(tmp_path / "early", rows=1, last=False).path, Config(**TINY), resume=True)
+  (_fake_run(tmp_path / "earlier", rows=1, last=False).path / "checkpoints" / "best" / "2").rmdir()
+  assert open_for_training(tmp_path / "earlier", Config(**TINY), resume=True).holds_run()
 
 
 def test_resume_refuses_a_truncated_metrics_file(tmp_path, assert_one_line_error):

@@ -26,8 +26,9 @@ def test_rounding_keeps_ten_mantissa_bits_to_nearest_even():
 def test_enabled_products_that_do_not_ask_for_highest_take_tf32_operands():
   code = ("import numpy as np, jax.numpy as jnp, tf32_emulation; tf32_emulation.enable()\n"
           "a = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32); exact = a.astype(np.float64) @ a\n"
-          "err = lambda p: float(np.abs(np.asarray(jnp.matmul(a, a, precision=p)) - exact).max())\n"
-          "print(err(None) > 1e-3, err('highest') < 1e-4)")
+          "err = lambda f, p: float(np.abs(np.asarray(f(a, a, precision=p)) - exact).max())\n"
+          "einsum = lambda x, y, precision: jnp.einsum('ij,jk->ik', x, y, precision=precision)\n"
+          "print(err(jnp.matmul, None) > 1e-3, err(jnp.matmul, 'highest') < 1e-4, err(einsum, None) > 1e-3)")
   done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO / "tests",
                         env=checkout_env())
-  assert done.stdout.split() == ["True", "True"], done.stderr
+  assert done.stdout.split() == ["True", "True", "True"], done.stderr

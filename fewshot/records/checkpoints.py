@@ -14,7 +14,7 @@ import pathlib
 from typing import Any
 
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.records import damage, local_checkpoints
+from fewshot.records import damage, files, local_checkpoints
 
 CHECKPOINT_KINDS = ("last", "best")
 # Steps kept of each kind: `last` keeps the one before until the whole seed group has saved the new one
@@ -78,6 +78,21 @@ class Checkpoints:
     return local_checkpoints.steps(self.folder / kind)
 
   def save(self, kind: str, step: int, state: Any) -> None:
+    """Save ``state`` as this kind's checkpoint at ``step``; a full disk is one line naming the folder and the space
+    (what was saved before stays whole: a checkpoint is written under a temporary name, then renamed).
+    """
+    try:
+      self._save(kind, step, state)
+    except Exception as e:
+      if not files.out_of_space(e):
+        raise
+      import jax
+
+      needed = sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
+      raise files.full_disk_error(self.folder / kind / str(step), needed, "run the same command with --resume: it "
+                                  "continues from the last checkpoint saved.") from None
+
+  def _save(self, kind: str, step: int, state: Any) -> None:
     import orbax.checkpoint as ocp
 
     if self._local(kind, writing=True):
@@ -94,19 +109,28 @@ class Checkpoints:
     continues from it).
     """
     check_kind(kind)
-    step = self.step(kind) if step is None else step
-    if step is None:
-      raise RunDirError(f"{self.folder.parent} has no {kind} checkpoint; train it first (or use the other checkpoint).")
-    where = self.folder / kind / str(step)
-    try:
-      if self._local(kind):
-        return local_checkpoints.restore(self.folder / kind, step, like)
-      return self._restore_orbax(kind, step, like)
-    except Exception as e:
-      reason = damage.unreadable(e)
-      if reason is None:  # not the files' fault: a bug, or a state unlike the saved one, is raised as it is
-        raise
-      raise RunDirError(f"{where} is damaged ({reason}); {self._way_out(kind, resuming)}") from None
+    latest = step is None
+    for _ in range(3):  # a run still training replaces its latest checkpoint as it is read: read the new one
+      step = self.step(kind) if latest else step
+      if step is None:
+        raise RunDirError(f"{self.folder.parent} has no {kind} checkpoint; train it first (or use the other "
+                          "checkpoint).")
+      where = self.folder / kind / str(step)
+      try:
+        if self._local(kind):
+          return local_checkpoints.restore(self.folder / kind, step, like)
+        return self._restore_orbax(kind, step, like)
+      except Exception as e:
+        reason = damage.unreadable(e)
+        if reason is None:  # not the files' fault: a bug, or a state unlike the saved one, is raised as it is
+          raise
+        if step in self.steps(kind):
+          raise RunDirError(f"{where} is damaged ({reason}); {self._way_out(kind, resuming)}") from None
+        if not latest:
+          raise RunDirError(f"{where} was replaced while it was read (the run is still training): read "
+                            f"{kind} step {self.step(kind)} instead, or wait until training ends.") from None
+    raise RunDirError(f"{self.folder / kind} was replaced three times while it was read (the run is still "
+                      "training); wait until its training ends.")
 
   def _restore_orbax(self, kind: str, step: int, like: Any) -> Any:
     import orbax.checkpoint as ocp

@@ -13,7 +13,9 @@ step, and the HPARAMS tab its options (:func:`write_results`).
 from __future__ import annotations
 
 import math
+import os
 import pathlib
+import time
 
 FOLDER = "tensorboard"
 _TRAINING = ("loss", "theta")  # a row's numbers that are training's without a train_ prefix
@@ -39,25 +41,40 @@ def _number(value) -> bool:
 
 
 class EventWriter:
-  """The scalars of one run directory's rows, step by step (``row[step_key]``)."""
+  """The scalars of one run directory's rows, step by step (``row[step_key]``), on disk when :meth:`write` returns.
+
+  Written straight to the event file: tensorboardX's ``SummaryWriter`` hands its events to a thread through a queue,
+  and the events still queued when SIGTERM's immediate exit came were lost while the checkpoint covering them stood.
+  Each writer starts by purging from ``resumed_step + 1`` (a resumed run trains those steps again, from the start
+  too), so TensorBoard shows each step once.
+  """
 
   def __init__(self, run_path: pathlib.Path, step_key: str, resumed_step: int = 0):
-    from tensorboardX import SummaryWriter  # only where a run trains
+    from tensorboardX.event_file_writer import EventsWriter  # only where a run trains
+    from tensorboardX.proto.event_pb2 import Event, SessionLog
 
+    folder = pathlib.Path(run_path) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
     self.step_key = step_key
-    # purge_step: events at or past it, written before an interruption, are dropped when TensorBoard reads them.
-    self._writer = SummaryWriter(str(pathlib.Path(run_path) / FOLDER), purge_step=resumed_step + 1 if resumed_step else None,
-                                 flush_secs=30)
+    # Files are named by the second they open; the nanoseconds after it keep a file opened in the same second (a run
+    # resumed at once) apart and in order, so that TensorBoard, reading them by name, purges in the order written.
+    self._file = EventsWriter(str(folder / "events"), f".{time.time_ns() % 10**9:09d}.{os.getpid()}")
+    self._file.write_event(Event(wall_time=time.time(), step=resumed_step + 1,
+                                 session_log=SessionLog(status=SessionLog.START)))
+    self._file.flush()
 
   def write(self, row: dict) -> None:
+    from tensorboardX import summary
+    from tensorboardX.proto.event_pb2 import Event
+
     step = int(row[self.step_key])
     for name, value in row.items():
       if name not in (self.step_key, "epoch") and _number(value):
-        self._writer.add_scalar(tag(name), value, step)
-    self._writer.flush()
+        self._file.write_event(Event(wall_time=time.time(), step=step, summary=summary.scalar(tag(name), value)))
+    self._file.flush()
 
   def close(self) -> None:
-    self._writer.close()
+    self._file.close()
 
 
 def write_results(run_path: pathlib.Path, options: dict, results: dict, step: int | None) -> None:

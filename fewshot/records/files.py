@@ -10,10 +10,12 @@ and figures. JSON has no NaN: records hold ``null`` for an undefined value
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import pathlib
+import shutil
 import tempfile
 from typing import Any
 
@@ -41,6 +43,27 @@ def finite_json(obj: Any) -> Any:
 def _cannot_write(path: pathlib.Path, e: OSError) -> OutputError:
   reason = e.strerror or type(e).__name__
   return OutputError(f"cannot write {path} ({reason}); make its folder writable or choose another location.")
+
+
+def out_of_space(e: BaseException) -> bool:
+  """Whether ``e``, or an error it wraps (orbax wraps its writers' once or twice), is a full disk (or quota)."""
+  for _ in range(8):
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+      return True
+    e = e.__cause__ or e.__context__
+    if e is None:
+      return False
+  return False
+
+
+def full_disk_error(path: pathlib.Path, needed_bytes: int, after: str) -> OutputError:
+  """The one line for ``path`` not written for want of space: how much it needs, how much is free, then ``after``."""
+  existing = pathlib.Path(path)
+  while not existing.exists() and existing != existing.parent:
+    existing = existing.parent
+  free = shutil.disk_usage(existing).free
+  return OutputError(f"no space left on the disk to write {path} (it needs about {needed_bytes / 2**20:.1f} MiB; "
+                     f"{free / 2**20:.1f} MiB free there): free some space, then {after}")
 
 
 def check_writable(path: str | os.PathLike, flag: str) -> None:

@@ -1,7 +1,8 @@
 """The one rule for reusing a run directory: a new run takes an empty one, ``--resume`` takes its own run's.
 
 :func:`open_for_training` checks one directory and :func:`open_group_for_training` a seed group's, before anything is
-written and before JAX loads; :func:`group_start` is where a group stopped between its runs' saves resumes from, and
+written and before JAX loads; a training checks each again with :func:`check_for_training` once it holds the
+directory's lock (:mod:`fewshot.records.writer_lock`: another command may have written it in between); :func:`group_start` is where a group stopped between its runs' saves resumes from, and
 :func:`saved_steps` where a directory stands, read from folder names alone.
 """
 
@@ -36,12 +37,12 @@ def group_start(dirs: list[RunDir], every: int | None) -> int | None:
 def _check_resumable(rundir: RunDir) -> None:
   """Refuse to resume a run whose metrics went on past a checkpoint it no longer has (it would restart at 0).
 
-  One row and no checkpoint at all is a run stopped between its first row and first checkpoint (rows are
-  written first), which resumes from the start and writes that row again.
+  One row and no ``last`` is a run stopped inside its first checkpoint (rows are written first, then ``best``, then
+  ``last``): it resumes from the start, dropping that ``best``, and writes the row again.
   """
   for folder in (rundir, *(RunDir(p) for p in sorted(rundir.path.glob("fold*")) if p.is_dir())):
     rows = len(folder.read_metrics())  # a damaged metrics.jsonl is refused here, before any data is loaded
-    if rows and not folder.has_checkpoint("last") and (rows > 1 or folder.has_checkpoint("best")):
+    if rows > 1 and not folder.has_checkpoint("last"):
       raise RunDirError(f"{folder.path} has metrics but no checkpoints/last to resume from (it was deleted or "
                         "moved); restore it, or train the run again in a new --workdir.")
 
@@ -51,7 +52,7 @@ def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
 
   Where the data lives (:data:`LOCATION_FIELDS`) is not part of a run: a resumed run may read it from elsewhere.
   """
-  rundir = _open(path, config, resume)
+  rundir = check_for_training(path, config, resume)
   if resume and not rundir.holds_run():
     state = "does not exist" if not rundir.path.exists() else "holds no run (no config.json)"
     raise RunDirError(f"--resume: {rundir.path} {state}, so there is nothing to continue; leave out --resume to "
@@ -65,7 +66,8 @@ def _trained_anything(rundir: RunDir) -> bool:
   return rows or any(p.name.isdigit() for p in rundir.path.rglob("checkpoints/*/*")) or rundir.results_path.exists()
 
 
-def _open(path: str | os.PathLike, config, resume: bool) -> RunDir:
+def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
+  """The rule for one existing or new directory, without the check that ``--resume`` finds a run to continue."""
   rundir = RunDir(path)
   check_writable(rundir.path, "--workdir")
   if rundir.holds_run() and not resume and not _trained_anything(rundir):
@@ -105,7 +107,7 @@ def open_group_for_training(paths: list, configs: list, resume: bool, every: int
   if len(paths) == 1:
     return [open_for_training(paths[0], configs[0], resume)]
   folders: dict[str, pathlib.Path] = {}  # each parent folder resolved and checked once: a group may hold 100,000 runs
-  dirs = [_open(path, config, resume) if os.path.lexists(path) else _new(path, folders)
+  dirs = [check_for_training(path, config, resume) if os.path.lexists(path) else _new(path, folders)
           for path, config in zip(paths, configs)]
   if resume and not any(d.holds_run() for d in dirs):
     raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from fewshot.errors import ConfigError, RunDirError, one_line
 from fewshot.options import LOCATION_FIELDS
+from fewshot.records import writer_lock
 from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import finite_json, make_dirs, write_json_atomic
 
@@ -67,7 +68,8 @@ class RunDir:
     return self.config_path.exists()
 
   def is_empty(self) -> bool:
-    return not self.path.exists() or not any(self.path.iterdir())
+    """Whether the directory holds nothing (a lock left by a training that wrote nothing else counts as nothing)."""
+    return not self.path.exists() or not any(p.name != writer_lock.NAME for p in self.path.iterdir())
 
   def differences(self, config, ignore: tuple[str, ...] = ()) -> list[str]:
     """The options in which the saved run's configuration differs from ``config`` (of the same type)."""

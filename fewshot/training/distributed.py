@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import signal
+import threading
 
 from fewshot.errors import ConfigError
 
@@ -65,7 +67,22 @@ class Processes:
     jax.distributed.initialize(self.coordinator_address, num_processes=self.num_processes,
                                process_id=self.process_id, heartbeat_timeout_seconds=peers.HEARTBEAT_SECONDS,
                                initialization_timeout=peers.JOIN_SECONDS)
+    _take_back_signals()
     peers.start_watchdog()
+
+
+def _take_back_signals() -> None:
+  """Put Python's own handlers back in front of SIGTERM and SIGINT: ``jax.distributed.initialize`` hands SIGTERM to
+  XLA's preemption notifier, which only logs it, so a group over several processes trained on to the end through
+  SLURM's preemption signal. Python's handlers are the command's (:mod:`fewshot.cli`: one line, exit 143, every
+  process stopped) or the default; setting one again installs Python's handler at the C level.
+  """
+  if threading.current_thread() is not threading.main_thread():
+    return
+  for signum in (signal.SIGTERM, signal.SIGINT):
+    handler = signal.getsignal(signum)
+    if handler is not None:  # None: a handler not set from Python, left as it is
+      signal.signal(signum, handler)
 
 
 # A host name or IPv4 address, or an IPv6 address in brackets; then the port.

@@ -89,11 +89,12 @@ def stop(line: str, status: int, kind: str | None = "error") -> None:
   finish(line, status)
 
 
-def post(kind: str, line: str = "") -> None:
+def post(kind: str, line: str = "", status: int = 2) -> None:
   """Tell the other processes that this one stops (``kind``: ``"error"``, its ``line`` naming the fix, or
-  ``"interrupted"``); the first post wins. Waits at most a second for the coordination service.
+  ``"interrupted"``, its ``line`` the cause) and the ``status`` they exit with; the first post wins. Waits at most a
+  second for the coordination service.
   """
-  value = json.dumps({"process": _state["process"], "kind": kind, "line": line})
+  value = json.dumps({"process": _state["process"], "kind": kind, "line": line, "status": status})
 
   def send():
     try:
@@ -167,7 +168,7 @@ def _watchdog() -> None:
     posted = json.loads(value)
     if posted["process"] == _state["process"]:
       return
-    finish(_peer_stopped(posted), 2)
+    finish(_peer_stopped(posted), posted.get("status", 2))
 
 
 def _close(watchdog: threading.Thread) -> None:
@@ -178,7 +179,8 @@ def _close(watchdog: threading.Thread) -> None:
 def _peer_stopped(posted: dict) -> str:
   k, n = posted["process"], _state["processes"]
   if posted["kind"] == "interrupted":
-    return f"error: process {k} of {n} was interrupted (Ctrl-C), so this one stops too; {RESUME}."
+    cause = posted["line"] if posted["line"].startswith("terminated") else "interrupted (Ctrl-C)"
+    return f"error: process {k} of {n} was {cause}, so this one stops too; {RESUME}."
   return f"error: process {k} of {n} stopped, so this one stops too: {posted['line'].removeprefix('error: ')}"
 
 

@@ -4,7 +4,7 @@ One run, or a seed group's runs (:mod:`fewshot.training.seed_groups`): their con
 and which of them this process writes (all of them on one host; across hosts, those of its own devices). A
 trainer opens them before JAX loads (:meth:`Runs.open`: bad directories are refused, nothing written), lays them
 over the devices once its experiment is built (:meth:`Runs.on`), records their configurations once every process
-has checked them (:meth:`Runs.begin`), trains them with :func:`fewshot.training.loop.train_until`, restores their
+has checked them (:meth:`Runs.begin`, under each directory's lock: one writer per directory), trains them with :func:`fewshot.training.loop.train_until`, restores their
 best checkpoints (:meth:`Runs.restore`) and writes their results (:meth:`Runs.finish`). It supplies only its
 chunk, its rows and its test.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from fewshot.records import events
-from fewshot.records.reuse import open_group_for_training
+from fewshot.records import events, writer_lock
+from fewshot.records.reuse import check_for_training, open_group_for_training
 from fewshot.records.rundir import RunDir
 from fewshot.training import distributed
 
@@ -27,6 +27,7 @@ class Runs:
   dirs: tuple[RunDir, ...]  # every run's directory, in the order of its seeds
   configs: tuple = ()  # every run's configuration, in the same order (what begin records)
   group: object | None = None  # a fewshot.training.seed_groups.SeedGroup (imported with JAX, so not named here)
+  resume: bool = False  # whether the runs were opened to continue (checked again under each directory's lock)
 
   @classmethod
   def open(cls, config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool,
@@ -37,7 +38,7 @@ class Runs:
     loaded).
     """
     configs = [config] if seeds is None else [config.with_seed(s) for s in seeds]
-    return cls(tuple(open_group_for_training(workdirs, configs, resume, every)), tuple(configs))
+    return cls(tuple(open_group_for_training(workdirs, configs, resume, every)), tuple(configs), resume=resume)
 
   def on(self, group) -> Runs:
     """These runs laid out as ``group`` (a seed group's placement on the devices; None for one run)."""
@@ -64,6 +65,9 @@ class Runs:
     """
     distributed.barrier("fewshot: every process checked the group's run directories")  # before any is written
     for i in self.written:
+      # One writer per directory; checked again under its lock, since another command may have written it since open.
+      writer_lock.hold(self.dirs[i].path)
+      check_for_training(self.dirs[i].path, self.configs[i], self.resume)
       self.dirs[i].record_config({**self.configs[i].to_dict(), **recorded})
 
   def states(self, tree) -> list:
@@ -97,4 +101,5 @@ class Runs:
       out[i] = {**result, "workdir": str(self.dirs[i].path)}
       self.dirs[i].write_results(out[i])
       events.write_results(self.dirs[i].path, self.configs[i].to_dict(), result, result.get("best_episode"))
+      writer_lock.release(self.dirs[i].path)
     return out

@@ -16,6 +16,7 @@ import dataclasses
 import os
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -149,10 +150,29 @@ def step_bytes_bound(lowered) -> int | None:
   program reads or writes, which its peak memory stays well under (~19 times for Conv4 on 28 px episodes); None where
   XLA does not say.
   """
-  cost = lowered.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost
-  accessed = (cost or {}).get("bytes accessed")
+  accessed = (program_cost(lowered) or {}).get("bytes accessed")
   return int(accessed) if accessed else None
+
+
+def program_cost(lowered) -> dict | None:
+  """XLA's cost analysis of a lowered, uncompiled program (``flops``, ``bytes accessed``); None where XLA does not say.
+
+  A GPU's plugin (PJRT's C API) has no analysis of an uncompiled program, so there the same unoptimised module is
+  analysed by the CPU's client: the counts are of the program, not of the backend that will run it.
+  """
+  try:
+    cost = lowered.cost_analysis()
+  except NotImplementedError:
+    cost = None
+  cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost
+  if cost:
+    return cost
+  try:  # jax's internal route to that analysis: where it moves, the caller compiles instead
+    from jax._src.lib import _jax
+
+    return _jax.hlo_module_cost_analysis(jax.extend.backend.get_backend("cpu"), lowered._lowering.hlo().as_hlo_module())
+  except Exception:  # noqa: BLE001 (any failure means no bound, never a wrong one)
+    return None
 
 
 def state_bytes(lowered) -> int:

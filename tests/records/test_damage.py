@@ -21,7 +21,7 @@ from fewshot.config import Config
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import RunDirError
 from fewshot.evaluate import evaluate, evaluate_lake
-from fewshot.records import local_checkpoints
+from fewshot.records import local_checkpoints, writer_lock
 from fewshot.records.reading import read_run
 from fewshot.records.rundir import RunDir
 
@@ -84,8 +84,11 @@ DAMAGES = {
 
 
 def _files(path):
-  """Every file under ``path`` with a digest of its bytes: what a refused command must leave as it was."""
-  return {str(p.relative_to(path)): hashlib.sha1(p.read_bytes()).hexdigest() for p in path.rglob("*") if p.is_file()}
+  """Every record under ``path`` with a digest of its bytes: what a refused command must leave as it was (the writer's
+  lock names whichever training held it last: bookkeeping, not a record).
+  """
+  return {str(p.relative_to(path)): hashlib.sha1(p.read_bytes()).hexdigest() for p in path.rglob("*")
+          if p.is_file() and p.name != writer_lock.NAME}
 
 
 def _raises_one_line(call, *fragments):

@@ -1,14 +1,19 @@
 """Run records: checkpoints of the shared TrainState, and those of runs saved before it (steps as 'episode')."""
 
+import errno
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 
 from fewshot.backbones import Conv4
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
+from fewshot.errors import OutputError, RunDirError
+from fewshot.records.checkpoints import Checkpoints
 from fewshot.records.rundir import RunDir
 
 
@@ -44,3 +49,39 @@ def test_the_shared_state_round_trips_and_replaces_a_replayed_checkpoint(tmp_pat
   rundir.save_checkpoint("best", 7, saved)  # a resumed run replaying step 7 saves it again
   assert rundir.checkpoint_step("best") == 7
   _assert_same(rundir.restore_checkpoint("best", _state(1)), saved)
+
+
+def test_a_checkpoint_replaced_while_it_is_read_is_read_again_not_called_damaged(tmp_path, monkeypatch):
+  """evaluate on a run still training said, in 2 of 10 calls, that its checkpoint "is damaged" (issue 29, case 5)."""
+  rundir, newer = RunDir(tmp_path), _state(3).replace(step=jnp.int32(4))
+  rundir.save_checkpoint("best", 2, _state(0).replace(step=jnp.int32(2)))
+  checkpoints, read = rundir.checkpoints, Checkpoints._restore_orbax
+
+  def replaced_while_read(self, kind, step, like):
+    if step == 2:  # the training saves best 4, which deletes best 2, as this read goes on
+      self.save(kind, 4, newer)
+      raise FileNotFoundError(2, "No such file or directory", str(self.folder / kind / "2" / "default"))
+    return read(self, kind, step, like)
+
+  monkeypatch.setattr(Checkpoints, "_restore_orbax", replaced_while_read)
+  _assert_same(checkpoints.restore("best", _state(1)), newer)
+  rundir.save_checkpoint("best", 2, _state(0).replace(step=jnp.int32(2)))  # a read of that very step says so
+  with pytest.raises(RunDirError, match=r"best/2 was replaced while it was read \(the run is still training\): "
+                                        "read best step 4 instead"):
+    checkpoints.restore("best", _state(1), step=2)
+
+
+def test_a_full_disk_during_a_save_is_one_line_naming_the_folder_and_the_space(tmp_path, monkeypatch):
+  """It was a 260-line traceback (issue 29, case 8); the checkpoint before it stays whole."""
+  rundir, state = RunDir(tmp_path), _state(0)
+  rundir.save_checkpoint("last", 2, state)
+
+  def full(*args, **kwargs):
+    raise ValueError("orbax: the save failed") from OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(ocp.CheckpointManager, "save", full)
+  with pytest.raises(OutputError, match=rf"no space left on the disk to write {tmp_path}/checkpoints/last/4 \(it "
+                                        r"needs about \d+\.\d MiB; \d+\.\d MiB free there\): free some space, then "
+                                        "run the same command with --resume") as info:
+    rundir.save_checkpoint("last", 4, state)
+  assert "\n" not in str(info.value) and rundir.checkpoints.steps("last") == [2]

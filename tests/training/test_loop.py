@@ -15,6 +15,7 @@ import pytest
 from fewshot.config import Config
 from fewshot.data import default_tfds_dir
 from fewshot.errors import TrainingError
+from fewshot.records.reuse import open_for_training
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 from fewshot.training import loop
@@ -134,3 +135,53 @@ def test_a_stop_after_training_says_the_test_was_stopped_and_that_resume_tests_i
   loop._set_position(Runs((other,)), loop.Schedule(4, 2, best_by="val"), 2)
   assert loop.interrupted_message().endswith("stopped at step 2 of 4, its last checkpoint; run the same command with "
                                              "--resume to continue.")
+
+
+def test_a_loop_stopped_inside_its_first_checkpoint_opens_for_resuming_and_replays_it(tmp_path, monkeypatch):
+  """The rule and the loop of case 1 below in a second: rows, then best, then (stopped) last."""
+  state = TrainState(step=jnp.int32(0), params={"w": jnp.zeros(1)}, batch_stats={}, opt_state={})
+  train_chunk = lambda state, steps: (state.replace(step=state.step + steps, params={"w": state.params["w"] + 1}),  # noqa: E731
+                                      None)
+  make_rows = lambda state, _: [{"step": int(state.step), "loss": 1.0, "val": float(state.params["w"][0])}]  # noqa: E731
+  schedule, config = loop.Schedule(4, 2, best_by="val"), Config(**TINY)
+  rundir = RunDir(tmp_path / "run")
+  rundir.write_config(config.to_dict())
+  save = RunDir.save_checkpoint
+  monkeypatch.setattr(RunDir, "save_checkpoint", lambda d, kind, step, s: save(d, kind, step, s) if kind == "best"
+                      else (_ for _ in ()).throw(KeyboardInterrupt))
+  with pytest.raises(KeyboardInterrupt):
+    loop.train_until(Runs((rundir,)), state, schedule, train_chunk, make_rows, progress=False)
+  monkeypatch.undo()
+  assert rundir.checkpoint_step("best") == 2 and not rundir.has_checkpoint("last")
+  opened = open_for_training(rundir.path, config, resume=True)
+  loop.train_until(Runs((opened,)), state, schedule, train_chunk, make_rows, progress=False)
+  assert [(r["step"], r["val"]) for r in opened.read_metrics()] == [(2, 1.0), (4, 2.0)]
+  assert opened.checkpoints.steps("best") == [4] and opened.checkpoints.steps("last") == [4]
+
+
+@pytest.mark.slow  # three trainings: ~30 s
+def test_a_stop_inside_the_first_checkpoint_resumes_from_the_start_to_the_same_records(tmp_path, monkeypatch):
+  """Stopped after checkpoints/best/<first> was written and before checkpoints/last/<first> (issue 29, case 1):
+  --resume refused ("metrics but no checkpoints/last") and a new start was refused too ("already holds this run").
+  """
+  config = Config(**TINY)
+  whole = train(config, str(tmp_path / "whole"), progress=False)
+  save = RunDir.save_checkpoint
+
+  def stop_before_the_first_last(rundir, kind, step, state):
+    if kind == "last":
+      raise KeyboardInterrupt
+    save(rundir, kind, step, state)
+
+  monkeypatch.setattr(RunDir, "save_checkpoint", stop_before_the_first_last)
+  with pytest.raises(KeyboardInterrupt):
+    train(config, str(tmp_path / "cut"), progress=False)
+  assert loop.interrupted_message().endswith("stopped before its first checkpoint; run the same command with --resume "
+                                             "to continue.")
+  monkeypatch.undo()
+  cut = RunDir(tmp_path / "cut")
+  assert cut.has_checkpoint("best") and not cut.has_checkpoint("last") and len(cut.read_metrics()) == 1
+  resumed = train(config, str(cut.path), resume=True, progress=False)
+  timeless = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+  assert timeless(cut.read_metrics()) == timeless(RunDir(tmp_path / "whole").read_metrics())
+  assert resumed["test_accuracy"] == whole["test_accuracy"] and cut.checkpoint_step("best") == whole["best_episode"]

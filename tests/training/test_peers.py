@@ -216,6 +216,23 @@ def test_ctrl_c_on_one_process_stops_the_other_at_once_each_with_one_line(tmp_pa
   assert time.monotonic() - interrupted < 5
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("signalled", [0, 1])
+def test_sigterm_on_either_process_stops_the_group_each_with_one_line_and_143(tmp_path, signalled):
+  """jax.distributed had handed SIGTERM to XLA's preemption notifier, which only logs it: the group trained to the
+  end with status 0 (issue 29, case 2). SLURM's preemption sends it; every process now stops with 143.
+  """
+  launched = _launch(tmp_path, [["--episodes=2000"]] * 2)
+  _training(tmp_path, launched)
+  launched[signalled].send_signal(signal.SIGTERM)
+  sent = time.monotonic()
+  _one_line(_finished(launched[1 - signalled], 60), 143,
+            f"error: process {signalled} of 2 was terminated (SIGTERM), so this one stops too;", RESUME)
+  _one_line(_finished(launched[signalled], 60), 143, "terminated (SIGTERM): ",
+            "run the same command with --resume on every host")
+  assert time.monotonic() - sent < 10
+
+
 def test_the_line_for_a_lost_process_names_it_from_the_runtime_records(monkeypatch):
   monkeypatch.setattr(peers, "_state", {"process": 0, "processes": 3, "address": "host0:1234"})
   assert peers._lost_line("DEADLINE_EXCEEDED: Deadline Exceeded RPC: RegisterTask") == (

@@ -16,7 +16,6 @@ import re
 import struct
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
@@ -25,6 +24,8 @@ import pytest
 from fewshot import data
 from fewshot.records.rundir import RunDir
 from fewshot.training import progress, provenance
+
+from environment import checkout_env
 
 FLAGS = ["--way=2", "--query=2", "--test_query=2", "--episodes=6", "--eval_every=2", "--val_episodes=2",
          "--test_episodes=2"]
@@ -118,13 +119,22 @@ def test_every_metrics_field_is_a_tensorboard_scalar_at_its_episode_grouped_and_
   assert hparams, "the run's options are in the HPARAMS tab"
 
 
+def _installed() -> bool:
+  """Whether Python finds fewshot's package metadata (an installation; a bare checkout on PYTHONPATH has none)."""
+  try:
+    importlib.metadata.version("fewshot")
+  except importlib.metadata.PackageNotFoundError:
+    return False
+  return True
+
+
 def test_config_json_records_the_software_hardware_and_data_split(logged_run):
   saved = RunDir(logged_run[0]).read_config()
   recorded = saved["provenance"]
   assert (recorded["jax"], recorded["backend"], recorded["device_count"], recorded["process_count"]) == (
       jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
   assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
-  assert recorded["installed"] is True and saved["precision"] == "float32"
+  assert recorded["installed"] is _installed() and saved["precision"] == "float32"
   assert recorded["command"].split()[1:3] == ["-m", "fewshot.train"]
   assert f"--workdir={logged_run[0]}" in recorded["command"]
   started = datetime.datetime.fromisoformat(recorded["started"])
@@ -139,21 +149,35 @@ def test_config_json_records_the_software_hardware_and_data_split(logged_run):
                                      "images": sum(len(s.labels) for s in splits.values())}}
 
 
-def test_a_resumed_run_purges_the_events_past_its_last_checkpoint(tmp_path):
+def test_a_resumed_run_purges_the_events_past_its_last_checkpoint_even_from_the_start(tmp_path):
   from fewshot.records.events import EventWriter  # noqa: PLC0415
 
   first = EventWriter(tmp_path, "episode")
   for episode in (2, 4, 6):  # 6 was written, then the run was killed before its checkpoint
     first.write({"episode": episode, "train_loss": float(episode)})
   first.close()
-  time.sleep(1.1)  # event files are named by the second they were opened
-  resumed = EventWriter(tmp_path, "episode", resumed_step=4)
+  resumed = EventWriter(tmp_path, "episode", resumed_step=4)  # in the same second: a file of its own all the same
   resumed.write({"episode": 6, "train_loss": 60.0})
   resumed.close()
+  again = EventWriter(tmp_path, "episode")  # stopped inside its first checkpoint: resumed from the start
+  again.write({"episode": 2, "train_loss": 20.0})
+  again.close()
+  assert len(list((tmp_path / "tensorboard").iterdir())) == 3
   events = _events(tmp_path / "tensorboard")
   starts = [e for e in events if e.HasField("session_log")]
-  assert [s.step for s in starts] == [5] and starts[0].session_log.status == starts[0].session_log.START
+  assert [s.step for s in starts] == [1, 5, 1] and {s.session_log.status for s in starts} == {starts[0].session_log.START}
   assert np.isclose([v.simple_value for e in events for v in e.summary.value if e.step == 6], [6.0, 60.0]).all()
+
+
+def test_a_rows_events_are_on_disk_when_it_is_written_so_an_immediate_exit_keeps_them(tmp_path):
+  """SIGTERM exits at once (os._exit): events still queued for a writer thread were lost behind a saved checkpoint."""
+  row = {"episode": 20, **{f"val_metric{k}": float(k) for k in range(13)}}
+  code = ("import os, pathlib, sys; from fewshot.records.events import EventWriter\n"
+          f"w = EventWriter(pathlib.Path(sys.argv[1]), 'episode'); w.write({row!r}); os._exit(143)")
+  done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=checkout_env(), capture_output=True, text=True)
+  assert done.returncode == 143, done.stderr
+  written = {v.tag: v.simple_value for e in _events(tmp_path / "tensorboard") for v in e.summary.value}
+  assert written == {f"val/metric{k}": float(k) for k in range(13)}
 
 
 def test_a_checkout_without_package_metadata_records_its_pyproject_version(monkeypatch):

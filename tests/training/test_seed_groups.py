@@ -145,6 +145,22 @@ def test_a_group_whose_bound_fits_the_device_memory_is_not_compiled_to_be_measur
   Experiment.build(Config(**TINY), splits=("train",), seeds=(0, 1))
 
 
+def test_a_backend_with_no_uncompiled_cost_analysis_is_bounded_by_the_cpus(monkeypatch):
+  """A GPU's plugin raises NotImplementedError for ``Lowered.cost_analysis`` (seen on an H100): the bound comes from
+  the CPU's analysis of the same module, so a group that fits is still not compiled to be measured.
+  """
+  lowered = jax.jit(lambda x, w: jax.numpy.tanh(x @ w).sum()).lower(np.ones((64, 32), np.float32),
+                                                                    np.ones((32, 16), np.float32))
+  native = seed_groups.program_cost(lowered)
+
+  def unavailable():
+    raise NotImplementedError("Lowered.cost_analysis not implemented on platform 'cuda'")
+
+  monkeypatch.setattr(lowered, "cost_analysis", unavailable)
+  assert seed_groups.program_cost(lowered) == native and native["flops"] >= 2 * 64 * 32 * 16
+  assert seed_groups.step_bytes_bound(lowered) == int(native["bytes accessed"])
+
+
 def test_bad_seeds_on_the_command_line_exit_2_and_write_nothing(tmp_path, assert_one_line_error):
   cases = {"backwards": (["--seeds=5-2"], "backwards"), "both": (["--seeds=0-3", "--seed=2"], "pass one of them"),
            "empty": (["--seeds="], "not a list")}

@@ -1,0 +1,48 @@
+"""One writer per run directory: a training holds ``<run directory>/.lock`` (an OS lock, ``fcntl.flock``) while it
+writes there.
+
+A second training of the same directory is refused in one line naming the process that holds it. The OS releases
+the lock when its process ends, killed or not, so a stopped run's ``--resume`` is never blocked by it; the file
+stays, naming its last holder. A process trains one directory after another under the same lock (``train`` then
+``train(..., resume=True)`` from Python), and releases it when a training finishes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import pathlib
+import socket
+
+from fewshot.errors import RunDirError
+
+NAME = ".lock"
+_held: dict[str, int] = {}  # run directory -> the open file whose lock this process holds
+
+
+def hold(run_path: pathlib.Path) -> None:
+  """Hold ``run_path``'s lock (making the directory), or refuse in one line naming the process that holds it."""
+  key = str(pathlib.Path(run_path).resolve())
+  if key in _held:
+    return
+  pathlib.Path(run_path).mkdir(parents=True, exist_ok=True)
+  fd = os.open(pathlib.Path(run_path) / NAME, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    holder = os.read(fd, 1024).decode(errors="replace").strip() or "another process"
+    os.close(fd)
+    raise RunDirError(f"{run_path} is being written by {holder}; wait for that training to end (or stop it), then "
+                      "resume, or choose another --workdir.") from None
+  started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+  os.ftruncate(fd, 0)
+  os.write(fd, f"process {os.getpid()} on {socket.gethostname()} (since {started})\n".encode())
+  _held[key] = fd
+
+
+def release(run_path: pathlib.Path) -> None:
+  """Let ``run_path`` go (closing the file releases its lock); nothing where this process does not hold it."""
+  fd = _held.pop(str(pathlib.Path(run_path).resolve()), None)
+  if fd is not None:
+    os.close(fd)

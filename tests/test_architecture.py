@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -59,18 +60,72 @@ def imported(module: str) -> set[str]:
   """The package modules ``module`` imports (at its top or inside functions), resolved to modules."""
   path = PACKAGE.joinpath(*module.split(".")[1:])
   path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+  return imports_in(path.read_text(), module, is_package=path.name == "__init__.py")
+
+
+def imports_in(source: str, module: str, is_package: bool = False) -> set[str]:
+  """The package modules ``source`` (the text of ``module``) imports: absolute and relative ``import`` statements,
+  and modules named by a string to ``importlib.import_module`` or ``__import__``.
+  """
+  package = module if is_package else module.rpartition(".")[0]
   targets = set()
-  for node in ast.walk(ast.parse(path.read_text())):
-    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fewshot"):
-      targets.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
-                     for a in node.names)
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # from .x / from ..x: resolved against the module's own package
+        anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+      if base.startswith("fewshot"):
+        targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
     elif isinstance(node, ast.Import):
       targets.update(a.name for a in node.names if a.name.startswith("fewshot"))
+    elif isinstance(node, ast.Call) and _names_a_module(node.func) and node.args:
+      name = node.args[0]
+      if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.startswith("fewshot"):
+        targets.add(name.value)
   return targets
+
+
+def _names_a_module(func: ast.expr) -> bool:
+  """Whether a call is ``importlib.import_module(...)``, ``import_module(...)`` or ``__import__(...)``."""
+  name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+  return name in ("import_module", "__import__")
 
 
 def test_every_module_has_a_layer_and_every_layer_a_rule():
   assert {layer(m) for m in MODULES} == set(MAY_IMPORT)
+
+
+@pytest.mark.parametrize("planted", ["from ..episodic import learning", "from .. import episodic",
+                                     "import importlib\nimportlib.import_module('fewshot.dml.trainer')",
+                                     "__import__('fewshot.episodic.learning')"])
+def test_a_relative_or_string_import_upward_is_seen(planted):
+  upward = {t for t in imports_in(planted, "fewshot.training.planted") if layer(t) not in MAY_IMPORT["training"]}
+  assert upward and layer(next(iter(upward))) in ("episodic", "dml")
+
+
+def _layers_named(text: str) -> set[str]:
+  text = re.sub(r"\(.*?\)", "", text)
+  return set() if "nothing" in text else {word.strip(" `.") for word in text.split(",")}
+
+
+def test_the_architecture_page_states_the_rule_the_test_enforces():
+  rows = {}
+  for line in (PACKAGE.parent / "docs" / "architecture.md").read_text().splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 3 and cells[0] in MAY_IMPORT:
+      rows[cells[0]] = (set(re.findall(r"`([\w.]+)`", cells[1])), _layers_named(cells[2]))
+  assert {name: may for name, (_, may) in rows.items()} == MAY_IMPORT
+  for name in set(ROOT_LAYERS.values()):
+    assert rows[name][0] == {m for m, own in ROOT_LAYERS.items() if own == name}, name
+
+
+def test_each_layers_folder_says_what_it_may_import_as_the_rule_does():
+  for init in sorted(PACKAGE.glob("*/__init__.py")):
+    own = layer(_module_name(init))
+    found = re.search(r"^May import: (.+?)\.$", ast.get_docstring(ast.parse(init.read_text())) or "", re.MULTILINE)
+    assert found, f"{init}'s docstring needs a line 'May import: <layers>.' ({sorted(MAY_IMPORT[own])})"
+    assert _layers_named(found[1]) == MAY_IMPORT[own], (init, found[1], sorted(MAY_IMPORT[own]))
 
 
 @pytest.mark.parametrize("module", MODULES)

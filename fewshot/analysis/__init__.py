@@ -14,4 +14,6 @@
 A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or
 TensorFlow Datasets, so ``python -m fewshot.analyze`` and ``plot`` start in a moment. It reads runs through
 :mod:`fewshot.records` and nothing else of the package.
+
+May import: kernel, records (docs/architecture.md, "Layers").
 """

@@ -8,6 +8,8 @@
 * :mod:`~fewshot.augment.augmentation`: :class:`Augmentation`, the transforms one run holds.
 
 Imports JAX and :mod:`fewshot.data.options` only: both trainers stand on it, it stands on neither.
+
+May import: kernel, research, data (docs/architecture.md, "Layers").
 """
 
 from fewshot.augment.affine import Distortion, distort, translations

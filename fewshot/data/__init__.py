@@ -24,6 +24,8 @@ class splits (`class_splits`, `holdout`), preparing and reading back (`tfds_io`,
 It imports only `fewshot.errors` of the package: everything else stands on it. The loaders (and
 tensorflow_datasets behind them) are imported on first use, so that configurations and analysis
 can name datasets without loading that machinery.
+
+May import: kernel (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations

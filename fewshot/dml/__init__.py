@@ -11,4 +11,6 @@
 Losses, miners and metrics are pure functions of arrays and import only :mod:`fewshot.distances` (shared with the
 few-shot heads) and :mod:`fewshot.heads`; the trainer stands on :mod:`fewshot.training`, :mod:`fewshot.records`,
 :mod:`fewshot.augment` and :mod:`fewshot.data`, never on :mod:`fewshot.episodic`.
+
+May import: kernel, research, data, augment, records, analysis, training (docs/architecture.md, "Layers").
 """

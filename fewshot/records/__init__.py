@@ -7,8 +7,12 @@
 * :mod:`~fewshot.records.checkpoints`: a run's ``last`` and ``best`` checkpoints (orbax, or the local ones);
 * :mod:`~fewshot.records.local_checkpoints`: checkpoints a process writes alone (a seed group over several hosts);
 * :mod:`~fewshot.records.damage`: a damaged checkpoint told from a bug, in the words of what was read;
-* :mod:`~fewshot.records.reading`: a run's records as analysis reads them.
+* :mod:`~fewshot.records.reading`: a run's records as analysis reads them;
+* :mod:`~fewshot.records.writer_lock`: one writer per run directory (a training holds its ``.lock``);
+* :mod:`~fewshot.records.events`: the TensorBoard view of the rows.
 
 A rule of this folder (``tests/test_architecture.py``): importing any of it loads no JAX, Flax, orbax or
 TensorFlow Datasets. Reading and writing checkpoints imports orbax (or Flax) inside the functions that do it.
+
+May import: kernel (docs/architecture.md, "Layers").
 """

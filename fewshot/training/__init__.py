@@ -20,4 +20,6 @@
 Imports JAX, :mod:`fewshot.records` and :mod:`fewshot.data`; never :mod:`fewshot.episodic` or :mod:`fewshot.dml`,
 which stand on it. Nothing is re-exported here, so that the light modules (``distributed``'s flag checks, ``peers``,
 ``compilation_cache``) import without JAX.
+
+May import: kernel, data, records (docs/architecture.md, "Layers").
 """

@@ -19,7 +19,7 @@ from absl import logging
 
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.train import train
-from fewshot.dml.trainer import REPORTED
+from fewshot.dml.experiment import REPORTED
 
 from experiments import grid
 

@@ -126,7 +126,7 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
 
   compilation_cache.enable()
   experiment = Experiment.build(config, splits=("test",))
-  state = rundir.restore_checkpoint(checkpoint, experiment.init_state())
+  state = rundir.restore_checkpoint(checkpoint, experiment.initial_state())
   step = rundir.checkpoint_step(checkpoint)
   tested = _what(test_by, config.test_episodes, cached_count)
   _say(f"testing {workdir} {checkpoint} checkpoint (episode {step}) on {tested}", progress)

@@ -59,10 +59,13 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
 
     config = with_values(config, head, backbone)
   runs = Runs.open(config, seeds, workdirs, resume, every=config.eval_every)
-  from fewshot.episodic import trainer  # the training machinery: only once the options and run directories passed
+  from fewshot.episodic.experiment import Experiment  # the training machinery: once the options and directories passed
+  from fewshot.training import trainer
 
   compilation_cache.enable()
-  return trainer.train_runs(config, seeds, runs, progress, placement, head, backbone)
+  # Fails on bad data, or a backbone or head returning the wrong shapes, and writes nothing.
+  experiment = Experiment.build(config, placement=placement, seeds=seeds, head=head, backbone=backbone)
+  return trainer.train_runs(experiment, runs, progress)
 
 
 def format_results(config: Config, results: dict) -> str:

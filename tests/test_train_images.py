@@ -65,7 +65,7 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
            for augment in (False, True)}
   losses, val = {}, {}
   for augment, experiment in built.items():
-    state = experiment.init_state()
+    state = experiment.initial_state()
     val[augment] = experiment.accuracies(state, "val", 2)
     _, metrics, _ = learning.train_chunk(experiment.learner, state, experiment.sources["train"],
                                          experiment.keys["train"], 1)

@@ -1,4 +1,5 @@
-"""A metric-learning configuration built into what training and evaluation run on: folds, learners, placement.
+"""A metric-learning configuration built into what training and evaluation run on (folds, learners, placement), and
+the method's side of the one orchestration, :mod:`fewshot.training.trainer`: its fold models' chunks, rows and test.
 
 The reality check's protocol (Musgrave et al. 2020, "A Metric Learning Reality Check", Sec. 4; docs/protocol.md):
 the training classes are cut into 4 class-disjoint folds and each fold model trains on three of them and is
@@ -15,7 +16,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, data
+from fewshot import backbones, data, distances
+from fewshot.analysis import stats
 from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
 from fewshot.data.options import fits_on_device
@@ -23,9 +25,10 @@ from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.losses import Loss, get_loss
+from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
 from fewshot.errors import ConfigError
-from fewshot.training import class_draws, seed_groups, sources
+from fewshot.training import class_draws, loop, seed_groups, sources
 from fewshot.training.provenance import data_record
 from fewshot.training.train_state import adam_by_part, fold_keys
 
@@ -83,17 +86,14 @@ class Experiment:
     self.stored_shape = self.test.image_shape  # the images as stored: the learners transform them for the model
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.stored_shape[-1], image, augment=image)
-    self.group = None if seeds is None else seed_groups.SeedGroup.over(len(seeds))
-    if self.group is not None:
-      self.group.check_processes()
-    self.seeds = (config.seed,) if seeds is None else tuple(self.group.pad(list(seeds)))
     self.data_mesh = _data_mesh(config, data_parallel, seeds is not None)
     # Before anything is written: a group, or a run's batch, too large for the memory is refused.
     resident = [train.images.nbytes for train, _ in self.folds if fits_on_device(train.images.nbytes)]
-    seed_groups.check_memory(self.group or seed_groups.SeedGroup.over(1, jax.local_devices()[:1]),
-                             embedding.lowered_step(self.fold_learner(0), self.stored_shape), max(resident, default=0),
-                             run_fix=f"use a smaller batch than --classes {config.classes} x --per_class "
-                                     f"{config.per_class}")
+    self.group, self.seeds = seed_groups.form(
+        seeds, config.seed, lambda: embedding.lowered_step(self.fold_learner(0), self.stored_shape),
+        max(resident, default=0), run_fix=f"use a smaller batch than --classes {config.classes} x --per_class "
+                                          f"{config.per_class}")
+    self.models = tuple(None if config.folds == 1 else f"fold{k}" for k in range(len(self.folds)))
 
   @property
   def input_shape(self) -> tuple[int, ...]:
@@ -138,8 +138,82 @@ class Experiment:
     replicated = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec())
     return sources.place(train, self.placement, device=replicated)
 
+  # ---- the method's side of fewshot.training.trainer.Experiment (its models: the fold models) ---------------------
+  @property
+  def name(self) -> str:
+    return self.config.loss
+
+  @property
+  def tested_on(self) -> str:
+    return f"{self.test.num_classes} test classes"
+
+  def check(self) -> None:
+    if self.config.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
+      embedding.check_loss(self.fold_learner(0), self.stored_shape)
+
+  def schedule(self) -> loop.Schedule:
+    c = self.config
+    return loop.Schedule(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
+
+  def train_chunk(self, fold: int, state, steps: int):
+    return embedding.train_chunk(self.fold_learner(fold), state, self.train_source(fold), self.train_keys(fold), steps)
+
+  def rows(self, fold: int, state, losses, written: tuple[int, ...]) -> list[dict]:
+    step, val_split = seed_groups.local_step(state.step), self.folds[fold][1]
+    rows = []
+    for run_losses, run_embedded in zip(seed_groups.each_run(losses, self.group, written),
+                                        self.embed(fold, state, val_split, written)):
+      val = retrieval(run_embedded, val_split.labels)
+      rows.append({"epoch": step // self.config.steps_per_epoch, "step": step,
+                   "loss": stats.finite_or_none(float(np.mean(run_losses))),
+                   **{f"val_{name}": val[name] for name in REPORTED}})
+    return rows
+
+  def progress_fields(self, row: dict, best: dict) -> dict:
+    return dict(loss=row["loss"], val_map_at_r=_percent(row["val_map_at_r"]), best=_percent(best["val_map_at_r"]))
+
+  def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
+    embedded = [self.embed(k, state, self.test, written) for k, state in enumerate(best_states)]  # [fold][run]
+    return [results(self.config, self.test, [rows[i] for rows in best_rows], [e[i] for e in embedded])
+            for i in range(len(written))]
+
   def embed(self, fold: int, state, split: Split, runs: tuple[int, ...] = (0,)) -> list[np.ndarray]:
     """Each of ``runs``' (positions on the run axis: this process's) embeddings of ``split`` by fold model ``fold``."""
     embedded = embedding.embed_split(self.fold_learner(fold), embedding.model_variables(state), split.images,
                                      runs=None if self.group is None else runs)
     return [embedded] if self.group is None else list(embedded)
+
+
+RECALL_AT = (1, 2, 4, 8)
+REPORTED = ("precision_at_1", "r_precision", "map_at_r")
+
+
+def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
+  """Retrieval metrics of a split against itself, the query left out of its own list; NaN as null."""
+  recall_at = tuple(k for k in RECALL_AT if k < len(labels))
+  m = retrieval_metrics(embeddings, labels, embeddings, labels, ref_includes_query=True, recall_at=recall_at)
+  return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
+
+
+def results(c: DMLConfig, test: Split, bests: list[dict], embeddings: list[np.ndarray]) -> dict:
+  """One run's results from each fold model's best validation row and test embeddings."""
+  separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
+                "dim": int(e.shape[1]), "test": retrieval(e, test.labels)}
+               for k, (best, e) in enumerate(zip(bests, embeddings))]
+  out = {"dataset": c.dataset, "loss": c.loss, "miner": c.miner, "folds": c.folds,
+         "test_classes": test.num_classes, "test_images": len(test.labels), "separated": separated,
+         "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
+  if c.folds > 1:
+    # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
+    concatenated = distances.l2_normalize(np.concatenate(embeddings, axis=1))
+    out["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, test.labels)}
+  return out
+
+
+def _percent(fraction: float | None) -> str:
+  """A retrieval metric as the progress bar shows it: a percentage."""
+  return "n/a" if fraction is None else f"{100 * fraction:.2f}%"
+
+
+def _mean(values: list) -> float | None:
+  return None if any(v is None for v in values) else float(np.mean(values))

@@ -16,8 +16,8 @@ sorted, so without this the folds would keep the default order's related classes
 A seed group (``--seeds 0-4``) prints each run's results, then one line: test MAP@R's mean ± 95% Student-t
 interval across the seeds (of the concatenated models and the separated ones' mean with ``--folds 4``).
 
-The training itself is :mod:`fewshot.dml.trainer`, imported once the flags, configuration and
-run directory passed, so a bad option is refused before JAX loads.
+The training itself is :mod:`fewshot.dml.experiment` under :mod:`fewshot.training.trainer`, imported once the
+flags, configuration and run directory passed, so a bad option is refused before JAX loads.
 
 Run directory (``--folds 1``: the fold's files are at the top)::
 
@@ -73,8 +73,8 @@ def _train(config: DMLConfig, seeds: tuple[int, ...] | None, workdirs: list[str]
            placement: str, data_parallel: bool | None, loss) -> list[dict | None]:
   config = _with_loss(config, loss, workdirs, resume)
   runs = Runs.open(config, seeds, workdirs, resume, every=config.steps_per_epoch)
-  from fewshot.dml import trainer  # JAX and the data loaders: only once the options and directories passed
-  from fewshot.dml.experiment import Experiment
+  from fewshot.dml.experiment import Experiment  # JAX and the data loaders: once the options and directories passed
+  from fewshot.training import trainer
 
   compilation_cache.enable()
   # The experiment fails on bad data (and a loss that does not return a scalar) before anything is written.

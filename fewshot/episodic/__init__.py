@@ -1,11 +1,11 @@
-"""Few-shot episodic learning: episodes, the episodic learner, its trainer, the test protocols, the diagnostics.
+"""Few-shot episodic learning: episodes, the episodic learner, its experiment, the test protocols, the diagnostics.
 
 * :mod:`~fewshot.episodic.episodes`: an N-way K-shot episode and how it is drawn (:func:`draw` one in Python);
 * :mod:`~fewshot.episodic.learning`: :class:`EpisodicLearner` and its pure steps (``train_step``, ``train_chunk``,
   ``evaluate``) on the shared chunk driver of :mod:`fewshot.training`;
 * :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
-* :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys;
-* :mod:`~fewshot.episodic.trainer`: ``python -m fewshot.train``'s training, validation and test of runs;
+* :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys, and
+  the method's side of :mod:`fewshot.training.trainer` (``python -m fewshot.train``'s chunk, rows and test);
 * :mod:`~fewshot.episodic.cached_test`, :mod:`~fewshot.episodic.lake`: re-testing a run (the test split embedded
   once; Lake et al.'s one-shot runs), as ``python -m fewshot.evaluate`` does.
 

@@ -1,11 +1,15 @@
-"""A configuration built into what training and evaluation run on: data, learner, keys."""
+"""A configuration built into what training and evaluation run on (data, learner, keys), and the episodic method's
+side of the one orchestration, :mod:`fewshot.training.trainer`: its chunk of episodes, its rows and its test.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fewshot import backbones, choices, data, heads
@@ -19,9 +23,9 @@ from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError, DataError
-from fewshot.training import class_draws, seed_groups, sources
+from fewshot.training import class_draws, loop, seed_groups, sources
 from fewshot.training.provenance import data_record
-from fewshot.training.seed_groups import SeedGroup, check_memory
+from fewshot.training.seed_groups import SeedGroup
 from fewshot.training.train_state import KEY_STREAMS, TrainState, adam, run_keys
 
 
@@ -105,7 +109,8 @@ def load_data(config: Config, splits: tuple[str, ...] = SPLITS) -> dict[str, Spl
 
 @dataclasses.dataclass
 class Experiment:
-  """Everything a configuration builds before training: data placed for the device, learner, keys.
+  """Everything a configuration builds before training: data placed for the device, learner, keys; the episodic
+  method's side of :class:`fewshot.training.trainer.Experiment` (one model per run, trained on episodes).
 
   With ``group`` (a :class:`~fewshot.training.seed_groups.SeedGroup`) it builds a seed group: the runs of
   ``seeds``, whose keys and states are stacked on a leading run axis sharded over the devices.
@@ -114,11 +119,12 @@ class Experiment:
   config: Config
   learner: EpisodicLearner
   sources: dict[str, sources.DeviceSource | sources.HostSource]
-  image_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
+  input_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
   keys: dict[str, jax.Array]  # one run's keys, or a group's [R] keys per stream
   group: SeedGroup | None = None
-  seeds: tuple[int, ...] = ()  # a group's seeds, padded to its run axis
+  seeds: tuple[int, ...] = ()  # the runs' seeds, a group's padded to its run axis
   data: dict = dataclasses.field(default_factory=dict)  # how the dataset was split (provenance.data_record)
+  models: tuple[str | None, ...] = (None,)  # one model, in the run directory itself
 
   @classmethod
   def build(cls, config: Config, splits: tuple[str, ...] = SPLITS, placement: str = "auto",
@@ -130,54 +136,60 @@ class Experiment:
     group of ``config`` (whose own seed is then unused). ``head`` and ``backbone`` are values passed from
     Python (:func:`with_values`); their output shapes are checked here, before anything is trained or written.
     """
-    learner = build_learner(config, head, backbone)
-    learning.check_shapes(learner, config.input_shape)
-    loaded = load_data(config, splits)
-    shapes = {"train": train_shape(config), "val": val_shape(config), "test": test_shape(config)}
-    for name, split in loaded.items():
-      shape = shapes[name]
-      query_flag = "--test_query" if name == "test" else "--query"
-      way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
-      class_draws.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
-    stored = next(iter(loaded.values())).image_shape
-    if stored[-1] != config.channels:
-      raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
-    superclasses = {}
-    if config.within_alphabet and "train" in loaded:
-      superclasses["train"] = omniglot.alphabets(loaded["train"].class_names)
-      class_draws.check_superclasses_fit(superclasses["train"], "train", "--way", config.way)
-    if seeds is None:
-      placed = {name: sources.place(split, placement, superclasses=superclasses.get(name))
-                for name, split in loaded.items()}
-      # The learner is initialised on what the backbone sees, after the transforms.
-      return cls(config, learner, placed, config.input_shape, run_keys(config.seed), data=data_record(loaded, config.data_dir))
-    group = SeedGroup.over(len(seeds))
-    group.check_processes()
-    stored_shape = next(iter(loaded.values())).image_shape
-    shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
-    check_memory(group, learning.lowered_step(learner, config.input_shape, stored_shape), shared)
-    padded = tuple(group.pad(list(seeds)))
-    placed = {name: sources.place(split, placement, device=group.replicated, run_sharding=group.runs,
-                                  superclasses=superclasses.get(name))
-              for name, split in loaded.items()}
-    keys = {stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
-    return cls(config, learner, placed, config.input_shape, keys, group, padded, data_record(loaded, config.data_dir))
+    return cls(config, *_built(config, splits, placement, seeds, head, backbone))
 
-  def init_state(self) -> TrainState:
-    if self.group is None:
-      return learning.init_state(self.learner, self.keys["init"], self.image_shape)
-    # Each run initialised as it would be alone (its own compiled init), then stacked.
-    return self.group.stack([learning.init_state(self.learner, run_keys(seed)["init"], self.image_shape)
-                             for seed in self.seeds])
+  # ---- the method's side of fewshot.training.trainer.Experiment ----------------------------------------------------
+  @property
+  def name(self) -> str:
+    return self.config.model_name
 
   @property
-  def written(self) -> tuple[int, ...]:
-    """The runs whose results this process reads and writes: the one run, or its own runs of a group."""
-    return (0,) if self.group is None else tuple(self.group.local_runs())
+  def tested_on(self) -> str:
+    return f"{self.config.test_episodes} test episodes"
 
-  def accuracies(self, state: TrainState, split: str, num_episodes: int) -> np.ndarray:
+  def check(self) -> None:
+    """One line on stderr when the head has no class distance: the diagnostics built on psi will be null."""
+    if self.learner.psi_head is None:
+      print(f"warning: head {self.learner.head.name} has no class_distances, so psi_con, psi_div, con_alpha, "
+            "div_alpha and con_div are recorded as null (alpha and norm_ratio need none; --psi_classifier proto "
+            "measures psi with Euclidean prototypes instead).", file=sys.stderr)
+
+  def schedule(self) -> loop.Schedule:
+    return loop.Schedule(self.config.episodes, self.config.eval_every, best_by="val_accuracy", step_key="episode",
+                         loss_key="train_loss", unit="ep")
+
+  def initial_state(self, model: int = 0) -> TrainState:
+    del model  # one model per run
+    # Each run of a group initialised as it would be alone (its own compiled init), then stacked.
+    states = [learning.init_state(self.learner, run_keys(seed)["init"], self.input_shape) for seed in self.seeds]
+    return states[0] if self.group is None else self.group.stack(states)
+
+  def train_chunk(self, model: int, state: TrainState, episodes: int):
+    state, metrics, diagnosed = learning.train_chunk(self.learner, state, self.sources["train"], self.keys["train"],
+                                                     episodes)
+    return state, (metrics, diagnosed)
+
+  def rows(self, model: int, state: TrainState, outputs, written: tuple[int, ...]) -> list[dict]:
+    val = 100.0 * self.accuracies(state, "val", self.config.val_episodes, written)
+    val = [val] if self.group is None else list(val)
+    per_run = seed_groups.each_run({"metrics": outputs[0], "diagnosed": outputs[1], "rho": state.params.get("rho")},
+                                   self.group, written)
+    # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
+    per_run = [{**v, **jax.device_get({"diagnosed": v["diagnosed"], "rho": v["rho"]})} for v in per_run]
+    return [_row(seed_groups.local_step(state.step), {**v, "val": run_val}) for v, run_val in zip(per_run, val)]
+
+  def progress_fields(self, row: dict, best: dict) -> dict:
+    return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
+
+  def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
+    tested = self.test(best_states[0], written)
+    return [{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"]}
+            for result, best in zip([tested] if self.group is None else tested, best_rows[0])]
+
+  # ---- evaluation -------------------------------------------------------------------------------------------------
+  def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,)) -> np.ndarray:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
-    :attr:`written` runs); the same episodes every call (fixed key).
+    ``written`` runs); the same episodes every call (fixed key).
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
@@ -187,15 +199,59 @@ class Experiment:
     accuracies = learning.evaluate(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
     if self.group is None:
       return np.asarray(accuracies)
-    per_run = [np.asarray(seed_groups.unstack(accuracies, i)) for i in self.written]
+    per_run = [np.asarray(a) for a in seed_groups.each_run(accuracies, self.group, written)]
     return np.asarray(per_run, accuracies.dtype).reshape(len(per_run), num_episodes)
 
-  def test(self, state: TrainState) -> dict | list[dict]:
-    """Test results of a run (of each :attr:`written` run of a group) from its per-episode accuracies."""
-    accuracies = self.accuracies(state, "test", self.config.test_episodes)
+  def test(self, state: TrainState, written: tuple[int, ...] = (0,)) -> dict | list[dict]:
+    """Test results of a run (of each ``written`` run of a group) from its per-episode accuracies."""
+    accuracies = self.accuracies(state, "test", self.config.test_episodes, written)
     results = []
     for run_accuracies in (accuracies[None] if self.group is None else accuracies):
       mean, half_width = stats.mean_confidence_interval(100.0 * run_accuracies)
       results.append({"model": self.config.model_name, "test_accuracy": mean, "test_ci95": half_width,
                       "test_episodes": len(run_accuracies), "test_query": self.config.test_query})
     return results[0] if self.group is None else results
+
+
+def _row(episode: int, v: dict) -> dict:
+  """A checkpoint's metrics row of one run from its chunk outputs and validation accuracies."""
+  return {
+      "episode": episode,
+      "train_loss": float(jnp.mean(v["metrics"]["loss"])),
+      "train_accuracy": float(100.0 * jnp.mean(v["metrics"]["accuracy"])),
+      "theta": None if v["rho"] is None else float(np.exp(v["rho"])),  # a head without the DR's rho has no theta
+      "val_accuracy": float(v["val"].mean()),
+      "val_ci95": stats.mean_confidence_interval(v["val"])[1],
+      # Undefined diagnostics (e.g. an update that did not move the embedding) are recorded as null: JSON has no NaN.
+      **{name: stats.finite_or_none(float(value)) for name, value in v["diagnosed"].items()},
+  }
+
+
+def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple[int, ...] | None, head, backbone):
+  """What :meth:`Experiment.build` builds, after ``config``, in the order of its fields."""
+  learner = build_learner(config, head, backbone)
+  learning.check_shapes(learner, config.input_shape)
+  loaded = load_data(config, splits)
+  shapes = {"train": train_shape(config), "val": val_shape(config), "test": test_shape(config)}
+  for name, split in loaded.items():
+    shape = shapes[name]
+    query_flag = "--test_query" if name == "test" else "--query"
+    way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
+    class_draws.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
+  stored = next(iter(loaded.values())).image_shape
+  if stored[-1] != config.channels:
+    raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")
+  superclasses = {}
+  if config.within_alphabet and "train" in loaded:
+    superclasses["train"] = omniglot.alphabets(loaded["train"].class_names)
+    class_draws.check_superclasses_fit(superclasses["train"], "train", "--way", config.way)
+  shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
+  group, padded = seed_groups.form(seeds, config.seed, lambda: learning.lowered_step(learner, config.input_shape,
+                                                                                     stored), shared)
+  where = {} if group is None else {"device": group.replicated, "run_sharding": group.runs}
+  # The learner is initialised on what the backbone sees, after the transforms.
+  placed = {name: sources.place(split, placement, superclasses=superclasses.get(name), **where)
+            for name, split in loaded.items()}
+  keys = run_keys(config.seed) if group is None else {
+      stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
+  return learner, placed, config.input_shape, keys, group, padded, data_record(loaded, config.data_dir)

@@ -1,4 +1,5 @@
-"""What both trainers stand on: the train state, the draws, where a split lives, the compiled chunk, the loop.
+"""What both methods stand on: the train state, the draws, where a split lives, the compiled chunk, the loop, and
+the one orchestration above it.
 
 * :mod:`~fewshot.training.train_state`: ``TrainState`` (step, parameters, BatchNorm statistics, optimiser state),
   the run's keys, the paper's Adam;
@@ -10,6 +11,8 @@
   seed group vmapped over its run axis);
 * :mod:`~fewshot.training.split_embedding`: a whole split embedded in padded batches (evaluation);
 * :mod:`~fewshot.training.runs`: the runs one training call writes: opened, recorded, restored, finished;
+* :mod:`~fewshot.training.trainer`: ``train_runs(experiment, runs)``, what both training commands do with a
+  method's experiment (the interface a method implements: ``trainer.Experiment``);
 * :mod:`~fewshot.training.seed_groups`: runs of one configuration under several seeds as one compiled program,
   their run axis sharded over the devices;
 * :mod:`~fewshot.training.distributed`: several processes (hosts) training one seed group;

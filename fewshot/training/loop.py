@@ -40,6 +40,7 @@ class Schedule:
   best_by: str
   step_key: str = "step"  # the row's field holding the step count ("episode" for few-shot runs)
   loss_key: str = "loss"  # the row's training loss ("train_loss" for few-shot runs): a non-finite one stops the run
+  unit: str = "step"  # what the progress bar counts ("ep" for few-shot runs)
 
 
 def finite(value) -> bool:
@@ -57,7 +58,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
                 train_chunk: Callable[[TrainState, int], tuple[TrainState, object]],
                 make_rows: Callable[[TrainState, object], list[dict]],
                 postfix: Callable[[dict, dict], dict] = lambda row, best: {},
-                progress: bool = True, desc: str | None = None, unit: str = "step",
+                progress: bool = True, desc: str | None = None,
                 start: tuple[str, ...] = ()) -> tuple[TrainState, list[dict]]:
   """Train ``state`` to ``schedule.total_steps``, writing each run's directory; returns the state and each run's
   best row.
@@ -82,7 +83,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   shown = progress and jax.process_index() == 0  # one bar (or line) for all processes
   for line in start:
     say(line, shown)
-  bar = Progress(schedule.total_steps, done, desc, unit, schedule.step_key, shown)
+  bar = Progress(schedule.total_steps, done, desc, schedule.unit, schedule.step_key, shown)
   events = [EventWriter(rundir.path, schedule.step_key, done) for rundir in runs.written_dirs]
   try:
     while done < schedule.total_steps:

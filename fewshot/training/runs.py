@@ -76,7 +76,7 @@ class Runs:
       return [tree]
     from fewshot.training import seed_groups
 
-    return [seed_groups.unstack(tree, i) for i in self.written]
+    return seed_groups.each_run(tree, self.group, self.written)
 
   def join(self, states: list):
     """The value of every run from those of the written runs, held the state's way (a padding run, or another

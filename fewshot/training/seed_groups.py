@@ -232,6 +232,28 @@ def _refuse_over(group: SeedGroup, runs: int, per_run: int, shared: int, limit: 
                     f"available; {fix}.")
 
 
+def form(seeds: tuple[int, ...] | None, own_seed: int, lower, shared_bytes: int,
+         run_fix: str | None = None) -> tuple[SeedGroup | None, tuple[int, ...]]:
+  """The runs' placement: for ``seeds``, a seed group over the devices, checked against the processes and the memory
+  (:func:`check_memory`), and its seeds padded to the run axis; for None, one run of ``own_seed``, checked against
+  the memory only where ``run_fix`` says what a run too large should change. ``lower()`` lowers one run's training
+  step, called only where a check needs it (lowering takes a second).
+  """
+  if seeds is None:
+    if run_fix is not None:
+      check_memory(SeedGroup.over(1, jax.local_devices()[:1]), lower(), shared_bytes, run_fix)
+    return None, (own_seed,)
+  group = SeedGroup.over(len(seeds))
+  group.check_processes()
+  check_memory(group, lower(), shared_bytes, run_fix)
+  return group, tuple(group.pad(list(seeds)))
+
+
+def each_run(tree, group: SeedGroup | None, written: tuple[int, ...]) -> list:
+  """Each written run's part of a value held the state's way: the value itself for one run, else its slices."""
+  return [tree] if group is None else [unstack(tree, i) for i in written]
+
+
 def unstack(tree, index: int):
   """Run ``index`` of a stacked pytree (a slice of the run axis), on the device that holds it.
 

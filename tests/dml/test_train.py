@@ -16,7 +16,8 @@ from fewshot.dml.config import DMLConfig
 from fewshot.dml.experiment import Experiment
 from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
-from fewshot.dml.trainer import retrieval, train_runs
+from fewshot.dml.experiment import retrieval
+from fewshot.training.trainer import train_runs
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import RunDir
 from fewshot.training.runs import Runs

@@ -52,11 +52,11 @@ def test_a_group_draws_the_episodes_of_its_runs_alone():
   seeds = (0, 5)
   group = Experiment.build(config, splits=("train",), seeds=seeds)
   alone = Experiment.build(config, splits=("train",))
-  _, group_metrics, _ = learning.train_chunk(group.learner, group.init_state(), group.sources["train"],
+  _, group_metrics, _ = learning.train_chunk(group.learner, group.initial_state(), group.sources["train"],
                                              group.keys["train"], 3)
   for i, seed in enumerate(seeds):
     keys = run_keys(seed)
-    state = learning.init_state(alone.learner, keys["init"], alone.image_shape)
+    state = learning.init_state(alone.learner, keys["init"], alone.input_shape)
     _, metrics, _ = learning.train_chunk(alone.learner, state, alone.sources["train"], keys["train"], 3)
     got, want = np.asarray(group_metrics["loss"][i]), np.asarray(metrics["loss"])
     # The first episode is the same draw through the same model, batched over the runs: equal to float

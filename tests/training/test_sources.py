@@ -152,5 +152,5 @@ def test_an_experiment_placed_on_the_host_tests_like_one_on_the_device():
   experiments = {p: Experiment.build(config, splits=("test",), placement=p) for p in ("device", "host")}
   assert isinstance(experiments["host"].sources["test"], HostSource)
   assert isinstance(experiments["device"].sources["test"], DeviceSource)
-  state = experiments["device"].init_state()
+  state = experiments["device"].initial_state()
   assert experiments["host"].test(state) == experiments["device"].test(state)

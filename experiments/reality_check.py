@@ -18,8 +18,8 @@ import sys
 from absl import logging
 
 from fewshot.dml.config import DMLConfig
-from fewshot.dml.train import train
 from fewshot.dml.experiment import REPORTED
+from fewshot.dml.train import train
 
 from experiments import grid
 

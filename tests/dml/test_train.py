@@ -13,14 +13,13 @@ import pytest
 from fewshot import data
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
-from fewshot.dml.experiment import Experiment
+from fewshot.dml.experiment import Experiment, retrieval
 from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
-from fewshot.dml.experiment import retrieval
-from fewshot.training.trainer import train_runs
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import RunDir
 from fewshot.training.runs import Runs
+from fewshot.training.trainer import train_runs
 
 from dataset_fixtures import write_cars196
 

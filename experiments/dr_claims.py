@@ -1,11 +1,13 @@
 """The distance-ratio paper's claims (Kim, Parviainen & Malde, arXiv 2201.08676), tested with seeds as replicates.
 
 An *arm* is the runs of one configuration under several seeds; a *cell* is a (shot, classifier) pair of arms, S
-(softmax) and DR. Every per-seed comparison is a two-sided Mann-Whitney U on one value per seed, with the exact
-distribution (a few seeds, no ties); the paper's own per-checkpoint tests (checkpoints pooled over the seeds:
-Mann-Whitney with the normal approximation, Fisher's exact test on proportions) are reported beside it. A claim
-*holds* where every setting it covers is significant (p < 0.05) in its direction, *does not hold* where none is,
-and is *mixed* otherwise. These functions only read the runs' records.
+(softmax) and DR. The grid is paired by construction (an S run and a DR run of one seed share the initialisation
+and every episode), so the primary test is paired: the per-seed differences DR − S, their mean ± 95% t-interval and
+the exact sign-flip p (:mod:`fewshot.analysis.paired`); the unpaired two-sided Mann-Whitney U on one value per seed
+stands beside it, and the paper's own per-checkpoint tests (checkpoints pooled over the seeds) beside that. Within a
+claim the paired p-values are Holm-corrected; the verdict (:func:`fewshot.analysis.paired.verdict`) is *supported*,
+*partly supported*, *not detected* (with the design's power at a one-SD effect) or *contradicted*. These functions
+only read the runs' records.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from fewshot.analysis import stats
+from fewshot.analysis import paired, stats
 from fewshot.analysis.tables import Cell, Table, format_p, format_proportion, format_value
 
 ALPHA = stats.SIGNIFICANCE_LEVEL
@@ -27,9 +29,20 @@ class Test:
   setting: str
   s: np.ndarray  # one value per seed
   dr: np.ndarray
-  p: float | None
-  method: str  # of the per-seed test: "exact", or "normal approx." where values tie
+  p: float | None  # unpaired Mann-Whitney U across seeds
+  method: str  # of the per-seed test: "exact", "exact, ties" (conditional on them), or "normal approx."
   pooled_p: float | None = None
+  floor: float | None = None  # a value at which a run is censored (reached at the first checkpoint: "at most")
+
+  @property
+  def differences(self) -> np.ndarray:
+    """DR − S per seed (the arms are in seed order)."""
+    return paired.paired_differences(self.s, self.dr)
+
+  @property
+  def paired_p(self) -> float | None:
+    """The exact sign-flip p of the per-seed differences."""
+    return paired.sign_flip_p(self.differences)
 
   @property
   def difference(self) -> float:
@@ -41,10 +54,19 @@ class Test:
     return self.p is not None and self.p < ALPHA and np.sign(self.difference) == sign
 
 
-def speeds(arm) -> tuple[np.ndarray, np.ndarray]:
-  """Each run's training speed: episodes to 95% of its final validation accuracy, and the curve's mean."""
-  measured = [stats.training_speed(*run.series("val_accuracy")) for run in arm]
-  return np.array([m[0] for m in measured], np.float64), np.array([m[1] for m in measured])
+EARLY_EPISODES = 1000  # the early-curve measure's span (added after the first page was published)
+
+
+def speeds(arm) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+  """Each run's training speed from its validation curve: episodes to 95% of its final accuracy (the mean of its
+  last 5 checkpoints), the curve's mean, the mean over its first :data:`EARLY_EPISODES` episodes; and the first
+  checkpoint's episode, where the first measure is censored.
+  """
+  series = [run.series("val_accuracy") for run in arm]
+  measured = [stats.training_speed(*s) for s in series]
+  early = [float(np.mean(np.asarray(a)[np.asarray(e) <= EARLY_EPISODES])) for e, a in series]
+  return (np.array([m[0] for m in measured], np.float64), np.array([m[1] for m in measured]), np.array(early),
+          float(min(s[0][0] for s in series)))
 
 
 def test_accuracy(arm) -> np.ndarray:
@@ -68,7 +90,8 @@ def _pooled(s_arm, dr_arm, measure: str) -> stats.Comparison:
 def compare(setting: str, s: np.ndarray, dr: np.ndarray, pooled_p: float | None = None) -> Test:
   fs, fdr = s[np.isfinite(s)], dr[np.isfinite(dr)]
   tied = np.unique(np.concatenate([fs, fdr])).size < fs.size + fdr.size
-  method = "exact" if stats.mann_whitney_method(fs.size, fdr.size, tied) == "exact" else "normal approx."
+  method = {"exact": "exact", "permutation": "exact, ties"}.get(stats.mann_whitney_method(fs.size, fdr.size, tied),
+                                                                "normal approx.")
   return Test(setting, s, dr, stats.mann_whitney(fs, fdr, method="auto")[0], method, pooled_p)
 
 
@@ -78,17 +101,18 @@ def _p(t: Test) -> str:
 
 def _mean(values: np.ndarray, measure: str) -> str:
   mean = float(np.nanmean(values)) if np.isfinite(values).any() else None
-  return "—" if mean is None else f"{mean:.2f}" if measure == "mean_val_accuracy" else format_value(mean)
+  return "—" if mean is None else f"{mean:.2f}" if measure in ("accuracy", "mean_val_accuracy") else format_value(mean)
 
 
 def cell_tests(s_arm, dr_arm, setting: str) -> dict[str, Test]:
   """Every comparison of one cell: accuracy, training speed, and the diagnostics the claims are about."""
-  (s_episodes, s_mean), (dr_episodes, dr_mean) = speeds(s_arm), speeds(dr_arm)
+  (s_episodes, s_mean, s_early, first), (dr_episodes, dr_mean, dr_early, _) = speeds(s_arm), speeds(dr_arm)
   norm, div, con = (_pooled(s_arm, dr_arm, m) for m in ("norm_ratio", "div_alpha", "con_alpha"))
   return {
       "accuracy": compare(setting, test_accuracy(s_arm), test_accuracy(dr_arm)),
-      "episodes_to_95": compare(setting, s_episodes, dr_episodes),
+      "episodes_to_95": dataclasses.replace(compare(setting, s_episodes, dr_episodes), floor=first),
       "mean_val_accuracy": compare(setting, s_mean, dr_mean),
+      "early_val_accuracy": compare(setting, s_early, dr_early),
       "norm_ratio": compare(setting, seed_geometric_means(s_arm, "norm_ratio"),
                             seed_geometric_means(dr_arm, "norm_ratio"), norm.mannwhitney_p),
       "div_alpha": compare(setting, seed_proportions(s_arm, "div_alpha"), seed_proportions(dr_arm, "div_alpha"),
@@ -100,6 +124,8 @@ def cell_tests(s_arm, dr_arm, setting: str) -> dict[str, Test]:
 
 # (claim, the paper's words, the measure, the direction DR - S takes if it holds, the cells it covers)
 CLAIMS = (
+    ("0. higher test accuracy with DR (Conv4)", "the test accuracies were higher with the DR formulation (Sec. 4, "
+     "Table 2)", "accuracy", +1, ("1-shot ProtoNet", "5-shot ProtoNet")),
     ("1. DR trains faster (Conv4)", "using the DR formulation helps to train faster than using the softmax-based "
      "prototypical networks (Sec. 3.2, Figs. 2-3)", "mean_val_accuracy", +1, ("1-shot ProtoNet", "5-shot ProtoNet")),
     ("2. smaller norm ratio under softmax (Conv4)", "norm ratios were significantly smaller when we used the "
@@ -110,34 +136,79 @@ CLAIMS = (
     ("4. con-alpha < 1 more often under DR in 1-shot", "for 1-shot learning tasks, the properly converged cases "
      "were significantly more frequent when we used DR formulation (Sec. 3.2)", "con_alpha", +1,
      ("1-shot ProtoNet",)),
-    ("App. D: with 1-NN heads in 5-shot, DR trains faster", "we conduct 5-shot learning experiments with nearest "
-     "neighbor-based models instead of using an average point to represent a class (Sec. 4, App. D)",
-     "mean_val_accuracy", +1, ("5-shot 1-NN",)),
 )
-MEASURE_WORDS = {"mean_val_accuracy": "mean validation accuracy over the curve", "norm_ratio": "per-seed geometric "
+# Measured, with no claim stated: (experiment, the paper's words, the measure, the cells)
+EXPERIMENTS = (
+    ("App. D: 1-NN heads in 5-shot", "we conduct 5-shot learning experiments with nearest neighbor-based models "
+     "instead of using an average point to represent a class (Sec. 4, App. D)", "mean_val_accuracy", ("5-shot 1-NN",)),
+)
+NOT_TESTED = (
+    ("ResNet18: the accuracy gaps were reduced; DR higher in 1-shot, lower in 5-shot mini-ImageNet (Table 2)",
+     "the grid trains Conv4 only, on Omniglot at 28 px: ResNet18's runs on CUB and mini-ImageNet at 84 px are not "
+     "part of it"),
+)
+MEASURE_WORDS = {"accuracy": "test accuracy (%)", "mean_val_accuracy": "mean validation accuracy over the curve", "norm_ratio": "per-seed geometric "
                  "mean of the norm ratio", "div_alpha": "per-seed proportion of div-alpha > 1", "con_alpha":
                  "per-seed proportion of con-alpha < 1"}
 
 
-def verdict(tests: list[Test], sign: int) -> str:
-  supported = [t.supports(sign) for t in tests]
-  return "holds" if all(supported) else "does not hold" if not any(supported) else "mixed"
+def _paired(t: Test, digits: int = 3) -> str:
+  mean, half = paired.paired_interval(t.differences)
+  shown = f"{mean:+.{digits}g}" + ("" if half is None else f" ± {half:.{digits}g}")
+  return f"{t.setting}: {shown}, p = {format_p(t.paired_p)}"
+
+
+def _power(tests: list[Test]) -> str:
+  n = min(int(np.isfinite(t.differences).sum()) for t in tests)
+  return (f"power at a one-SD effect: {paired.power(n):.0%} paired ({n} pairs), "
+          f"{paired.power(n, n):.0%} unpaired")
+
+
+def claim_verdict(tests: list[Test], sign: int) -> tuple[list[float | None], str]:
+  """The Holm-corrected paired p-values of a claim's settings, and its verdict (with the power where it is not
+  detected).
+  """
+  adjusted = paired.holm([t.paired_p for t in tests])
+  said = paired.verdict([float(np.nanmean(t.differences)) for t in tests], adjusted, sign)
+  return adjusted, said if said != "not detected" else f"not detected ({_power(tests)})"
 
 
 def claim_table(tests: dict[str, dict[str, Test]]) -> Table:
-  """One row per claim: its words, what was measured in each setting it covers, the test and p, the verdict."""
+  """One row per claim: its words, what was measured in each setting it covers, the paired test, the unpaired
+  one, the corrected p and the verdict.
+  """
   rows = []
   for claim, words, measure, sign, settings in CLAIMS:
     covered = [tests[s][measure] for s in settings if s in tests]
     if not covered:
       continue
+    adjusted, said = claim_verdict(covered, sign)
     measured = "; ".join(f"{t.setting}: S {_mean(t.s, measure)}, DR {_mean(t.dr, measure)}" for t in covered)
-    ps = "; ".join(f"{t.setting}: p = {_p(t)}" + ("" if t.pooled_p is None else
+    unpaired = "; ".join(f"{t.setting}: {_p(t)}" + ("" if t.pooled_p is None else
                                                   f"; pooled checkpoints {format_p(t.pooled_p)}") for t in covered)
+    holm = "; ".join(f"{t.setting}: {format_p(a)}" for t, a in zip(covered, adjusted))
     rows.append(tuple(Cell(x) for x in (claim, f"“{words}”", f"{MEASURE_WORDS[measure]} — {measured}",
-                                        f"Mann-Whitney U across seeds — {ps}", verdict(covered, sign))))
-  return Table("The claims", ("claim", "the paper's words", "measured here (means over seeds)", "test and p",
-                              "verdict"), tuple(rows))
+                                        "; ".join(_paired(t) for t in covered), unpaired, holm, said)))
+  return Table("The claims", ("claim", "the paper's words", "measured here (means over seeds)",
+                              "paired: DR − S per seed, mean ± 95% t, exact sign-flip p", "unpaired Mann-Whitney p",
+                              "paired p, Holm-corrected within the claim", "verdict"), tuple(rows))
+
+
+def experiment_table(tests: dict[str, dict[str, Test]]) -> Table:
+  """What the paper measured without stating a claim, measured here the same way, with no verdict."""
+  rows = []
+  for name, words, measure, settings in EXPERIMENTS:
+    for t in (tests[s][measure] for s in settings if s in tests):
+      rows.append(tuple(Cell(x) for x in (name, f"“{words}”", f"{MEASURE_WORDS[measure]}: S {_mean(t.s, measure)}, "
+                                          f"DR {_mean(t.dr, measure)}", _paired(t), _p(t))))
+  return Table("Measured, no claim stated", ("experiment", "the paper's words", "measured here (means over seeds)",
+                                             "paired: DR − S, mean ± 95% t, sign-flip p", "unpaired Mann-Whitney p"),
+               tuple(rows))
+
+
+def not_tested_table() -> Table:
+  return Table("The paper's claims not tested here", ("claim", "why"),
+               tuple((Cell(claim), Cell(why)) for claim, why in NOT_TESTED))
 
 
 def _interval(values: np.ndarray, digits: int = 2) -> str:
@@ -156,22 +227,39 @@ def accuracy_table(arms: dict, tests: dict[str, dict[str, Test]]) -> Table:
       per_seed = ", ".join(f"{v:.2f}" for v in values)
       diff = f"{difference:+.2f} ± {half:.2f}" if head == "DR" and half is not None else ""
       rows.append(tuple(Cell(x) for x in (setting, model, str(len(values)), per_seed, _interval(values), diff)) +
-                  (Cell(_p(t) if head == "DR" else "", head == "DR" and t.p is not None and t.p < ALPHA),))
+                  (Cell(_p(t) if head == "DR" else "", head == "DR" and t.p is not None and t.p < ALPHA),
+                   Cell(format_p(t.paired_p) if head == "DR" else "",
+                        head == "DR" and t.paired_p is not None and t.paired_p < ALPHA)))
   return Table("Test accuracy (%): 600 test episodes per run, seeds 0 to n - 1",
                ("setting", "model", "seeds", "per seed", "mean ± 95% t-interval", "DR − S ± 95% Welch",
-                "Mann-Whitney p"), tuple(rows))
+                "Mann-Whitney p", "paired sign-flip p"), tuple(rows))
+
+
+def _censored(values: np.ndarray, floor: float | None) -> str:
+  """An arm's episodes-to-95%: its interval, or "≤ floor" for the runs that got there at the first checkpoint."""
+  at_floor = int(np.sum(values <= floor)) if floor is not None else 0
+  if at_floor == len(values):
+    return f"≤ {floor:.0f} (all {at_floor} at the first checkpoint)"
+  return _interval(values, 0) + (f" ({at_floor} of {len(values)} censored at ≤ {floor:.0f})" if at_floor else "")
 
 
 def speed_table(tests: dict[str, dict[str, Test]]) -> Table:
-  """Claim 1's measures per cell: episodes to 95% of the final validation accuracy, and the curve's mean."""
+  """Claim 1's measures per cell: episodes to 95% of the final validation accuracy (censored at the first
+  checkpoint), the curve's mean, and its mean over the first episodes; each with its paired p.
+  """
   rows = []
   for setting, cell in tests.items():
-    e, m = cell["episodes_to_95"], cell["mean_val_accuracy"]
-    rows.append((Cell(setting), Cell(_interval(e.s, 0)), Cell(_interval(e.dr, 0)), Cell(_p(e), e.supports(-1)),
-                 Cell(_interval(m.s)), Cell(_interval(m.dr)), Cell(_p(m), m.supports(+1))))
-  return Table("Training speed, from each run's validation curve (mean ± 95% t-interval over seeds)",
+    e, m, early = cell["episodes_to_95"], cell["mean_val_accuracy"], cell["early_val_accuracy"]
+    rows.append((Cell(setting), Cell(_censored(e.s, e.floor)), Cell(_censored(e.dr, e.floor)),
+                 Cell(format_p(e.paired_p)), Cell(_interval(m.s)), Cell(_interval(m.dr)), Cell(format_p(m.paired_p)),
+                 Cell(_interval(early.s)), Cell(_interval(early.dr)), Cell(format_p(early.paired_p))))
+  return Table("Training speed, from each run's validation curve (mean ± 95% t-interval over seeds; p: paired "
+               "sign-flip). Final accuracy: the mean of a run's last 5 checkpoints; a run at 95% of it by the first "
+               f"checkpoint is censored there. The early mean (over the first {EARLY_EPISODES:,} episodes) was added "
+               "after the first page was published.",
                ("setting", "episodes to 95% S", "episodes to 95% DR", "p", "mean val. accuracy S (%)",
-                "mean val. accuracy DR (%)", "p"), tuple(rows))
+                "mean val. accuracy DR (%)", "p", f"first {EARLY_EPISODES:,} episodes S (%)",
+                f"first {EARLY_EPISODES:,} episodes DR (%)", "p"), tuple(rows))
 
 
 def diagnostics_table(tests: dict[str, dict[str, Test]]) -> Table:

@@ -18,7 +18,7 @@ data lives (--data_dir, --tfds_dir). What is printed:
 
   - one arm (a run, or the seeds of one configuration, e.g. ``runs/A_seed*``): its test accuracy across seeds
     (mean ± 95% t-interval, and each seed's) and each seed's geometric mean of every diagnostic with the arm's
-    median (:mod:`fewshot.analysis.groups`);
+    median (:mod:`fewshot.analysis.arm_tables`);
   - runs named one by one, each of its own configuration: the paper's tables of run pairs
     (:mod:`fewshot.analysis.pairs`): the first run against each other (``--pairs first``, the baseline-vs-model
     layout) or every pair (``--pairs all``);
@@ -42,7 +42,7 @@ import sys
 from absl import flags
 
 from fewshot import cli, options
-from fewshot.analysis import arms, groups, listing
+from fewshot.analysis import arm_tables, arms, listing
 from fewshot.analysis import tables as tables_mod
 from fewshot.analysis.measures import MEASURES
 from fewshot.analysis.pairs import CSV_FIELDS, PAIRINGS, compare, compare_arms, csv_records, measure_table, runs_table
@@ -111,10 +111,10 @@ def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
   return _render(arms_tables(a, b), fmt)
 
 
-def report_groups(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str | None]:
+def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str | None]:
   """One arm, or several (a row each, then two arms compared or each arm's diagnostics); and a warning or None."""
   _check_format(fmt)
-  overview, warning = groups.overview_table(arms_), None
+  overview, warning = arm_tables.overview_table(arms_), None
   if len(arms_) == 2:
     try:
       arms.check_arms(*arms_)
@@ -124,13 +124,13 @@ def report_groups(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str 
     except ConfigError as e:  # two arms of different shapes: each is shown alone
       warning = f"warning: the two arms are not compared ({e})"
   if fmt == "csv":
-    return render_csv(groups.csv_records(arms_), groups.csv_fields(arms_)), warning
-  differing = groups.varying([arm[0].config for arm in arms_])
-  titles = [f"Arm {name}: {groups.arm_label(arm, differing)}" for name, arm in
-            zip(groups.arm_names(len(arms_)), arms_)]
+    return render_csv(arm_tables.csv_records(arms_), arm_tables.csv_fields(arms_)), warning
+  differing = arm_tables.varying([arm[0].config for arm in arms_])
+  titles = [f"Arm {name}: {arm_tables.arm_label(arm, differing)}" for name, arm in
+            zip(arm_tables.arm_names(len(arms_)), arms_)]
   if len(arms_) == 1:
-    titles = [f"{groups.arm_label(arms_[0], [])}, {len(arms_[0])} seed{'s' * (len(arms_[0]) != 1)}"]
-  return _render([overview] + [groups.diagnostics_table(arm, t) for arm, t in zip(arms_, titles)], fmt), warning
+    titles = [f"{arm_tables.arm_label(arms_[0], [])}, {len(arms_[0])} seed{'s' * (len(arms_[0]) != 1)}"]
+  return _render([overview] + [arm_tables.diagnostics_table(arm, t) for arm, t in zip(arms_, titles)], fmt), warning
 
 
 def report_listing(runs: list[Run], fmt: str = "table") -> str:
@@ -185,14 +185,14 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
     if pairing is not None:
       raise ConfigError("--list lists the runs and --pairs compares them in pairs; pass one of them.")
     return report_listing(runs, fmt), warning
-  arms_ = groups.group(runs)
+  arms_ = arm_tables.arms_of(runs)
   pairwise = not folder and len(arms_) > 1 and all(len(arm) == 1 for arm in arms_)
   if pairwise:
     return report(runs, pairing or "first", fmt), _joined(protocol_warning(runs), numerics_warning(runs))
   if pairing is not None:
     raise ConfigError(f"--pairs compares runs named one by one, each of its own configuration; these form "
                       f"{len(arms_)} arm(s) of seeds (leave out --pairs, or compare two arms as A... -- B...).")
-  text, not_compared = report_groups(arms_, fmt)
+  text, not_compared = report_found_arms(arms_, fmt)
   return text, _joined(warning, not_compared, numerics_warning(runs))
 
 

@@ -4,7 +4,7 @@ Uses the run's own configuration and test key, so it reproduces the accuracy the
 reported; ``--test_episodes`` or ``--seed`` draw a different set of test episodes.
 
 ``--test_by cached`` draws the same episodes over the test split embedded once
-(:mod:`fewshot.episodic.cached_test`), so ``--test_episodes 10000`` costs seconds; ``--test_by both``
+(:mod:`fewshot.episodic.cached_episodes`), so ``--test_episodes 10000`` costs seconds; ``--test_by both``
 reports the per-episode protocol (the paper's, the default) beside it, the cached path
 testing ``--cached_episodes`` episodes (default as many). ``--lake_runs`` scores Lake et
 al.'s one-shot runs instead of the test split (:mod:`fewshot.episodic.lake`) and writes
@@ -120,7 +120,7 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   ``progress``: a line on stderr before testing and one after.
   """
   rundir, _, config, cached_count = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
-  from fewshot.episodic import cached_test  # the model machinery, once the options and run passed
+  from fewshot.episodic import cached_episodes  # the model machinery, once the options and run passed
   from fewshot.episodic.experiment import Experiment
   from fewshot.training import compilation_cache
 
@@ -133,11 +133,11 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   started = time.perf_counter()
   if test_by == "cached":
     results = {"model": config.model_name, "test_query": config.test_query,
-               **_summary(cached_test.accuracies(experiment, state, cached_count))}
+               **_summary(cached_episodes.accuracies(experiment, state, cached_count))}
   else:
     results = experiment.test(state)
     if test_by == "both":
-      results.update(_summary(cached_test.accuracies(experiment, state, cached_count), prefix="cached_"))
+      results.update(_summary(cached_episodes.accuracies(experiment, state, cached_count), prefix="cached_"))
   _say(f"tested in {time.perf_counter() - started:.1f} s", progress)
   results.update(test_by=test_by, checkpoint=checkpoint, checkpoint_episode=step)
   return results
@@ -187,7 +187,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)
   runs = lake.read_runs(lake_runs, config.image_size)
-  results = lake.evaluate(api.load(workdir, checkpoint, test_shifts=test_shifts), runs)
+  results = lake.score_runs(api.load(workdir, checkpoint, test_shifts=test_shifts), runs)
   results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))
   if record:

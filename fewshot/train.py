@@ -58,7 +58,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
     from fewshot.episodic.experiment import with_values  # JAX: only for values passed from Python
 
     config = with_values(config, head, backbone)
-  runs = Runs.open(config, seeds, workdirs, resume, every=config.eval_every)
+  runs = Runs.open(config, seeds, workdirs, resume, checkpoint_every=config.eval_every)
   from fewshot.episodic.experiment import Experiment  # the training machinery: once the options and directories passed
   from fewshot.training import trainer
 

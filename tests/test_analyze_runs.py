@@ -14,7 +14,7 @@ import pytest
 import scipy.stats
 
 from fewshot import analyze
-from fewshot.analysis import groups
+from fewshot.analysis import arm_tables
 from fewshot.analysis.measures import DIAGNOSTICS, LABELS
 from fewshot.analysis.tables import latex_escape
 from fewshot.config import Config
@@ -57,8 +57,8 @@ def test_one_arm_of_seeds_gives_its_t_interval_and_each_seeds_diagnostics(tmp_pa
   assert f"{np.mean(accuracies):.2f} ± {half:.2f}" in done.stdout
   assert "0: 90.10, 1: 91.30, 2: 89.70, 3: 90.80" in done.stdout and f"{tmp_path}/A_seed*" in done.stdout
   # Every diagnostic: a column per seed (its geometric mean over the checkpoints), then the median of the seeds.
-  (arm,) = groups.group(read_runs(paths, Config.from_dict))
-  table = groups.diagnostics_table(arm, "x")
+  (arm,) = arm_tables.arms_of(read_runs(paths, Config.from_dict))
+  table = arm_tables.diagnostics_table(arm, "x")
   assert [r[0].text for r in table.rows] == [d.label for d in DIAGNOSTICS]
   assert table.headers == ("diagnostic", "seed 0", "seed 1", "seed 2", "seed 3", "median across seeds")
   means = [scipy.stats.gmean([row["con_div"] for row in RunDir(p).read_metrics()]) for p in paths]

@@ -199,9 +199,14 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
         "test_shifts"] == 1
 
 
-def _write_dr_records(records, seeds=5):
-  """A grid's records as training leaves them, with known values: DR's curves rise earlier and its norm ratio is
-  larger in every seed (claims 1 and 2 hold by construction); div-alpha > 1 as often under both (claim 3 does not).
+def _write_dr_records(records, seeds=10):
+  """A grid's records as training leaves them, with known paired effects (seed k's S and DR runs share its offset):
+
+  * test accuracy 80 + 3k, DR 0.5 higher in every seed: the seeds' spread hides it from the unpaired test, the
+    paired test finds it (claim 0 supported);
+  * DR's curves rise earlier and its norm ratio is larger in every seed (claims 1 and 2 supported);
+  * div-alpha > 1 as often under both (claim 3 not detected);
+  * con-alpha < 1 at every checkpoint under S and never under DR (claim 4 contradicted).
   """
   from fewshot.records.rundir import RunDir  # noqa: PLC0415
 
@@ -215,39 +220,61 @@ def _write_dr_records(records, seeds=5):
           lift = 10.0 if head == "dr" else 0.0
           rows = [{"episode": e, "train_loss": 1.0, "val_accuracy": min(90.0, 40.0 + lift + 10 * k) + rng.uniform(),
                    "norm_ratio": (0.99 if head == "softmax" else 0.998) + 1e-4 * rng.uniform(),
-                   "div_alpha": 1.01 if k % 2 else 0.99, "con_alpha": 0.99, "seconds": 60.0}
+                   "div_alpha": 1.01 if k % 2 else 0.99, "con_alpha": 0.99 if head == "softmax" else 1.01,
+                   "seconds": 60.0}
                   for k, e in enumerate(range(100, 601, 100))]
           rundir = RunDir(records / config.run_name)
           rundir.write_config({**config.to_dict(), "image_shape": [28, 28, 1]})
           rundir.write_metrics(rows)
-          rundir.write_results({"test_accuracy": 80.0 + lift / 10 + seed, "test_ci95": 1.0})
+          rundir.write_results({"test_accuracy": 80.0 + 3.0 * seed + lift / 20, "test_ci95": 1.0})
 
 
-def test_dr_results_page_from_a_grid_s_records_its_claims_and_byte_for_byte_rebuild(tmp_path):
+def test_dr_results_page_gives_each_claim_its_paired_test_and_verdict_and_rebuilds_byte_for_byte(tmp_path):
+  import scipy.stats  # noqa: PLC0415
+
+  from fewshot.analysis import paired  # noqa: PLC0415
+
   from experiments import dr_claims, dr_results  # noqa: PLC0415
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records)
-  argv = ["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")]
-  page = dr_results.main(argv)  # every record of the 8 arms x 5 seeds present: nothing trains
+  argv = ["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs"), "--seeds", "0-9"]
+  page = dr_results.main(argv)  # every record of the 8 arms x 10 seeds present: nothing trains
   assert not (tmp_path / "runs").exists() and (tmp_path / "docs" / "results" / "val_accuracy.png").stat().st_size
-  verdicts = {claim: next(line for line in page.splitlines() if line.startswith(f"| {claim} |")).rstrip(" |")
-              for claim, *_ in dr_claims.CLAIMS}
-  assert verdicts["1. DR trains faster (Conv4)"].endswith("| holds")
-  assert verdicts["2. smaller norm ratio under softmax (Conv4)"].endswith("| holds")
-  assert verdicts["3. div-alpha > 1 more often under DR"].endswith("| does not hold")
-  # 5 seeds against 5, fully separated: the exact two-sided p is 2 / C(10, 5) = 0.0079 (3 against 3 could give 0.1 at
-  # best: never significant).
-  assert "1-shot ProtoNet: p = 0.0079 (exact)" in verdicts["2. smaller norm ratio under softmax (Conv4)"]
+  rows = {claim: next(line for line in page.splitlines() if line.startswith(f"| {claim} |")).rstrip(" |")
+          for claim, *_ in dr_claims.CLAIMS}
+  accuracy = rows["0. higher test accuracy with DR (Conv4)"]
+  assert accuracy.endswith("| supported")
+  s, dr = [80.0 + 3.0 * k for k in range(10)], [80.5 + 3.0 * k for k in range(10)]
+  unpaired = scipy.stats.mannwhitneyu(s, dr, alternative="two-sided", method="exact").pvalue
+  assert unpaired > 0.5 and f"1-shot ProtoNet: {unpaired:.4f} (exact)" in accuracy  # the unpaired test misses it
+  assert "1-shot ProtoNet: +0.5 ± 0, p = 0.0020" in accuracy  # every sign pattern: 2 / 2^10
+  assert rows["1. DR trains faster (Conv4)"].endswith("| supported")
+  assert rows["2. smaller norm ratio under softmax (Conv4)"].endswith("| supported")
+  assert rows["3. div-alpha > 1 more often under DR"].endswith(
+      f"| not detected (power at a one-SD effect: {paired.power(10):.0%} paired (10 pairs), "
+      f"{paired.power(10, 10):.0%} unpaired)")
+  assert rows["4. con-alpha < 1 more often under DR in 1-shot"].endswith("| contradicted")
+  assert "| App. D: 1-NN heads in 5-shot |" in page and "| ResNet18: the accuracy gaps were reduced" in page
   for setting, heads in dr_results.load_arms(records).items():  # each arm's seeds, mean and t-interval
     for runs in heads.values():
       values = [r.results["test_accuracy"] for r in runs]
       mean, half = stats.t_interval(values)
-      assert f"| {setting} | {runs[0].config.model_name} | 5 | {', '.join(f'{v:.2f}' for v in values)} | " \
+      assert f"| {setting} | {runs[0].config.model_name} | 10 | {', '.join(f'{v:.2f}' for v in values)} | " \
              f"{mean:.2f} ± {half:.2f} |" in page
-  # 6 checkpoints of 60 s per arm, shared by its 5 seeds: 6 min per arm, 48 min for the 8 arms (not 5 times that).
+  # 6 checkpoints of 60 s per arm, shared by its seeds: 6 min per arm, 48 min for the 8 arms (not 10 times that).
   assert "records: 0.8 h (each arm's seeds train as one compiled group: 1-shot ProtoNet DR 6 min, 1-shot ProtoNet softmax 6 min," in page
   assert dr_results.main(argv) == page == (tmp_path / "docs" / "results.md").read_text()
+
+
+def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, capsys):
+  from experiments import dr_results  # noqa: PLC0415
+
+  records = tmp_path / "docs" / "results" / "strokes"
+  _write_dr_records(records, seeds=4)
+  with pytest.raises(SystemExit, match=rf"error: {records} holds 32 of the grid's 40 runs' records; pass --train"):
+    dr_results.main(["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")])
+  assert not (tmp_path / "runs").exists() and not (tmp_path / "docs" / "results.md").exists()
 
 
 @pytest.mark.slow
@@ -255,7 +282,7 @@ def test_dr_results_smoke_trains_a_tiny_grid_keeps_its_records_and_builds_the_pa
   from experiments import dr_claims, dr_results  # noqa: PLC0415
 
   argv = ["--smoke", "--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")]
-  page = dr_results.main(argv)
+  page = dr_results.main([*argv, "--train"])
   records = tmp_path / "docs" / "results" / "strokes"
   assert len(list(records.glob("*/results.json"))) == 8 * 3 and not list(records.glob("*/checkpoints"))
   assert all(f"| {claim} |" in page for claim, *_ in dr_claims.CLAIMS)

@@ -73,7 +73,7 @@ def test_test_way_sets_validation_and_test_episodes_and_defaults_to_way(monkeypa
   built = experiment.Experiment.build(config, splits=("val", "test"))
   shapes = {}
   monkeypatch.setattr(learning, "model_variables", lambda state: state)
-  monkeypatch.setattr(learning, "evaluate", lambda learner, v, source, key, n, shape: shapes.setdefault(n, shape))
+  monkeypatch.setattr(learning, "episode_accuracies", lambda learner, v, source, key, n, shape: shapes.setdefault(n, shape))
   built.accuracies({}, "val", 11), built.accuracies({}, "test", 12)
   assert shapes == {11: EpisodeShape(3, 1, 4), 12: EpisodeShape(3, 1, 2)} and built.learner.shape.way == 10
   with pytest.raises(DataError, match="--test_way 1000 is larger than"):
@@ -129,11 +129,11 @@ def test_image_size_56_is_read_alike_for_training_and_lake_runs(omniglot_folder)
   np.testing.assert_array_equal(runs[0].support[0], omniglot.decode(class01, "x", 56))
   model = fewshot.build(Config(dataset="omniglot", image_size=56))
   assert model.embed(runs[0].support).shape == (20, 3 * 3 * 64)  # Conv4: 56 -> 28 -> 14 -> 7 -> 3
-  scored = lake.evaluate(model, runs_dir)
+  scored = lake.score_runs(model, runs_dir)
   assert scored["runs"] == 2 and scored["items"] == 40
-  assert scored == {**lake.evaluate(model, runs), "source": scored["source"]}
+  assert scored == {**lake.score_runs(model, runs), "source": scored["source"]}
   with pytest.raises(ConfigError, match="read at 28 px but the model reads 56 px"):
-    lake.evaluate(model, lake.read_runs(runs_dir))
+    lake.score_runs(model, lake.read_runs(runs_dir))
 
 
 @pytest.mark.slow  # a run at 56 px, then scored
@@ -142,7 +142,7 @@ def test_image_size_56_trains_and_its_run_is_scored_on_lake_runs(omniglot_folder
   config = Config(dataset="omniglot", data_dir=str(train_dir), protocol="all_characters", image_size=56, **TINY)
   assert train(config, tmp_path / "run", progress=False)["test_episodes"] == 1
   assert json.loads((tmp_path / "run" / "config.json").read_text())["image_shape"] == [56, 56, 1]
-  assert lake.evaluate(fewshot.load(str(tmp_path / "run")), runs_dir)["items"] == 40
+  assert lake.score_runs(fewshot.load(str(tmp_path / "run")), runs_dir)["items"] == 40
 
 
 def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leaves_evaluation(omniglot_folder, tmp_path):

@@ -6,7 +6,7 @@
 * :mod:`~fewshot.analysis.tables`: tables as text, markdown, LaTeX or CSV;
 * :mod:`~fewshot.analysis.pairs`: the DR paper's tables of run pairs;
 * :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;
-* :mod:`~fewshot.analysis.groups`: runs grouped into arms by configuration, one arm's tables and several arms';
+* :mod:`~fewshot.analysis.arm_tables`: runs grouped into arms by configuration, one arm's tables and several arms';
 * :mod:`~fewshot.analysis.listing`: a row per run, the options in which the runs differ, and its results;
 * :mod:`~fewshot.analysis.figures`: what a figure of runs says in words (labels, seed groups and bands, caption,
   colours by model), for :mod:`fewshot.plot` to draw; no matplotlib here.

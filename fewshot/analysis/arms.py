@@ -79,7 +79,9 @@ def accuracy_table(a: list[Run], b: list[Run]) -> Table:
 def _distribution(a: np.ndarray, b: np.ndarray) -> str:
   """Which distribution the per-seed Mann–Whitney U test used (exact for a few seeds without ties)."""
   tied = np.unique(np.concatenate([a, b])).size < a.size + b.size
-  return "exact distribution" if stats.mann_whitney_method(a.size, b.size, tied) == "exact" else "normal approximation"
+  method = stats.mann_whitney_method(a.size, b.size, tied)
+  return {"exact": "exact distribution", "permutation": "exact permutation, ties as they are"}.get(
+      method, "normal approximation")
 
 
 def seed_means(arm: list[Run], measure: str) -> np.ndarray:

@@ -10,7 +10,7 @@ in a table of their own (in CSV, a record each after its run's, named in ``measu
 
 from __future__ import annotations
 
-from fewshot.analysis.groups import accuracy_of, varying
+from fewshot.analysis.arm_tables import accuracy_of, varying
 from fewshot.analysis.tables import MISSING, Cell, Table
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.reading import Run

@@ -120,11 +120,18 @@ def finite_or_none(value) -> float | None:
   return None if value is None or not np.isfinite(value) else float(value)
 
 
+EXACT_UP_TO = 20  # values in both samples together up to which every split is enumerated (184,756 for 10 + 10)
+
+
 def mann_whitney_method(n_a: int, n_b: int, tied: bool) -> str:
-  """The distribution :func:`mann_whitney` uses for ``method="auto"`` (scipy's rule): the exact one where either
-  sample has at most 8 values and none tie, else the normal approximation.
+  """The distribution :func:`mann_whitney` uses for ``method="auto"``: where the samples hold at most
+  :data:`EXACT_UP_TO` values together, the exact one (``"exact"``), or, where values tie, the exact permutation
+  distribution conditional on the ties (``"permutation"``); else the normal approximation (``"asymptotic"``).
+  A few seeds are never given the normal approximation, which is off there.
   """
-  return "exact" if min(n_a, n_b) <= 8 and not tied else "asymptotic"
+  if n_a + n_b > EXACT_UP_TO:
+    return "asymptotic"
+  return "permutation" if tied else "exact"
 
 
 def mann_whitney(a, b, method: str = "asymptotic") -> tuple[float | None, str]:
@@ -150,6 +157,11 @@ def mann_whitney(a, b, method: str = "asymptotic") -> tuple[float | None, str]:
 
   if method == "auto":
     method = mann_whitney_method(a.size, b.size, np.unique(pooled).size < pooled.size)
+  if method == "permutation":  # every split of the pooled values, ties as they are
+    u = lambda x, y, axis: scipy.stats.mannwhitneyu(x, y, axis=axis, method="asymptotic").statistic  # noqa: E731
+    result = scipy.stats.permutation_test((a, b), u, permutation_type="independent", n_resamples=np.inf,
+                                          alternative="two-sided", vectorized=True)
+    return finite_or_none(min(1.0, result.pvalue)), ""
   result = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method=method, use_continuity=True)
   return finite_or_none(result.pvalue), ""
 

@@ -120,6 +120,34 @@ def retrieval_metrics(query, query_labels, reference, reference_labels, ref_incl
   device (relative error ~1e-7), R-Precision counted exactly; the means are float64.
   """
   knn.check_distance(distance)
+  query, query_labels, reference, reference_labels, recall_at = _checked(
+      query, query_labels, reference, reference_labels, ref_includes_query, recall_at, block_size)
+  q, n, self_count = len(query), len(reference), int(bool(ref_includes_query))
+
+  classes, inverse = np.unique(np.concatenate([query_labels, reference_labels]), return_inverse=True)
+  q_lab, r_lab = inverse[:q].astype(np.int32), inverse[q:].astype(np.int32)
+  r = (np.bincount(r_lab, minlength=len(classes))[q_lab] - self_count).astype(np.int32)
+  k = max(1, int(r.max()), *recall_at)
+  padded, _, chunk = knn.shard_reference(reference, k + self_count, mesh)
+  padded_labels = np.pad(r_lab, (0, padded.shape[0] - n))  # padding is never a neighbour
+  hits, p1, hits_within_r, ap = _retrieval(jnp.asarray(query), jnp.asarray(q_lab), jnp.asarray(r), padded,
+                                           jnp.asarray(padded_labels), n=n, k=k, chunk=chunk, recall_at=recall_at,
+                                           distance=distance, exclude_self=bool(ref_includes_query),
+                                           block_size=int(block_size), mesh=mesh)
+  scored = r > 0
+  rp = np.asarray(hits_within_r) / np.maximum(r, 1)
+
+  def mean(v) -> float:
+    v = np.asarray(v, np.float64)[scored]
+    return float(v.mean()) if len(v) else math.nan
+
+  return RetrievalMetrics(recall_at_k={kk: mean(np.asarray(hits)[:, i]) for i, kk in enumerate(recall_at)},
+                          precision_at_1=mean(p1), r_precision=mean(rp), map_at_r=mean(ap), num_queries=q,
+                          num_queries_without_positive=int(q - scored.sum()), k=k)
+
+
+def _checked(query, query_labels, reference, reference_labels, ref_includes_query: bool, recall_at, block_size: int):
+  """:func:`retrieval_metrics`' inputs as arrays, or a ``ValueError`` naming what is wrong with them and the fix."""
   query, query_labels = check_embeddings("query", query, "query_labels", query_labels)
   reference, reference_labels = check_embeddings("reference", reference, "reference_labels", reference_labels)
   q, n = len(query), len(reference)
@@ -144,24 +172,5 @@ def retrieval_metrics(query, query_labels, reference, reference_labels, ref_incl
                        f"({n} reference items{' minus itself' if self_count else ''}); drop it from recall_at")
   if block_size < 1:
     raise ValueError(f"block_size={block_size} must be a positive int")
+  return query, query_labels, reference, reference_labels, recall_at
 
-  classes, inverse = np.unique(np.concatenate([query_labels, reference_labels]), return_inverse=True)
-  q_lab, r_lab = inverse[:q].astype(np.int32), inverse[q:].astype(np.int32)
-  r = (np.bincount(r_lab, minlength=len(classes))[q_lab] - self_count).astype(np.int32)
-  k = max(1, int(r.max()), *recall_at)
-  padded, _, chunk = knn.shard_reference(reference, k + self_count, mesh)
-  padded_labels = np.pad(r_lab, (0, padded.shape[0] - n))  # padding is never a neighbour
-  hits, p1, hits_within_r, ap = _retrieval(jnp.asarray(query), jnp.asarray(q_lab), jnp.asarray(r), padded,
-                                           jnp.asarray(padded_labels), n=n, k=k, chunk=chunk, recall_at=recall_at,
-                                           distance=distance, exclude_self=bool(ref_includes_query),
-                                           block_size=int(block_size), mesh=mesh)
-  scored = r > 0
-  rp = np.asarray(hits_within_r) / np.maximum(r, 1)
-
-  def mean(v) -> float:
-    v = np.asarray(v, np.float64)[scored]
-    return float(v.mean()) if len(v) else math.nan
-
-  return RetrievalMetrics(recall_at_k={kk: mean(np.asarray(hits)[:, i]) for i, kk in enumerate(recall_at)},
-                          precision_at_1=mean(p1), r_precision=mean(rp), map_at_r=mean(ap), num_queries=q,
-                          num_queries_without_positive=int(q - scored.sum()), k=k)

@@ -72,7 +72,7 @@ def train_group(config: DMLConfig, seeds: tuple[int, ...], workdirs: list[str], 
 def _train(config: DMLConfig, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool, progress: bool,
            placement: str, data_parallel: bool | None, loss) -> list[dict | None]:
   config = _with_loss(config, loss, workdirs, resume)
-  runs = Runs.open(config, seeds, workdirs, resume, every=config.steps_per_epoch)
+  runs = Runs.open(config, seeds, workdirs, resume, checkpoint_every=config.steps_per_epoch)
   from fewshot.dml.experiment import Experiment  # JAX and the data loaders: once the options and directories passed
   from fewshot.training import trainer
 

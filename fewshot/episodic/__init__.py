@@ -6,7 +6,7 @@
 * :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
 * :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys, and
   the method's side of :mod:`fewshot.training.trainer` (``python -m fewshot.train``'s chunk, rows and test);
-* :mod:`~fewshot.episodic.cached_test`, :mod:`~fewshot.episodic.lake`: re-testing a run (the test split embedded
+* :mod:`~fewshot.episodic.cached_episodes`, :mod:`~fewshot.episodic.lake`: re-testing a run (the test split embedded
   once; Lake et al.'s one-shot runs), as ``python -m fewshot.evaluate`` does.
 
 Stands on :mod:`fewshot.training`, :mod:`fewshot.records`, :mod:`fewshot.augment`, :mod:`fewshot.data` and the
@@ -17,7 +17,7 @@ May import: kernel, research, config, data, augment, records, analysis, training
 """
 
 from fewshot.episodic.episodes import Episode, EpisodeShape, draw, episode_from_images, sample_episode
-from fewshot.episodic.learning import EpisodicLearner, evaluate, init_state, train_chunk, train_step
+from fewshot.episodic.learning import EpisodicLearner, episode_accuracies, init_state, train_chunk, train_step
 
-__all__ = ["Episode", "EpisodeShape", "EpisodicLearner", "draw", "episode_from_images", "evaluate", "init_state",
+__all__ = ["Episode", "EpisodeShape", "EpisodicLearner", "draw", "episode_accuracies", "episode_from_images", "init_state",
            "sample_episode", "train_chunk", "train_step"]

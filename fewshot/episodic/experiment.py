@@ -196,7 +196,7 @@ class Experiment:
     # Validation embeds one view: test shifts multiply its cost, and without them a run trains and chooses its
     # checkpoints exactly as it would without --test_shifts.
     learner = self.learner if split == "test" else dataclasses.replace(self.learner, test_shifts=0)
-    accuracies = learning.evaluate(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
+    accuracies = learning.episode_accuracies(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
     if self.group is None:
       return np.asarray(accuracies)
     per_run = [np.asarray(a) for a in seed_groups.each_run(accuracies, self.group, written)]

@@ -2,7 +2,7 @@
 
     import fewshot
     from fewshot.episodic import lake
-    results = lake.evaluate(fewshot.load("runs/omniglot_conv4_ProtoNet_DR_5w1s_seed0"), "all_runs.zip")
+    results = lake.score_runs(fewshot.load("runs/omniglot_conv4_ProtoNet_DR_5w1s_seed0"), "all_runs.zip")
 
 The release is a folder (or ``all_runs.zip``) of ``run01`` ... ``run20``; each run holds
 ``training/class01.png`` ... (one drawing per class: the support), ``test/item01.png`` ...
@@ -200,7 +200,7 @@ def check_model(config) -> None:
                       f"{config.image_size}px RGB images. Pass an omniglot or strokes run.")
 
 
-def evaluate(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
+def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   """Score a model (:func:`fewshot.load`) on Lake's runs (a folder, a zip, or :func:`read_runs`'s runs).
 
   Returns the run's head and the 1-NN rule's accuracy over all items, their mean ± 95% interval

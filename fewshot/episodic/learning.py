@@ -264,7 +264,7 @@ def _accuracy_on_draw(static: tuple[EpisodicLearner, EpisodeShape], variables: d
   return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
 
 
-def evaluate(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
+def episode_accuracies(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
              shape: EpisodeShape) -> jax.Array:
   """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in
   evaluation mode); ``[R, num_episodes]`` for a group's stacked variables and ``[R]`` keys.

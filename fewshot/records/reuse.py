@@ -1,9 +1,10 @@
 """The one rule for reusing a run directory: a new run takes an empty one, ``--resume`` takes its own run's.
 
-:func:`open_for_training` checks one directory and :func:`open_group_for_training` a seed group's, before anything is
-written and before JAX loads; a training checks each again with :func:`check_for_training` once it holds the
-directory's lock (:mod:`fewshot.records.writer_lock`: another command may have written it in between); :func:`group_start` is where a group stopped between its runs' saves resumes from, and
-:func:`saved_steps` where a directory stands, read from folder names alone.
+:func:`open_for_training` checks one directory and :func:`open_group_for_training` a seed group's, before anything
+is written and before JAX loads; a training checks each again with :func:`check_for_training` once it holds the
+directory's lock (:mod:`fewshot.records.writer_lock`: another command may have written it in between);
+:func:`group_start` is where a group stopped between its runs' saves resumes from, and :func:`saved_steps` where a
+directory stands, read from folder names alone.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from fewshot.records.files import check_writable
 from fewshot.records.rundir import RUN_KINDS, RunDir, run_kind
 
 
-def group_start(dirs: list[RunDir], every: int | None) -> int | None:
+def group_start(dirs: list[RunDir], checkpoint_every: int | None) -> int | None:
   """The step a seed group's runs resume from together: their ``last`` checkpoint, or, where the group stopped
-  between its runs' saves (at most ``every`` steps apart, each still holding the earlier step), the earlier one.
+  between its runs' saves (at most ``checkpoint_every`` steps apart, each still holding the earlier step), the
+  earlier one.
   Runs saved at checkpoints no such stop leaves are refused whole, in one line.
   """
   latest = [d.checkpoint_step("last") for d in dirs]
   if len(set(latest)) <= 1:
     return latest[0]
   start = None if None in latest else min(latest)
+  every = checkpoint_every
   if every is None or not all(step is None or step == start or (step - (start or 0) <= every and (
       start is None or start in d.checkpoints.steps("last"))) for d, step in zip(dirs, latest)):
     listed = ", ".join(f"{d.path} at {step or 0}" for d, step in zip(dirs, latest))
@@ -99,10 +102,11 @@ def _new(path: str | os.PathLike, folders: dict[str, pathlib.Path]) -> RunDir:
   return RunDir(folders[parent] / name, resolved=True)
 
 
-def open_group_for_training(paths: list, configs: list, resume: bool, every: int | None = None) -> list[RunDir]:
+def open_group_for_training(paths: list, configs: list, resume: bool,
+                            checkpoint_every: int | None = None) -> list[RunDir]:
   """Every run's directory of a seed group, refused as a whole (nothing written) if any is another run's or
   their last checkpoints disagree (a group trains its runs in step) beyond a stop between their saves, one
-  checkpoint of ``every`` steps apart (:func:`group_start`).
+  checkpoint of ``checkpoint_every`` steps apart (:func:`group_start`).
   """
   if len(paths) == 1:
     return [open_for_training(paths[0], configs[0], resume)]
@@ -112,7 +116,7 @@ def open_group_for_training(paths: list, configs: list, resume: bool, every: int
   if resume and not any(d.holds_run() for d in dirs):
     raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "
                       "holds a run, so there is nothing to continue; leave out --resume to start the group.")
-  group_start(dirs, every)
+  group_start(dirs, checkpoint_every)
   return dirs
 
 

@@ -36,7 +36,7 @@ class Schedule:
   """How long to train and how often to checkpoint; ``best_by`` names the validation score of a row."""
 
   total_steps: int
-  steps_per_checkpoint: int
+  checkpoint_every: int
   best_by: str
   step_key: str = "step"  # the row's field holding the step count ("episode" for few-shot runs)
   loss_key: str = "loss"  # the row's training loss ("train_loss" for few-shot runs): a non-finite one stops the run
@@ -71,7 +71,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   once the runs have resumed.
   """
   # A group stopped between its runs' saves resumes from the step every run holds (each process reads all).
-  first = group_start(list(runs.dirs), schedule.steps_per_checkpoint)
+  first = group_start(list(runs.dirs), schedule.checkpoint_every)
   resumed = [rundir.resume(like, schedule.step_key, at=first)
              for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
@@ -88,7 +88,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   try:
     while done < schedule.total_steps:
       started = time.perf_counter()
-      steps = min(schedule.steps_per_checkpoint, schedule.total_steps - done)
+      steps = min(schedule.checkpoint_every, schedule.total_steps - done)
       state, outputs = train_chunk(state, steps)
       done += steps
       new_rows = [{**row, "seconds": time.perf_counter() - started} for row in make_rows(state, outputs)]

@@ -1,12 +1,12 @@
 """The runs one training call writes, and the bookkeeping both trainers share around their loops.
 
-One run, or a seed group's runs (:mod:`fewshot.training.seed_groups`): their configurations, their directories,
-and which of them this process writes (all of them on one host; across hosts, those of its own devices). A
-trainer opens them before JAX loads (:meth:`Runs.open`: bad directories are refused, nothing written), lays them
-over the devices once its experiment is built (:meth:`Runs.on`), records their configurations once every process
-has checked them (:meth:`Runs.begin`, under each directory's lock: one writer per directory), trains them with :func:`fewshot.training.loop.train_until`, restores their
-best checkpoints (:meth:`Runs.restore`) and writes their results (:meth:`Runs.finish`). It supplies only its
-chunk, its rows and its test.
+One run, or a seed group's runs (:mod:`fewshot.training.seed_groups`): their configurations, their directories, and
+which of them this process writes (all of them on one host; across hosts, those of its own devices). A trainer opens
+them before JAX loads (:meth:`Runs.open`: bad directories are refused, nothing written), lays them over the devices
+once its experiment is built (:meth:`Runs.on`), records their configurations once every process has checked them
+(:meth:`Runs.begin`, under each directory's lock: one writer per directory), trains them with
+:func:`fewshot.training.loop.train_until`, restores their best checkpoints (:meth:`Runs.restore`) and writes their
+results (:meth:`Runs.finish`). It supplies only its chunk, its rows and its test.
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ class Runs:
 
   @classmethod
   def open(cls, config, seeds: tuple[int, ...] | None, workdirs: list[str], resume: bool,
-           every: int | None = None) -> Runs:
+           checkpoint_every: int | None = None) -> Runs:
     """The runs of ``config`` (under each of ``seeds``, or its own seed), run k in ``workdirs[k]``; a directory
     that holds another run, or a group whose runs stopped at different checkpoints (other than one checkpoint of
-    ``every`` steps apart, a stop between their saves), is refused whole (nothing is written, and JAX is not
+    ``checkpoint_every`` steps apart, a stop between their saves), is refused whole (nothing is written, and JAX is not
     loaded).
     """
     configs = [config] if seeds is None else [config.with_seed(s) for s in seeds]
-    return cls(tuple(open_group_for_training(workdirs, configs, resume, every)), tuple(configs), resume=resume)
+    dirs = open_group_for_training(workdirs, configs, resume, checkpoint_every)
+    return cls(tuple(dirs), tuple(configs), resume=resume)
 
   def on(self, group) -> Runs:
     """These runs laid out as ``group`` (a seed group's placement on the devices; None for one run)."""

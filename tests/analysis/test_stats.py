@@ -1,5 +1,6 @@
 """Statistics of runs against scipy.stats and numpy on fixed samples, and the paper's decision rules."""
 
+import itertools
 import math
 
 import numpy as np
@@ -145,7 +146,23 @@ def test_mann_whitney_is_exact_for_a_few_seeds_and_asymptotic_for_the_paper_s_ch
   for method in ("exact", "asymptotic"):
     expected = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue
     assert stats.mann_whitney(a, b, method=method)[0] == pytest.approx(expected, rel=1e-12)
-  # Ties, or more than 8 values in both samples: the approximation (scipy's rule), as the paper's tables use.
-  assert stats.mann_whitney_method(3, 3, tied=True) == "asymptotic"
-  assert stats.mann_whitney_method(9, 9, tied=False) == "asymptotic"
-  assert stats.mann_whitney_method(8, 200, tied=False) == "exact"
+  # Up to 20 values in all, exact (conditional on ties where values tie); more, the approximation, as the paper's
+  # tables of hundreds of checkpoints use.
+  assert stats.mann_whitney_method(3, 3, tied=True) == "permutation"
+  assert stats.mann_whitney_method(10, 10, tied=False) == "exact"
+  assert stats.mann_whitney_method(10, 11, tied=False) == "asymptotic"
+  assert stats.mann_whitney_method(8, 200, tied=False) == "asymptotic"
+
+
+def test_tied_seeds_get_the_exact_permutation_distribution_not_the_normal_approximation():
+  """5 against 5 with ties: every one of the C(10, 5) = 252 splits counted (the review saw p = 0.0065 printed, below
+  the 2 / 252 = 0.0079 that any 5-vs-5 test can give).
+  """
+  a, b = [100.0, 100.0, 100.0, 200.0, 200.0], [100.0, 100.0, 100.0, 100.0, 100.0]
+  u = lambda x, y: scipy.stats.mannwhitneyu(x, y, method="asymptotic").statistic  # noqa: E731
+  observed, pooled = u(a, b), np.array(a + b)
+  splits = [u(pooled[list(i)], np.delete(pooled, list(i))) for i in itertools.combinations(range(10), 5)]
+  mean = np.mean(splits)
+  one_sided = min(np.mean([s >= observed for s in splits]), np.mean([s <= observed for s in splits]))
+  assert stats.mann_whitney(a, b, method="auto")[0] == pytest.approx(min(1.0, 2 * one_sided))
+  assert stats.mann_whitney(a, b, method="auto")[0] >= 2 / 252 and abs(observed - mean) > 0

@@ -130,7 +130,7 @@ def _numpy_scores(model, runs):
 def test_scores_equal_an_independent_numpy_computation(runs, classifier, head):
   folder, archive, labels = runs
   model = fewshot.build(Config(dataset="strokes", classifier=classifier, head=head))
-  results = lake.evaluate(model, folder)
+  results = lake.score_runs(model, folder)
   assert results["runs"] == RUNS and results["items"] == RUNS * WAY
   expected = _numpy_scores(model, lake.read_runs(folder))
   correct = [prediction == labels[run] for prediction, run in zip(expected, labels)]
@@ -146,13 +146,13 @@ def test_scores_equal_an_independent_numpy_computation(runs, classifier, head):
     assert summary["run_mean"] == pytest.approx(np.mean(run_accuracies))
     assert summary["run_ci95"] == pytest.approx(1.96 * np.std(run_accuracies) / np.sqrt(RUNS))
   assert results["rules"]["head"]["name"] == model.config.model_name
-  from_zip = lake.evaluate(model, archive)
+  from_zip = lake.score_runs(model, archive)
   assert {**from_zip, "source": None} == {**results, "source": None}
 
 
 def test_items_identical_to_their_class_image_are_all_right(tmp_path):
   write_lake_runs(tmp_path / "all_runs", identical=True, seed=3)
-  results = lake.evaluate(fewshot.build(Config(dataset="strokes", head="dr")), tmp_path / "all_runs")
+  results = lake.score_runs(fewshot.build(Config(dataset="strokes", head="dr")), tmp_path / "all_runs")
   for rule in ("head", "nn"):
     assert results["rules"][rule]["accuracy"] == 100.0 and results["rules"][rule]["run_ci95"] == 0.0
 
@@ -166,7 +166,7 @@ def test_cli_scores_the_runs_and_writes_lake_runs_json(runs, trained_run):
   result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={archive}")
   assert result.returncode == 0, result.stderr[-2000:]
   written = json.loads((trained_run / "lake_runs.json").read_text())
-  expected = lake.evaluate(fewshot.load(str(trained_run)), archive)
+  expected = lake.score_runs(fewshot.load(str(trained_run)), archive)
   assert written["rules"] == expected["rules"] and written["per_run"] == expected["per_run"]
   assert written["checkpoint"] == "best" and written["source"] == str(archive)
   assert len(result.stdout.splitlines()) == 1 + 1 + RUNS + 2 + 1  # title, header, runs, the two rules, wrote

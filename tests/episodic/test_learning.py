@@ -73,7 +73,7 @@ def test_evaluation_uses_running_statistics(source):
   state = learning.init_state(learner, jax.random.key(0), (28, 28, 1))
   state, _, _ = learning.train_chunk(learner, state, source, jax.random.key(1), 2)
   variables = learning.model_variables(state)
-  accuracies = np.asarray(learning.evaluate(learner, variables, source, jax.random.key(2), 4, shape))
+  accuracies = np.asarray(learning.episode_accuracies(learner, variables, source, jax.random.key(2), 4, shape))
   # One compiled program per step (op by op, these took most of the test's time).
   draw = jax.jit(lambda key: sample_episode(key, source, shape))
   embeddings = jax.jit(lambda params, stats, episode: learning.episode_embeddings(learner, params, stats, episode,

@@ -275,19 +275,19 @@ def test_a_group_resumes_from_the_step_its_runs_all_hold_and_refuses_runs_furthe
   from fewshot.records.reuse import group_start
 
   ahead, behind = _saved(tmp_path / "a", 2, 4), _saved(tmp_path / "b", 2)
-  assert group_start([ahead, behind], every=2) == 2  # stopped after run a saved 4, before run b did
+  assert group_start([ahead, behind], checkpoint_every=2) == 2  # stopped after run a saved 4, before run b did
   state, rows = ahead.resume(_state(0), "episode", at=2)
   assert int(state.step) == 2 and rows == [{"episode": 2}] and ahead.checkpoints.steps("last") == [2]
   first, fresh = _saved(tmp_path / "c", 2), _saved(tmp_path / "d")
-  assert group_start([first, fresh], every=2) is None  # stopped between the first saves: both start over
-  assert group_start([first, _saved(tmp_path / "e", 2)], every=2) == 2
+  assert group_start([first, fresh], checkpoint_every=2) is None  # stopped between the first saves: both start over
+  assert group_start([first, _saved(tmp_path / "e", 2)], checkpoint_every=2) == 2
   for runs in ([_saved(tmp_path / "f", 4), _saved(tmp_path / "g", 2)],  # f no longer holds 2
                [_saved(tmp_path / "h", 2, 4), fresh],  # two checkpoints apart
                [first, fresh, _saved(tmp_path / "i", 2, 4)]):
     with pytest.raises(RunDirError, match="saved at different checkpoints"):
-      group_start(runs, every=2)
+      group_start(runs, checkpoint_every=2)
   with pytest.raises(RunDirError, match="saved at different checkpoints"):
-    group_start([first, fresh], every=None)
+    group_start([first, fresh], checkpoint_every=None)
 
 
 @pytest.mark.slow  # stopped and resumed

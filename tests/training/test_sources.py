@@ -118,7 +118,7 @@ def test_episodic_training_and_evaluation_match_between_device_and_host():
     state = init()
     state, metrics, diagnosed = learning.train_chunk(learner, state, source, key, 4)  # a chunk boundary mid-block
     state, more, last_diagnosed = learning.train_chunk(learner, state, source, key, 3)
-    accuracies = learning.evaluate(learner, learning.model_variables(state), source, jax.random.key(2), 5,
+    accuracies = learning.episode_accuracies(learner, learning.model_variables(state), source, jax.random.key(2), 5,
                                    EpisodeShape(3, 1, 3))
     results[name] = state, np.concatenate([metrics["loss"], more["loss"]]), last_diagnosed, np.asarray(accuracies)
   (dev_state, dev_loss, dev_diag, dev_acc), (host_state, host_loss, host_diag, host_acc) = results.values()

@@ -1,8 +1,8 @@
-"""Test episodes drawn over a split embedded once: :func:`learning.evaluate`'s episodes at a fraction of the cost.
+"""Test episodes drawn over a split embedded once: :func:`learning.episode_accuracies`'s episodes at a fraction of the cost.
 
 With BatchNorm in evaluation mode (running statistics) an image's embedding does not
 depend on the episode it is drawn into, so embedding the split once (:func:`embed_split`)
-and gathering each episode's embeddings by the indices :func:`learning.evaluate` would
+and gathering each episode's embeddings by the indices :func:`learning.episode_accuracies` would
 draw (:func:`evaluate_cached`) scores the same episodes. The per-episode path embeds
 ``way x (shot + query)`` images per episode (48,000 for 600 five-way 1-shot episodes with
 15 queries); this one embeds each test image once and then only runs the head.
@@ -33,7 +33,7 @@ BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (12
 
 def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = split_embedding.BATCH) -> jax.Array:
   """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform,
-  on the device: each row is the embedding :func:`fewshot.episodic.learning.evaluate` computes for that image in
+  on the device: each row is the embedding :func:`fewshot.episodic.learning.episode_accuracies` computes for that image in
   any episode (:func:`fewshot.training.split_embedding.embed_split`, ``batch`` images per compiled call).
   """
   return jnp.asarray(split_embedding.embed_split(learning.eval_embeddings, learner, variables, images, batch))
@@ -45,7 +45,7 @@ def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.
 
   The draw (:func:`fewshot.training.class_draws.sample_class_images`) and the support/query split
   (:func:`fewshot.episodic.episodes.episode_from_images`, indifferent to the trailing shape) are
-  those of :func:`learning.evaluate`; only the images are replaced by their embeddings.
+  those of :func:`learning.episode_accuracies`; only the images are replaced by their embeddings.
   """
   classes, indices = class_draws.sample_class_images(key, layout, shape.way, shape.per_class)
   episode = episode_from_images(embeddings[indices], classes, shape)
@@ -62,10 +62,10 @@ def _block(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, lay
 
 def evaluate_cached(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
                     key: jax.Array, num_episodes: int, shape: EpisodeShape) -> jax.Array:
-  """Per-episode query accuracy ``[num_episodes]`` of :func:`learning.evaluate`'s episodes, over ``embeddings``.
+  """Per-episode query accuracy ``[num_episodes]`` of :func:`learning.episode_accuracies`'s episodes, over ``embeddings``.
 
   ``embeddings`` are :func:`embed_split` of the split whose ``layout`` draws the episodes;
-  episode ``i`` is keyed ``fold_in(key, i)``, the episode ``learning.evaluate`` draws with
+  episode ``i`` is keyed ``fold_in(key, i)``, the episode ``learning.episode_accuracies`` draws with
   the same key. Episodes run vectorised in equal blocks (the last padded): one compiled
   program, and at most :data:`BLOCK_FLOATS` gathered embeddings in memory at a time.
   """

@@ -1,4 +1,4 @@
-"""Runs grouped into arms by configuration: one arm of seeds, or every arm found in a folder of runs.
+"""Runs sorted into arms by configuration: one arm of seeds, or every arm found in a folder of runs.
 
 An *arm* is the runs that share every option but ``--seed`` and where the data lives (``--data_dir``,
 ``--tfds_dir``: :data:`fewshot.options.LOCATION_FIELDS`), so its runs differ only in their seed. The tables:
@@ -51,7 +51,7 @@ def _order(config) -> tuple:
   return tuple((getattr(config, n) != defaults[n], value_key(getattr(config, n))) for n in options(config))
 
 
-def group(runs: list[Run]) -> list[list[Run]]:
+def arms_of(runs: list[Run]) -> list[list[Run]]:
   """The runs as arms (each in seed order), in the order of their options; a seed twice in an arm (a copied run)
   is a one-line ``ConfigError``: it would count twice in the arm's interval.
   """

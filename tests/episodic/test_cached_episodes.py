@@ -12,7 +12,7 @@ import pytest
 from fewshot.augment import Augmentation
 from fewshot.backbones import Conv4
 from fewshot.config import Config
-from fewshot.episodic import cached_test, learning
+from fewshot.episodic import cached_episodes, learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
@@ -41,12 +41,12 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
                             test_shifts=test_shifts)
   input_shape = (16, 16, 3) if augmentation.enabled else stored
   variables, key = moved_variables(learner, input_shape), jax.random.key(2)
-  per_episode = np.asarray(learning.evaluate(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
+  per_episode = np.asarray(learning.episode_accuracies(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
 
   # 90 images in chunks of 32: the last chunk is padded.
-  embeddings = cached_test.embed_split(learner, variables, split.images, batch=32)
+  embeddings = cached_episodes.embed_split(learner, variables, split.images, batch=32)
   assert embeddings.shape == (len(split.labels), 8)
-  cached = np.asarray(cached_test.evaluate_cached(learner, variables, embeddings, DeviceSource.from_split(split).layout,
+  cached = np.asarray(cached_episodes.evaluate_cached(learner, variables, embeddings, DeviceSource.from_split(split).layout,
                                                   key, EPISODES, shape))
   assert cached.shape == (EPISODES,) and len(set(cached.tolist())) > 1, "the check needs varied accuracies"
   np.testing.assert_array_equal(cached, per_episode)
@@ -59,13 +59,13 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
 
   # A split in host memory embeds alike; small blocks of episodes give the same accuracies.
   host = HostSource(split)
-  np.testing.assert_array_equal(cached_test.embed_split(learner, variables, host.images, batch=32), embeddings)
-  blocked = cached_test.BLOCK_FLOATS
+  np.testing.assert_array_equal(cached_episodes.embed_split(learner, variables, host.images, batch=32), embeddings)
+  blocked = cached_episodes.BLOCK_FLOATS
   try:
-    cached_test.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded
-    small = cached_test.evaluate_cached(learner, variables, embeddings, host.layout, key, EPISODES, shape)
+    cached_episodes.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded
+    small = cached_episodes.evaluate_cached(learner, variables, embeddings, host.layout, key, EPISODES, shape)
   finally:
-    cached_test.BLOCK_FLOATS = blocked
+    cached_episodes.BLOCK_FLOATS = blocked
   np.testing.assert_array_equal(np.asarray(small), per_episode)
 
 

@@ -37,18 +37,47 @@ SMOKE = dict(episodes=4, eval_every=2, seeds="0-2")
 OMNIGLOT_CHARACTERS = 1623  # background 964 + evaluation 659 (Lake et al. 2015)
 
 
-def grid_argv(args) -> list[str]:
-  """The reproduce_dr command line of the grid."""
-  argv = ["--dataset", args.dataset, "--out", str(args.runs), "--backbones", "conv4", "--shots", "1,5",
-          "--nn_shots", "1,5", "--seeds", args.seeds, "--episodes", str(args.episodes), "--eval_every",
-          str(args.eval_every)]
-  return argv + (["--data_dir", args.data_dir] if args.data_dir else []) + (["--smoke"] if args.smoke else [])
+def grid_argvs(args, kept: set | frozenset = frozenset()) -> list[list[str]]:
+  """The reproduce_dr command lines of the grid: the claims' arms under ``--seeds``, then the 1-shot 1-NN
+  replicate under ``--replicate_seeds`` (its ProtoNet arms, already trained under those seeds, are skipped); each
+  under the seeds of which some arm has no record in ``kept`` (``(shot, classifier, head, seed)``), so the records
+  kept stay as they are and only the missing seeds train, as one seed group per arm.
+  """
+  common = ["--dataset", args.dataset, "--out", str(args.runs), "--backbones", "conv4", "--episodes",
+            str(args.episodes), "--eval_every", str(args.eval_every)]
+  common += (["--data_dir", args.data_dir] if args.data_dir else []) + (["--smoke"] if args.smoke else [])
+  claims = [(shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
+            if (shot, c) != (1, "nn")]
+  grids = [(["--shots", "1,5", "--nn_shots", "5"], args.seeds, claims),
+           (["--shots", "1", "--nn_shots", "1"], args.replicate_seeds, [(1, "nn", h) for h in ("softmax", "dr")])]
+  argvs = []
+  for flags, seeds, arms in grids:
+    missing = [s for s in reproduce_dr.cli.parse_seeds(seeds) if any((*arm, s) not in kept for arm in arms)]
+    if missing:
+      argvs.append([*common, *flags, "--seeds", ",".join(map(str, missing))])
+  return argvs
+
+
+def kept_runs(records: pathlib.Path) -> set[tuple]:
+  """``(shot, classifier, head, seed)`` of every run whose records are kept."""
+  kept = set()
+  for path in records.glob("*/results.json"):
+    c = json.loads((path.parent / "config.json").read_text())
+    kept.add((c["shot"], c["classifier"], c["head"], c["seed"]))
+  return kept
+
+
+def expected_runs(args) -> int:
+  """The grid's runs: 6 claim arms under ``--seeds``, the 2 replicate arms under ``--replicate_seeds``."""
+  return 6 * len(reproduce_dr.cli.parse_seeds(args.seeds)) + 2 * len(reproduce_dr.cli.parse_seeds(args.replicate_seeds))
 
 
 def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
   """Train (or finish) the grid, then keep its records and how they were made under ``records``."""
   started = time.time()
-  reproduce_dr.main(grid_argv(args))
+  grids = grid_argvs(args, kept_runs(records))
+  for grid in grids:
+    reproduce_dr.main(grid)
   for results in sorted(args.runs.glob("*/results.json")):
     kept = records / results.parent.name
     kept.mkdir(parents=True, exist_ok=True)
@@ -58,11 +87,15 @@ def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
   import jaxlib
 
   made = {"command": f"python -m experiments.dr_results {' '.join(argv)}".strip(),
-          "grid": f"python -m experiments.reproduce_dr {' '.join(grid_argv(args))}",
+          "grid": "; ".join(f"python -m experiments.reproduce_dr {' '.join(g)}" for g in grids),
           "versions": {"python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                        "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}"},
           "machine": f"{platform.machine()}, {_cpu_model()}", "wall_seconds_this_sitting": round(time.time() - started)}
-  (records / "made.json").write_text(json.dumps(made, indent=2) + "\n")
+  first = records / "made.json"
+  if first.exists():  # a later sitting (more seeds): the first one's record stays, this one is added to it
+    made = {**json.loads(first.read_text()), "later_sittings": [
+        *json.loads(first.read_text()).get("later_sittings", []), made]}
+  first.write_text(json.dumps(made, indent=2) + "\n")
 
 
 def _cpu_model() -> str:
@@ -123,7 +156,8 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
       + " / ".join(f"{data[s]['classes']} {s}" for s in ("train", "val", "test") if s in data)
       + (f", of Omniglot's {OMNIGLOT_CHARACTERS:,} characters" if c.dataset == "omniglot" else "")
       + (f", read from {', '.join(data['files'])}" if data.get("files") else ""))
-  seeds = len(next(iter(arms.values()))["softmax"])
+  counts = sorted({len(runs) for heads in arms.values() for runs in heads.values()}, reverse=True)
+  seeds = " or ".join(str(n) for n in counts)
   header = (f"# The distance-ratio paper's claims, tested with seeds\n\n"
             f"Kim, Parviainen & Malde (arXiv 2201.08676) compare the softmax (S) and distance-ratio (DR) formulations "
             f"with one run per formulation. Here every arm is {seeds} seeds: {c.dataset}"
@@ -192,6 +226,8 @@ def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
   lines = [f"- page: `{made.get('command', '')}`", f"- grid: `{made.get('grid', '')}`",
            f"- versions: {', '.join(f'{k} {v}' for k, v in made.get('versions', {}).items())}",
            f"- machine: {made.get('machine', '')}",
+           *(f"- later sitting: `{later['command']}` (grid: `{later['grid']}`; {later['machine']})"
+             for later in made.get("later_sittings", [])),
            f"- wall time of training and validation, from the runs' records: {sum(minutes.values()) / 60:.1f} h "
            f"(each arm's seeds train as one compiled group: {per_arm}); testing is not included",
            f"- records: `{records}` (config, metrics and results of every run; no checkpoints)"]
@@ -204,7 +240,8 @@ def parse_args(argv):
   parser.add_argument("--data_dir", default=None)
   parser.add_argument("--out", default="docs", help="where results.md and results/ go (default docs)")
   parser.add_argument("--runs", default=None, help="where the grid trains (default runs/dr_<dataset>)")
-  parser.add_argument("--seeds", default=SEEDS)
+  parser.add_argument("--seeds", default=SEEDS, help="the claims' arms' seeds")
+  parser.add_argument("--replicate_seeds", default=None, help="the 1-shot 1-NN replicate's seeds (default --seeds)")
   parser.add_argument("--episodes", type=int, default=EPISODES)
   parser.add_argument("--eval_every", type=int, default=100)
   parser.add_argument("--smoke", action="store_true", help="a tiny grid: checks the generator, not the paper")
@@ -212,6 +249,7 @@ def parse_args(argv):
   args = parser.parse_args(argv)
   if args.smoke:
     args.episodes, args.eval_every, args.seeds = SMOKE["episodes"], SMOKE["eval_every"], SMOKE["seeds"]
+  args.replicate_seeds = args.replicate_seeds or args.seeds
   args.out = pathlib.Path(args.out)
   args.runs = pathlib.Path(args.runs or f"runs/dr_{args.dataset}")
   return args
@@ -221,7 +259,7 @@ def main(argv=None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parse_args(argv)
   records = args.out / "results" / args.dataset
-  expected = 8 * len(reproduce_dr.cli.parse_seeds(args.seeds))
+  expected = expected_runs(args)
   found = len(list(records.glob("*/results.json")))
   if found < expected and not args.train:
     sys.exit(f"error: {records} holds {found} of the grid's {expected} runs' records; pass --train to train the "

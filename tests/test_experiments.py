@@ -199,7 +199,7 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
         "test_shifts"] == 1
 
 
-def _write_dr_records(records, seeds=10):
+def _write_dr_records(records, seeds=10, replicate_seeds=None):
   """A grid's records as training leaves them, with known paired effects (seed k's S and DR runs share its offset):
 
   * test accuracy 80 + 3k, DR 0.5 higher in every seed: the seeds' spread hides it from the unpaired test, the
@@ -213,7 +213,8 @@ def _write_dr_records(records, seeds=10):
   for shot in (1, 5):
     for classifier in ("proto", "nn"):
       for head in ("softmax", "dr"):
-        for seed in range(seeds):
+        replicate = shot == 1 and classifier == "nn" and replicate_seeds is not None
+        for seed in range(replicate_seeds if replicate else seeds):
           config = Config(dataset="strokes", way=5, shot=shot, classifier=classifier, head=head, seed=seed,
                           episodes=600, eval_every=100)
           rng = np.random.default_rng(seed)
@@ -265,6 +266,30 @@ def test_dr_results_page_gives_each_claim_its_paired_test_and_verdict_and_rebuil
   # 6 checkpoints of 60 s per arm, shared by its seeds: 6 min per arm, 48 min for the 8 arms (not 10 times that).
   assert "records: 0.8 h (each arm's seeds train as one compiled group: 1-shot ProtoNet DR 6 min, 1-shot ProtoNet softmax 6 min," in page
   assert dr_results.main(argv) == page == (tmp_path / "docs" / "results.md").read_text()
+
+
+def test_the_1_shot_1_nn_replicate_may_keep_fewer_seeds_than_the_claims_arms(tmp_path):
+  from experiments import dr_results  # noqa: PLC0415
+
+  _write_dr_records(tmp_path / "docs" / "results" / "strokes", seeds=10, replicate_seeds=5)
+  page = dr_results.main(["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs"),
+                          "--seeds", "0-9", "--replicate_seeds", "0-4"])
+  assert "Here every arm is 10 or 5 seeds" in page and not (tmp_path / "runs").exists()
+  assert "| 1-shot 1-NN | 1-NN_DR | 5 |" in page and "| 1-shot ProtoNet | ProtoNet_DR | 10 |" in page
+
+
+def test_more_seeds_train_only_the_missing_ones_as_one_group_per_arm(tmp_path):
+  from experiments import dr_results  # noqa: PLC0415
+
+  args = dr_results.parse_args(["--seeds", "0-9", "--replicate_seeds", "0-4", "--runs", str(tmp_path)])
+  kept = {(shot, c, h, seed) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
+          for seed in range(5)}
+  (grid,) = dr_results.grid_argvs(args, kept)  # the replicate has its 5 seeds: nothing of it trains
+  assert grid[grid.index("--seeds") + 1] == "5,6,7,8,9" and grid[grid.index("--nn_shots") + 1] == "5"
+  assert dr_results.expected_runs(args) == 6 * 10 + 2 * 5
+  assert len(dr_results.grid_argvs(args)) == 2 and dr_results.grid_argvs(args, kept | {
+      (shot, c, h, seed) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
+      for seed in range(10)}) == []
 
 
 def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, capsys):

@@ -166,3 +166,12 @@ def test_tied_seeds_get_the_exact_permutation_distribution_not_the_normal_approx
   one_sided = min(np.mean([s >= observed for s in splits]), np.mean([s <= observed for s in splits]))
   assert stats.mann_whitney(a, b, method="auto")[0] == pytest.approx(min(1.0, 2 * one_sided))
   assert stats.mann_whitney(a, b, method="auto")[0] >= 2 / 252 and abs(observed - mean) > 0
+
+
+def test_tied_exact_p_is_scipys_permutation_test_over_every_split():
+  rng = np.random.default_rng(3)
+  a, b = rng.integers(0, 4, 6).astype(float), rng.integers(1, 5, 7).astype(float)
+  u = lambda x, y, axis: scipy.stats.mannwhitneyu(x, y, axis=axis, method="asymptotic").statistic  # noqa: E731
+  expected = scipy.stats.permutation_test((a, b), u, permutation_type="independent", n_resamples=np.inf,
+                                          alternative="two-sided", vectorized=True).pvalue
+  assert stats.mann_whitney(a, b, method="auto")[0] == pytest.approx(min(1.0, expected), rel=1e-9)

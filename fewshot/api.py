@@ -130,8 +130,16 @@ def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
   ``test_shifts`` replaces the run's ``--test_shifts`` in :meth:`TrainedModel.embed` (None keeps it).
   """
   rundir = existing_checkpoint(workdir, checkpoint)
-  config = rundir.read_options(Config.from_dict)
-  image_shape = _image_shape(rundir)
+  return load_run(rundir, rundir.read_config(), checkpoint, head=head, backbone=backbone, test_shifts=test_shifts)
+
+
+def load_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backbone=None,
+             test_shifts: int | None = None) -> TrainedModel:
+  """:func:`load` of a run directory its caller opened (``existing_checkpoint``), with its ``config.json`` as read
+  (``record``): a command that checked the run first reads it once.
+  """
+  config = rundir.read_options(Config.from_dict, record)
+  image_shape = _image_shape(rundir, record)
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)
   compilation_cache.enable()
@@ -140,9 +148,9 @@ def load(workdir: str, checkpoint: str = "best", *, head=None, backbone=None,
   return TrainedModel(config, learner, learning.model_variables(rundir.restore_checkpoint(checkpoint, like)))
 
 
-def _image_shape(rundir) -> tuple[int, int, int]:
+def _image_shape(rundir, record: dict) -> tuple[int, int, int]:
   """The backbone's input recorded beside the options (``image_shape``), refused in one line where edited away."""
-  shape = rundir.read_config().get("image_shape")
+  shape = record.get("image_shape")
   if not (isinstance(shape, list) and len(shape) == 3 and all(type(n) is int and n > 0 for n in shape)):
     raise RunDirError(f"{rundir.config_path}: image_shape is {shape!r}, not [height, width, channels]; restore the "
                       "file from a backup, or train the run anew in a new --workdir.")

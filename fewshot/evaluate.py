@@ -182,12 +182,13 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   from fewshot.episodic import lake
 
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
-  config = rundir.read_options(Config.from_dict)
+  record = rundir.read_config()  # read once: the model below is loaded from it
+  config = rundir.read_options(Config.from_dict, record)
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)
   runs = lake.read_runs(lake_runs, config.image_size)
-  results = lake.score_runs(api.load(workdir, checkpoint, test_shifts=test_shifts), runs)
+  results = lake.score_runs(api.load_run(rundir, record, checkpoint, test_shifts=test_shifts), runs)
   results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))
   if record:

@@ -18,6 +18,7 @@ for reusing a directory.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -83,6 +84,13 @@ class RunDir:
     """
     if self.config_path.is_dir():
       raise RunDirError(f"{self.config_path} is a folder, not the run's options; {_RESTORE}")
+    try:  # parsed once per version of the file: a command checks a run, then loads it
+      stat = self.config_path.stat()
+      version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    except OSError:
+      version = None
+    if version is not None and self.__dict__.get("_config_read", (None,))[0] == version:
+      return copy.deepcopy(self._config_read[1])
     try:
       config = json.loads(self.config_path.read_bytes())
     except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8 text
@@ -90,6 +98,7 @@ class RunDir:
                         f"{_RESTORE}") from None
     if not isinstance(config, dict):
       raise RunDirError(f"{self.config_path} holds a JSON {type(config).__name__}, not the run's options; {_RESTORE}")
+    self._config_read = (version, copy.deepcopy(config))
     return config
 
   def read_options(self, from_dict: Callable[[dict], Any], record: dict | None = None) -> Any:

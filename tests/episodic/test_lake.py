@@ -234,3 +234,17 @@ def test_cli_test_shifts_score_the_mean_of_shifted_embeddings_and_are_recorded(r
   result = _evaluate_cli(f"--workdir={trained_run}", f"--lake_runs={folder}", "--test_shifts=14")
   assert_one_line_error(result, "--test_shifts must be 0 or more and below half the 28 px side, got 14")
   assert not (trained_run / "lake_runs.json").exists()
+
+
+def test_scoring_a_run_opens_it_once_and_reads_its_config_once(runs, trained_run, monkeypatch):
+  """It opened the run directory twice and read config.json three times (issue 30, item 5)."""
+  from fewshot import evaluate  # noqa: PLC0415
+  from fewshot.records.rundir import RunDir  # noqa: PLC0415
+
+  opened, reads, read_bytes = [], [], pathlib.Path.read_bytes
+  monkeypatch.setattr(pathlib.Path, "read_bytes", lambda p: (reads.append(p) if p.name == "config.json" else None)
+                      or read_bytes(p))
+  init = RunDir.__init__
+  monkeypatch.setattr(RunDir, "__init__", lambda self, *a, **k: opened.append(a[0]) or init(self, *a, **k))
+  results = evaluate.evaluate_lake(str(trained_run), str(runs[1]), record=False)
+  assert len(reads) == 1 and len(opened) == 1 and results["rules"] == lake.score_runs(fewshot.load(str(trained_run)), runs[1])["rules"]

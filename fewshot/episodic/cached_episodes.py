@@ -80,7 +80,7 @@ def accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> 
   """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once
   (the test split's, by ``state``'s model).
   """
-  variables, source = learning.model_variables(state), experiment.sources["test"]
-  embeddings = embed_split(experiment.learner, variables, source.images)
-  return np.asarray(evaluate_cached(experiment.learner, variables, embeddings, source.layout, experiment.keys["test"],
+  variables, source, learner = learning.model_variables(state), experiment.sources["test"], experiment.test_learner
+  embeddings = embed_split(learner, variables, source.images)
+  return np.asarray(evaluate_cached(learner, variables, embeddings, source.layout, experiment.keys["test"],
                                     num_episodes, test_shape(experiment.config)))

@@ -187,16 +187,23 @@ class Experiment:
             for result, best in zip([tested] if self.group is None else tested, best_rows[0])]
 
   # ---- evaluation -------------------------------------------------------------------------------------------------
+  @property
+  def test_learner(self) -> EpisodicLearner:
+    """The learner as the test embeds: each image as the mean over its ``--test_shifts`` shifts. Training and
+    validation embed one view (shifts multiply the cost, and without them a run trains and chooses its checkpoints
+    exactly as it would without the option), so the training learner does not carry it.
+    """
+    return dataclasses.replace(self.learner, test_shifts=self.config.test_shifts)
+
   def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,)) -> np.ndarray:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
     ``written`` runs); the same episodes every call (fixed key).
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
-    # Validation embeds one view: test shifts multiply its cost, and without them a run trains and chooses its
-    # checkpoints exactly as it would without --test_shifts.
-    learner = self.learner if split == "test" else dataclasses.replace(self.learner, test_shifts=0)
-    accuracies = learning.episode_accuracies(learner, variables, self.sources[split], self.keys[split], num_episodes, shape)
+    learner = self.test_learner if split == "test" else self.learner
+    accuracies = learning.episode_accuracies(learner, variables, self.sources[split], self.keys[split], num_episodes,
+                                             shape)
     if self.group is None:
       return np.asarray(accuracies)
     per_run = [np.asarray(a) for a in seed_groups.each_run(accuracies, self.group, written)]
@@ -229,7 +236,8 @@ def _row(episode: int, v: dict) -> dict:
 
 def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple[int, ...] | None, head, backbone):
   """What :meth:`Experiment.build` builds, after ``config``, in the order of its fields."""
-  learner = build_learner(config, head, backbone)
+  # Training and validation embed one view: --test_shifts is the test's alone (Experiment.test_learner).
+  learner = dataclasses.replace(build_learner(config, head, backbone), test_shifts=0)
   learning.check_shapes(learner, config.input_shape)
   loaded = load_data(config, splits)
   shapes = {"train": train_shape(config), "val": val_shape(config), "test": test_shape(config)}

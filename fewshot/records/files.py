@@ -58,10 +58,7 @@ def out_of_space(e: BaseException) -> bool:
 
 def full_disk_error(path: pathlib.Path, needed_bytes: int, after: str) -> OutputError:
   """The one line for ``path`` not written for want of space: how much it needs, how much is free, then ``after``."""
-  existing = pathlib.Path(path)
-  while not existing.exists() and existing != existing.parent:
-    existing = existing.parent
-  free = shutil.disk_usage(existing).free
+  free = shutil.disk_usage(_nearest_existing(pathlib.Path(path))).free
   return OutputError(f"no space left on the disk to write {path} (it needs about {needed_bytes / 2**20:.1f} MiB; "
                      f"{free / 2**20:.1f} MiB free there): free some space, then {after}")
 
@@ -71,9 +68,7 @@ def check_writable(path: str | os.PathLike, flag: str) -> None:
   in its nearest existing parent (where it would be created). ``flag`` names the option that chose it.
   """
   path = pathlib.Path(path).absolute()
-  existing = path
-  while not existing.exists() and existing != existing.parent:
-    existing = existing.parent
+  existing = _nearest_existing(path)
   if not existing.is_dir():
     if existing == path:
       raise OutputError(f"{flag} {path} is a file; pass a folder.")
@@ -82,6 +77,13 @@ def check_writable(path: str | os.PathLike, flag: str) -> None:
     where = "it" if existing == path else f"its parent {existing}"
     raise OutputError(f"{flag} {path} cannot be written ({where} is read-only or not yours); choose a writable "
                       "folder.")
+
+
+def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
+  """``path``, or its nearest parent that exists (where it would be created)."""
+  while not path.exists() and path != path.parent:
+    path = path.parent
+  return path
 
 
 def make_dirs(path: str | os.PathLike) -> None:

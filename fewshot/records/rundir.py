@@ -47,6 +47,7 @@ class RunDir:
 
   def __init__(self, path: str | os.PathLike, resolved: bool = False):
     self.path = pathlib.Path(path) if resolved else pathlib.Path(path).resolve()
+    self._config_read: tuple = (None, None)  # (the file's version, its parsed options) last read
 
   # Paths made when first asked for: a seed group opens up to 100,000 directories before its memory is checked.
   @functools.cached_property
@@ -89,7 +90,7 @@ class RunDir:
       version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
     except OSError:
       version = None
-    if version is not None and self.__dict__.get("_config_read", (None,))[0] == version:
+    if version is not None and self._config_read[0] == version:
       return copy.deepcopy(self._config_read[1])
     try:
       config = json.loads(self.config_path.read_bytes())

@@ -60,23 +60,23 @@ def block(tree):
   return jax.block_until_ready(tree)
 
 
-def init_on_device(learner: EpisodicLearner, seed: int, image_shape, source: DeviceSource):
+def init_on_device(learner: EpisodicLearner, seed: int, input_shape, source: DeviceSource):
   """The initial state, committed to the source's device.
 
   A state left uncommitted next to a committed source makes the second call compile
   again (the first call's outputs come back committed, which changes the cache key).
   """
-  state = learning.init_state(learner, jax.random.key(seed), image_shape)
+  state = learning.init_state(learner, jax.random.key(seed), input_shape)
   return jax.device_put(state, next(iter(source.images.devices())))
 
 
 class JaxScan:
   """``learning.train_chunk`` over a chunk of episodes."""
 
-  def __init__(self, learner: EpisodicLearner, source: DeviceSource, image_shape, episodes: int, seed: int):
+  def __init__(self, learner: EpisodicLearner, source: DeviceSource, input_shape, episodes: int, seed: int):
     self.learner, self.source, self.episodes = learner, source, episodes
     self.key = jax.random.key(seed + 1)
-    self.state = init_on_device(learner, seed, image_shape, source)
+    self.state = init_on_device(learner, seed, input_shape, source)
 
   def run(self):
     # (state, per-episode metrics, ...): the state always comes first
@@ -88,10 +88,10 @@ class JaxScan:
 class JaxLoop:
   """The scan body (draw one episode + ``train_step``) jitted alone, called from Python per episode."""
 
-  def __init__(self, learner: EpisodicLearner, source: DeviceSource, image_shape, episodes: int, seed: int):
+  def __init__(self, learner: EpisodicLearner, source: DeviceSource, input_shape, episodes: int, seed: int):
     self.source, self.episodes = source, episodes
     self.key = jax.random.key(seed + 1)
-    self.state = init_on_device(learner, seed, image_shape, source)
+    self.state = init_on_device(learner, seed, input_shape, source)
     shape = learner.shape
 
     def step(state, source, key):
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
   results = []
   for size, n_ep in zip(sizes, episodes):
     channels = 1 if size <= 28 else 3
-    image_shape = (size, size, channels)
+    input_shape = (size, size, channels)
     split = random_split(size, channels, args.classes, args.per_class, args.seed)
     source = DeviceSource.from_split(split, device)
     for head, precision in ((h, p) for h in heads_ for p in precisions):
@@ -199,10 +199,10 @@ def main(argv=None) -> int:
       im2col = {"auto": None, "im2col": True, "lax": False}[args.conv]
       learner = EpisodicLearner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier,
                                 precision=precision)
-      step_flops = flops.program_flops(learning.lowered_step(learner, image_shape, image_shape))
-      variants = {"scan": JaxScan(learner, source, image_shape, n_ep, args.seed)}
+      step_flops = flops.program_flops(learning.lowered_step(learner, input_shape, input_shape))
+      variants = {"scan": JaxScan(learner, source, input_shape, n_ep, args.seed)}
       if not args.no_loop:
-        variants["loop"] = JaxLoop(learner, source, image_shape, n_ep, args.seed)
+        variants["loop"] = JaxLoop(learner, source, input_shape, n_ep, args.seed)
       if torch_device is not None:
         variants["torch"] = TorchRef(split, shape, head, n_ep, torch_device, args.seed)
       first = {name: timed(v.run) for name, v in variants.items()}  # compile (JAX) / warm-up (torch)
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
           times[name].append(timed(v.run))
       load_after = load()
       record = {
-          "size": size, "image_shape": list(image_shape), "head": head, "precision": precision,
+          "size": size, "input_shape": list(input_shape), "head": head, "precision": precision,
           "gflop_per_episode": step_flops / 1e9, "peak_gflops": peaks[precision], "classifier": args.classifier,
           "way": shape.way, "shot": shape.shot, "query": shape.query, "episodes_per_chunk": n_ep,
           "repeats": args.repeats, "device": str(device), "platform": device.platform,

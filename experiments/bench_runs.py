@@ -56,9 +56,9 @@ def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int)
   return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / runs
 
 
-def episode_flops(learner, image_shape: tuple[int, ...]) -> float:
+def episode_flops(learner, input_shape: tuple[int, ...]) -> float:
   """Floating-point operations of one training step, counted from its layer shapes (:mod:`experiments.flops`)."""
-  return flops.program_flops(learning.lowered_step(learner, image_shape, image_shape))
+  return flops.program_flops(learning.lowered_step(learner, input_shape, input_shape))
 
 
 def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, use_torch: bool,
@@ -66,24 +66,24 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
   channels = 1 if size == 28 else 3
   split = random_split(size, channels, 64, 20)
   learner = EpisodicLearner(Conv4(im2col=im2col), SHAPE, head=head, precision=precision)
-  image_shape = (size, size, channels)
+  input_shape = (size, size, channels)
   single_source = DeviceSource.from_split(split)
   single_keys = run_keys(0)
-  single = learning.init_state(learner, single_keys["init"], image_shape)
+  single = learning.init_state(learner, single_keys["init"], input_shape)
 
   def run_single():
     nonlocal single
     single, metrics, _ = learning.train_chunk(learner, single, single_source, single_keys["train"], episodes)
     jax.block_until_ready(metrics)
 
-  flops = episode_flops(learner, image_shape) * episodes  # the chunk's one diagnosed update is left out
+  flops = episode_flops(learner, input_shape) * episodes  # the chunk's one diagnosed update is left out
   torch_ref = TorchRef(split, SHAPE, head, episodes, "cpu", 0) if use_torch else None
   rows = []
   for runs in groups:
     group = SeedGroup.over(runs)
     source = DeviceSource.from_split(split, group.replicated)
     seeds = group.pad(list(range(runs)))
-    states = group.stack([learning.init_state(learner, run_keys(s)["init"], image_shape) for s in seeds])
+    states = group.stack([learning.init_state(learner, run_keys(s)["init"], input_shape) for s in seeds])
     keys = group.stack([run_keys(s)["train"] for s in seeds])
     memory = group_bytes_per_run(learner, states, source, keys, episodes, group.size)
 

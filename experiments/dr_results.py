@@ -161,7 +161,7 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
   header = (f"# The distance-ratio paper's claims, tested with seeds\n\n"
             f"Kim, Parviainen & Malde (arXiv 2201.08676) compare the softmax (S) and distance-ratio (DR) formulations "
             f"with one run per formulation. Here every arm is {seeds} seeds: {c.dataset}"
-            f"{'' if c.protocol is None else f' ({c.protocol} protocol{used})'}, "
+            f"{'' if c.class_splits is None else f' (class splits {c.class_splits}{used})'}, "
             f"{c.way}-way, {c.backbone}, {c.episodes} episodes, a checkpoint every {c.eval_every}, "
             f"{c.test_episodes} test episodes per run. Every comparison treats the seeds as the replicates. An S "
             f"run and a DR run of one seed share the initialisation and every episode, so the primary test is "

@@ -11,7 +11,7 @@ support and another drawer's as the query, in the ``all_runs`` layout (``run01/c
         --options baseline,rotations,distort --seeds 0-2 --episodes 3000
 
 For each option (fields of :class:`fewshot.config.Config` over BASE, see OPTIONS) it trains a seed
-group on the other alphabets with ``python -m fewshot.train ... --seeds`` (``--protocol
+group on the other alphabets with ``python -m fewshot.train ... --seeds`` (``--class_splits
 all_characters``: every character trains but every fourth, which validates; validation at the
 runs' 20-way shape picks each run's checkpoint), scores every seed on the held-out runs
 (``lake_runs.json`` in its run directory), and rewrites OUT/summary.md after each option: per
@@ -45,7 +45,7 @@ HELD_OUT = ("Korean", "Sanskrit")
 RUNS_PER_ALPHABET = 10
 WAY = 20
 # Validation and test episodes are the held-out runs' shape (20-way one-shot), so checkpoints are chosen for it.
-BASE = dict(dataset="omniglot", protocol="all_characters", shot=1, test_way=WAY, test_query=5, eval_every=500,
+BASE = dict(dataset="omniglot", class_splits="all_characters", shot=1, test_way=WAY, test_query=5, eval_every=500,
             val_episodes=100, test_episodes=200)
 OPTIONS = {
     "baseline": {},  # the toolkit's default episodes: 5-way, 16 queries

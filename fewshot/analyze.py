@@ -57,7 +57,7 @@ FORMATS = ("table", "markdown", "csv", "latex")
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  with options.flag_group("comparison"):
+  with options.flag_heading("comparison"):
     flags.DEFINE_enum("pairs", "first", PAIRINGS, "runs named one by one, each of its own configuration: first: the "
                       "first run against each other run; all: every pair")
     flags.DEFINE_bool("list", False, "list the runs instead: a row per run, the options that vary among them, its "
@@ -66,7 +66,7 @@ def define_flags() -> None:
     flags.DEFINE_string("measurement", None, "compare the runs' test accuracy by their python -m fewshot.evaluate "
                         "record whose file name matches this pattern (e.g. 'test_best@*_600ep_shot5.json') instead "
                         "of results.json")
-  with options.flag_group("output"):
+  with options.flag_heading("output"):
     flags.DEFINE_enum("format", "table", FORMATS, "output format")
     flags.DEFINE_string("out", None, "write the output to this file instead of standard output")
 

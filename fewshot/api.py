@@ -19,7 +19,7 @@ import numpy as np
 from fewshot import heads
 from fewshot.config import Config
 from fewshot.episodic import learning
-from fewshot.episodic.experiment import build_learner, with_values
+from fewshot.episodic.experiment import build_learner, check_values, with_values
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import existing_checkpoint
@@ -106,18 +106,19 @@ def _episode_labels(labels, num_support: int) -> jax.Array:
   return jnp.asarray(values)
 
 
-def build(config: Config, image_shape: tuple[int, ...] | None = None, seed: int | None = None, *, head=None,
+def build(config: Config, input_shape: tuple[int, ...] | None = None, seed: int | None = None, *, head=None,
           backbone=None) -> TrainedModel:
   """An untrained model of a configuration, initialised as ``python -m fewshot.train`` would.
 
-  ``image_shape`` is the backbone's input (after the transforms); default the config's. ``head`` and
+  ``input_shape`` is the backbone's input (after the transforms); default the config's. ``head`` and
   ``backbone`` are values as ``fewshot.train.train`` takes them.
   """
   compilation_cache.enable()
   config = with_values(config, head, backbone)
+  check_values(config, head, backbone)  # a value the configuration records and that is not passed
   learner = build_learner(config, head, backbone)
-  image_shape = config.input_shape if image_shape is None else image_shape
-  state = learning.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(image_shape))
+  input_shape = config.input_shape if input_shape is None else input_shape
+  state = learning.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(input_shape))
   return TrainedModel(config, learner, learning.model_variables(state))
 
 
@@ -139,19 +140,20 @@ def load_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backb
   (``record``): a command that checked the run first reads it once.
   """
   config = rundir.read_options(Config.from_dict, record)
-  image_shape = _image_shape(rundir, record)
+  input_shape = _input_shape(rundir, record)
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)
   compilation_cache.enable()
+  check_values(config, head, backbone)
   learner = build_learner(config, head, backbone)
-  like = learning.init_state(learner, run_keys(config.seed)["init"], image_shape)
+  like = learning.init_state(learner, run_keys(config.seed)["init"], input_shape)
   return TrainedModel(config, learner, learning.model_variables(rundir.restore_checkpoint(checkpoint, like)))
 
 
-def _image_shape(rundir, record: dict) -> tuple[int, int, int]:
-  """The backbone's input recorded beside the options (``image_shape``), refused in one line where edited away."""
-  shape = record.get("image_shape")
+def _input_shape(rundir, record: dict) -> tuple[int, int, int]:
+  """The backbone's input recorded beside the options (``input_shape``), refused in one line where edited away."""
+  shape = record.get("input_shape")
   if not (isinstance(shape, list) and len(shape) == 3 and all(type(n) is int and n > 0 for n in shape)):
-    raise RunDirError(f"{rundir.config_path}: image_shape is {shape!r}, not [height, width, channels]; restore the "
+    raise RunDirError(f"{rundir.config_path}: input_shape is {shape!r}, not [height, width, channels]; restore the "
                       "file from a backup, or train the run anew in a new --workdir.")
   return tuple(shape)

@@ -212,11 +212,11 @@ def call_options(module: nn.Module, train: bool) -> dict:
   return {"train": train} if _takes_train(type(module)) else {}
 
 
-def check_output(module: nn.Module, image_shape: tuple[int, ...]) -> int:
-  """The embedding dimension ``D`` of a backbone, from tracing its initialisation on ``[2, *image_shape]`` images;
+def check_output(module: nn.Module, input_shape: tuple[int, ...]) -> int:
+  """The embedding dimension ``D`` of a backbone, from tracing its initialisation on ``[2, *input_shape]`` images;
   a one-line ``ConfigError`` naming the module and what it returned unless that is ``[2, D]``.
   """
-  images = jax.ShapeDtypeStruct((2, *image_shape), jnp.float32)
+  images = jax.ShapeDtypeStruct((2, *input_shape), jnp.float32)
   init = functools.partial(module.init_with_output, **call_options(module, False))
   out, _ = jax.eval_shape(init, jax.random.key(0), images)
   if getattr(out, "ndim", None) != 2 or out.shape[0] != 2:

@@ -48,7 +48,7 @@ def _parse_flags(argv: list[str], takes_paths: bool = False) -> list[str]:
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    fail(f"{usage.flagfile_prefix(argv, str(e))}{e}; see --help.")
+    fail(f"{usage.flagfile_prefix(argv, str(e))}{usage.renamed_flag(str(e)) or e}; see --help.")
 
 
 def run(main: Callable[[list[str]], None], takes_paths: bool = False) -> None:
@@ -165,10 +165,10 @@ def define_run_flags(default_workdir: str) -> None:
 
   from fewshot.choices import PLACEMENTS
 
-  with options.flag_group(options.DATA):
+  with options.flag_heading(options.DATA):
     flags.DEFINE_enum("placement", "auto", PLACEMENTS, "where split images live: on the device, streamed from host "
                       "memory, or auto (on the device when a split fits 4 GiB); the draws are the same either way")
-  with options.flag_group(options.RUNS):
+  with options.flag_heading(options.RUNS):
     flags.DEFINE_string("workdir", None, f"run directory (default {default_workdir}; with --seeds, the folder that "
                         "holds the group's run directories, default runs)")
     flags.DEFINE_bool("resume", False, "continue the run in --workdir from its last checkpoint, with the options "
@@ -180,7 +180,7 @@ def define_run_flags(default_workdir: str) -> None:
                         "are the defaults, the flags given override them; the run goes where that configuration's "
                         "run goes (--workdir as above)")
   # A seed group over several processes (hosts): fewshot.training.distributed.
-  with options.flag_group(options.HOSTS):
+  with options.flag_heading(options.HOSTS):
     flags.DEFINE_string("coordinator_address", None, "with --seeds, train the group over several processes: "
                         "HOST:PORT of process 0, the same for every process (with --num_processes and --process_id)")
     flags.DEFINE_integer("num_processes", None, "how many processes train the group (with --coordinator_address)")

@@ -1,7 +1,7 @@
 """A few-shot run's configuration: every option of ``python -m fewshot.train``, its default, help and validation.
 
 The flags are generated from these fields (:mod:`fewshot.options`); the dataset's options
-are validated and resolved by the data package (:func:`fewshot.data.options.resolve`), so
+are validated and resolved by the data package (:func:`fewshot.data.catalog.resolve`), so
 that a saved configuration names its data exactly.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from fewshot import choices
-from fewshot.data import options as data_options
+from fewshot.data import catalog
 from fewshot.errors import ConfigError
 from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 
@@ -27,85 +27,85 @@ MODEL, TRAINING, EVALUATION = "model and head", "episodes and training", "evalua
 
 @dataclasses.dataclass(frozen=True)
 class Config(RunOptions):
-  dataset: str = option("strokes", "the dataset", choices=data_options.DATASETS, group=DATA)
+  dataset: str = option("strokes", "the dataset", choices=catalog.DATASETS, heading=DATA)
   data_dir: str | None = option(None, "folder with the dataset's files (omniglot: its zips or extracted folders); "
                                 "not part of the run: --resume may name a new one, which the resumed run reads",
-                                group=DATA)
+                                heading=DATA)
   tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
-                                "--resume may name a new one, which the resumed run uses", group=DATA)
+                                "--resume may name a new one, which the resumed run uses", heading=DATA)
   # A backbone or head passed as a value from Python is recorded as custom:<name> (fewshot.train.train).
-  backbone: str = option("conv4", "the backbone", choices=choices.OrCustom(choices.BACKBONES), group=MODEL)
+  backbone: str = option("conv4", "the backbone", choices=choices.OrCustom(choices.BACKBONES), heading=MODEL)
   head: str = option("softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)",
-                     choices=choices.OrCustom(choices.HEADS), group=MODEL)
+                     choices=choices.OrCustom(choices.HEADS), heading=MODEL)
   classifier: str = option("proto", "proto (distance to the class mean) or nn (to the nearest support point)",
-                           choices=choices.CLASSIFIERS, group=MODEL)
+                           choices=choices.CLASSIFIERS, heading=MODEL)
   distance: str = option("squared_euclidean", "class distance D of the heads, softmax logit -D: squared_euclidean "
                          "(the paper's), euclidean (easyfsl's ProtoNet), cosine (1 - cos) or angular (the angle, "
                          "squared; the DR paper's Appendix E); dr takes the distance itself (docs/heads.md)",
-                         choices=choices.DISTANCES, group=MODEL)
-  way: int = option(5, "classes per episode", positive=True, group=TRAINING)
-  shot: int = option(1, "support images per class", positive=True, group=TRAINING)
+                         choices=choices.DISTANCES, heading=MODEL)
+  way: int = option(5, "classes per episode", positive=True, heading=TRAINING)
+  shot: int = option(1, "support images per class", positive=True, heading=TRAINING)
   query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
                              "paper's, or as many as the smallest class holds beside --shot: strokes and omniglot "
                              "have 20 images per class, so --shot 5 gets 15)", positive=True,
-                             group=TRAINING)
+                             heading=TRAINING)
   test_query: int | None = option(None, "query images per class in test episodes (default 15, the reference "
                                   "protocol's, or as many as the smallest class holds beside --shot)", positive=True,
-                                  group=EVALUATION)
+                                  heading=EVALUATION)
   test_way: int | None = option(None, "classes per validation and test episode (default --way): e.g. train --way 20 "
-                                "and validate and test 5-way", positive=True, group=EVALUATION)
+                                "and validate and test 5-way", positive=True, heading=EVALUATION)
   episodes: int | None = option(None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small "
-                                "datasets)", positive=True, group=TRAINING)
+                                "datasets)", positive=True, heading=TRAINING)
   eval_every: int = option(100, "episodes between checkpoints (validation, metrics row, checkpoint)", positive=True,
-                           group=TRAINING)
-  val_episodes: int = option(100, "validation episodes per checkpoint", positive=True, group=EVALUATION)
-  test_episodes: int = option(600, "test episodes for the final accuracy", positive=True, group=EVALUATION)
-  learning_rate: float = option(1e-3, "Adam learning rate", positive=True, group=TRAINING)
+                           heading=TRAINING)
+  val_episodes: int = option(100, "validation episodes per checkpoint", positive=True, heading=EVALUATION)
+  test_episodes: int = option(600, "test episodes for the final accuracy", positive=True, heading=EVALUATION)
+  learning_rate: float = option(1e-3, "Adam learning rate", positive=True, heading=TRAINING)
   lr_halve_every: int | None = option(None, "halve the learning rate every this many episodes (Snell et al.'s "
                                       "Omniglot schedule: 2000); default never, the paper's constant rate",
-                                      positive=True, group=TRAINING)
+                                      positive=True, heading=TRAINING)
   centring: str = option("points", "centring of the diagnostics: points (the paper) or features (the reference code)",
-                         choices=choices.CENTRINGS, group=EVALUATION)
+                         choices=choices.CENTRINGS, heading=EVALUATION)
   psi_classifier: str = option("model", "class distance of the diagnostics' psi: model (the paper) or proto (the "
-                               "reference code)", choices=choices.PSI_CLASSIFIERS, group=EVALUATION)
-  seed: int = option(0, "seed of initialisation and of every episode", group=RUNS)
+                               "reference code)", choices=choices.PSI_CLASSIFIERS, heading=EVALUATION)
+  seed: int = option(0, "seed of initialisation and of every episode", heading=RUNS)
   image_size: int | None = option(None, "the backbone's input side (default 28 on strokes/omniglot, else 84 with "
                                   "conv4, 224 with resnet18); omniglot takes any side from 28 up, box-filtered from "
                                   "its 105 px originals (Conv4's embedding grows: 64-d at 28, 576-d at 56); image "
-                                  "datasets are stored at int(1.15*size)", group=DATA)
-  protocol: str | None = option(None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
+                                  "datasets are stored at int(1.15*size)", heading=DATA)
+  class_splits: str | None = option(None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
                                 "dml (train/test halves; val holds out every 4th training class); of omniglot: "
                                 "default (60/20/20), vinyals (1028/172/423 in a --split_seed order), "
                                 "background_evaluation (Lake's alphabets; val held out as under dml) or "
                                 "all_characters (every background character found trains but every fourth, which "
                                 "validates; test: the evaluation alphabets if found, else that validation quarter); "
-                                "default the dataset's", group=DATA)
+                                "default the dataset's", heading=DATA)
   class_order: str = option("default", "default, or random: classes permuted by --split_seed before splitting",
-                            choices=data_options.CLASS_ORDERS, group=DATA)
-  split_seed: int = option(0, "seed of --class_order random", group=DATA)
-  bbox_crop: bool = option(False, "crop images to their bounding boxes before resizing (cub, cars196)", group=DATA)
+                            choices=catalog.CLASS_ORDERS, heading=DATA)
+  split_seed: int = option(0, "seed of --class_order random", heading=DATA)
+  bbox_crop: bool = option(False, "crop images to their bounding boxes before resizing (cub, cars196)", heading=DATA)
   rotations: bool = option(False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)",
-                           group=DATA)
+                           heading=DATA)
   within_alphabet: bool = option(False, "omniglot: every training episode draws its classes from one alphabet (its "
                                  "rotated characters included), as Lake's runs do; validation and test episodes are "
-                                 "untouched", group=TRAINING)
+                                 "untouched", heading=TRAINING)
   distort: bool = option(False, "strokes/omniglot: each training image through its own small random affine map "
                          "(rotation 10 degrees, shear 0.3, scale 0.8-1.2, shift 2 px per 28 px, each at most; Koch "
-                         "et al.), drawn per episode on the device; evaluation is untouched", group=TRAINING)
+                         "et al.), drawn per episode on the device; evaluation is untouched", heading=TRAINING)
   test_shifts: int = option(0, "strokes/omniglot: test episodes and Lake's runs embed each image as the mean over "
                             "its whole-pixel shifts by up to this many pixels each way ((2N+1)^2 views, zero fill; "
-                            "validation one view, so training is unchanged); 0: the image alone", group=EVALUATION)
+                            "validation one view, so training is unchanged); 0: the image alone", heading=EVALUATION)
   augment: bool | None = option(None, "the paper's training augmentation on the device (default: on for the image "
-                                "datasets, off for strokes/omniglot)", group=TRAINING)
+                                "datasets, off for strokes/omniglot)", heading=TRAINING)
   precision: str = precision_option()
 
   def __post_init__(self):
     self.check_fields()
-    data = data_options.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
-                                protocol=self.protocol, class_order=self.class_order, bbox_crop=self.bbox_crop,
+    data = catalog.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
+                                class_splits=self.class_splits, class_order=self.class_order, bbox_crop=self.bbox_crop,
                                 rotations=self.rotations)
     object.__setattr__(self, "image_size", data.image_size)
-    object.__setattr__(self, "protocol", data.protocol)
+    object.__setattr__(self, "class_splits", data.class_splits)
     self.set_default("augment", data.is_image_dataset)
     self.set_default("test_way", self.way)
     for name in ("way", "test_way"):
@@ -122,7 +122,7 @@ class Config(RunOptions):
     if self.test_shifts and data.is_image_dataset:
       raise ConfigError(f"--test_shifts moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
     # Where the dataset's classes are too small for shot + the paper's queries, as many queries as they hold.
-    room = max(1, data_options.IMAGES_PER_CLASS.get(self.dataset, PAPER_QUERY + self.shot) - self.shot)
+    room = max(1, catalog.IMAGES_PER_CLASS.get(self.dataset, PAPER_QUERY + self.shot) - self.shot)
     self.set_default("query", min(PAPER_QUERY, room))
     self.set_default("test_query", min(PAPER_TEST_QUERY, room))
     paper = PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])
@@ -132,7 +132,7 @@ class Config(RunOptions):
 
   @property
   def is_image_dataset(self) -> bool:
-    return self.dataset in data_options.IMAGE_DATASETS
+    return self.dataset in catalog.IMAGE_DATASETS
 
   @property
   def channels(self) -> int:

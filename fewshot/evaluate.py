@@ -48,29 +48,26 @@ NAMED_OPTIONS = (("test_way", "way"), ("shot", "shot"), ("test_query", "query"),
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  with options.flag_group("the run"):
+  with options.flag_heading("the run"):
     flags.DEFINE_string("workdir", None, "the run directory (required), written by python -m fewshot.train",
                         required=True)
     flags.DEFINE_string("checkpoint", "best", "which checkpoint to test: best or last")
-  with options.flag_group("test episodes"):
+  with options.flag_heading("test episodes"):
     flags.DEFINE_enum("test_by", "episode", TEST_BY, "episode: embed each test episode (the paper's protocol); "
                       "cached: the same episodes over the test split embedded once (seconds for 10,000); both: report "
                       "both")
-    flags.DEFINE_integer("test_episodes", None, "test episodes (default: the run's)")
-    flags.DEFINE_integer("test_way", None, "classes per test episode (default: the run's)")
-    flags.DEFINE_integer("shot", None, "support images per class (default: the run's)")
-    flags.DEFINE_integer("test_query", None, "query images per class (default: the run's)")
-    flags.DEFINE_integer("seed", None, "seed of the test episodes (default: the run's)")
+    # The run's options a measurement may change, each defined once, in Config.
+    options.define_overrides(Config, {"test_episodes": None, "test_way": "classes per test episode", "shot": None,
+                                      "test_query": "query images per class in test episodes", "seed": "seed of the test "
+                                      "episodes", "test_shifts": None})
     flags.DEFINE_integer("cached_episodes", None, "episodes of the cached test (default --test_episodes)")
-    flags.DEFINE_integer("test_shifts", None, "embed each image as the mean over its shifts by up to this many "
-                         "pixels (strokes/omniglot; 0: the image alone; default: the run's --test_shifts)")
     flags.DEFINE_bool("record", True, "write what was measured into the run directory, as test_<checkpoint>@<its "
                       "episode>_<N>ep[...].json (see above); --norecord: print it only")
-  with options.flag_group(options.DATA):
+  with options.flag_heading(options.DATA):
     flags.DEFINE_string("data_dir", None, "the dataset's folder, if it moved since training")
     flags.DEFINE_string("tfds_dir", None, "where prepared datasets live, if not where the run's did "
                         "(a dataset not prepared there yet is prepared there)")
-  with options.flag_group("Lake's one-shot runs"):
+  with options.flag_heading("Lake's one-shot runs"):
     flags.DEFINE_string("lake_runs", None, "Lake et al.'s one-shot runs (all_runs folder or all_runs.zip): score "
                         f"them instead of the test split and write {LAKE_FILE} into the run directory")
 
@@ -189,7 +186,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   lake.check_model(config)
   runs = lake.read_runs(lake_runs, config.image_size)
   results = lake.score_runs(api.load_run(rundir, record, checkpoint, test_shifts=test_shifts), runs)
-  results.update(source=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
+  results.update(lake_runs=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
                  checkpoint_episode=rundir.checkpoint_step(checkpoint))
   if record:
     write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))

@@ -2,13 +2,13 @@
 
 The command-line flags are generated from the fields (:func:`define_flags`) and read back
 into the dataclass (:func:`from_flags`); the dataclass validates itself, so a bad value
-is the same one-line ``ConfigError`` from Python and from the command line. A field's ``group`` is its heading in
-the command's ``--help`` (:mod:`fewshot.usage`).
+is the same one-line ``ConfigError`` from Python and from the command line. A field's ``heading`` is where the
+command's ``--help`` lists it (:mod:`fewshot.usage`).
 
     @dataclasses.dataclass(frozen=True)
     class Config(RunOptions):
-      way: int = option(5, "classes per episode", group="episodes")
-      head: str = option("softmax", "the head", group="model", choices=("softmax", "dr"))
+      way: int = option(5, "classes per episode", heading="episodes")
+      head: str = option("softmax", "the head", heading="model", choices=("softmax", "dr"))
 """
 
 from __future__ import annotations
@@ -29,18 +29,21 @@ LOCATION_FIELDS = ("data_dir", "tfds_dir")
 _ABSL_DEFINE = {bool: "DEFINE_bool", int: "DEFINE_integer", float: "DEFINE_float", str: "DEFINE_string"}
 KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 # What a run's config.json records beside its options (fewshot.training.runs.Runs.begin): read, never replayed.
-RECORDED_EXTRAS = ("image_shape", "provenance", "data")
+RECORDED_EXTRAS = ("input_shape", "provenance", "data")
+# Names a run's config.json used before a word got one meaning: a record of either age reads the same
+# (current_names), and the old flag is refused naming the new one (fewshot.cli).
+RENAMED = {"protocol": "class_splits", "image_shape": "input_shape"}
 # The --help heading of each flag the commands define, in definition order (which orders the headings).
-FLAG_GROUPS: dict[str, str] = {}
+FLAG_HEADINGS: dict[str, str] = {}
 OTHER_FLAGS = "other flags"  # the heading of a flag defined without one
 DATA, RUNS, HOSTS = "data", "runs and seed groups", "several hosts"  # headings the training commands share
 NUMERICS = "numerics"
 
 
-def option(default, help: str, *, group: str | None = None, choices: tuple | None = None,  # noqa: A002
+def option(default, help: str, *, heading: str | None = None, choices: tuple | None = None,  # noqa: A002
            positive: bool = False):
-  """A configuration field: its default, its ``--help`` text and heading (``group``), and what values it takes."""
-  return dataclasses.field(default=default, metadata={"help": help, "group": group, "choices": choices,
+  """A configuration field: its default, its ``--help`` text and heading, and what values it takes."""
+  return dataclasses.field(default=default, metadata={"help": help, "heading": heading, "choices": choices,
                                                       "positive": positive})
 
 
@@ -50,7 +53,16 @@ def precision_option():
                 "tensorfloat32 (TF32 on NVIDIA GPUs, 3 bfloat16 passes on TPUs) or bfloat16 (the backend's fastest: "
                 "1 bfloat16 pass on TPUs, TF32 on GPUs); CPUs compute float32 under every name. Heads, losses, "
                 "metrics and diagnostics are float32 whatever it says (docs/numerics.md)", choices=choices.PRECISIONS,
-                group=NUMERICS)
+                heading=NUMERICS)
+
+
+def current_names(record: dict) -> dict:
+  """A config.json's object under today's names (:data:`RENAMED`); a name given both ways keeps the new one's value.
+
+  >>> current_names({"protocol": "vinyals", "way": 5})
+  {'class_splits': 'vinyals', 'way': 5}
+  """
+  return {RENAMED.get(name, name): value for name, value in record.items() if RENAMED.get(name) not in record}
 
 
 class RunOptions:
@@ -82,7 +94,7 @@ class RunOptions:
       object.__setattr__(self, name, value)
 
   def with_seed(self, seed: int):
-    """The same configuration under another ``seed``, its other options not validated again (they were): a group
+    """The same configuration under another ``seed``, its other options not validated again (they were): a seed group
     of 100,000 seeds has its configurations in a moment.
     """
     other = copy.copy(self)
@@ -101,7 +113,7 @@ class RunOptions:
     """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    known = {k: v for k, v in values.items() if k in fields}
+    known = {k: v for k, v in current_names(values).items() if k in fields}
     for name, value in known.items():
       expected = _mistyped(hints[name], value, fields[name].metadata.get("positive", False))
       if expected is not None:
@@ -146,19 +158,33 @@ def define_flags(config_type, flag_values=None) -> None:
       help_text += f" (one of {', '.join(map(str, f.metadata['choices']))})"
     define = getattr(flags, _ABSL_DEFINE[flag_type(hints[f.name])])
     define(f.name, f.default, help_text, flag_values=flag_values)
-    if f.metadata.get("group"):
-      FLAG_GROUPS[f.name] = f.metadata["group"]
+    if f.metadata.get("heading"):
+      FLAG_HEADINGS[f.name] = f.metadata["heading"]
+
+
+def define_overrides(config_type, names: dict[str, str | None], flag_values=None) -> None:
+  """Flags that replace a recorded run's options (``fewshot.evaluate``): each field in ``names`` as a flag of its
+  type, default None ("the run's"), with the field's help, or the help ``names`` gives where the meaning narrows.
+  """
+  from absl import flags
+
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  hints = typing.get_type_hints(config_type)
+  fields = {f.name: f for f in dataclasses.fields(config_type)}
+  for name, help_text in names.items():
+    define = getattr(flags, _ABSL_DEFINE[flag_type(hints[name])])
+    define(name, None, f"{help_text or fields[name].metadata['help']} (default: the run's)", flag_values=flag_values)
 
 
 @contextlib.contextmanager
-def flag_group(heading: str, flag_values=None):
+def flag_heading(heading: str, flag_values=None):
   """``--help`` lists the flags defined inside the block under ``heading``."""
   from absl import flags
 
   flag_values = flags.FLAGS if flag_values is None else flag_values
   before = set(flag_values)
   yield
-  FLAG_GROUPS.update((name, heading) for name in flag_values if name not in before)
+  FLAG_HEADINGS.update((name, heading) for name in flag_values if name not in before)
 
 
 def from_flags(config_type, flag_values=None, recorded: dict | None = None):

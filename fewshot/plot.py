@@ -74,7 +74,7 @@ def _pyplot():
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
-  with options.flag_group("figures"):
+  with options.flag_heading("figures"):
     flags.DEFINE_string("out", "figs", "folder for the figures (created if missing)")
     flags.DEFINE_enum("format", "png", FORMATS, "file format: png (at 200 dpi), or pdf or svg (vector, text as text)")
     flags.DEFINE_bool("landscape_only", False, "draw only the confidence landscape (no run directories needed)")

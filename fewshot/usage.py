@@ -19,7 +19,7 @@ import textwrap
 import typing
 
 from fewshot.errors import ConfigError
-from fewshot.options import FLAG_GROUPS, KINDS, OTHER_FLAGS, RECORDED_EXTRAS, flag_type
+from fewshot.options import FLAG_HEADINGS, KINDS, OTHER_FLAGS, RECORDED_EXTRAS, RENAMED, current_names, flag_type
 
 
 def recorded_options(config_type, path: str, command: str) -> dict:
@@ -34,6 +34,7 @@ def recorded_options(config_type, path: str, command: str) -> dict:
   except ValueError as e:  # not JSON, or not text
     raise ConfigError(f"--config {file} is not JSON ({e}); {fix}.") from None
   fields = {f.name for f in dataclasses.fields(config_type)}
+  values = current_names(values) if isinstance(values, dict) else values
   if not isinstance(values, dict) or not fields & set(values):
     raise ConfigError(f"--config {file} records no option of {command}; {fix}.")
   foreign = sorted(set(values) - fields - set(RECORDED_EXTRAS))
@@ -89,10 +90,10 @@ def help_text(command: str, doc: str | None, flag_values=None) -> str:
           if module.split(".")[0] != "absl" for flag in defined]  # absl's own (--logtostderr, ...) left to --helpfull
   names = {flag.name for flag in ours}
   headings: dict[str, list] = {}
-  for name, heading in FLAG_GROUPS.items():
+  for name, heading in FLAG_HEADINGS.items():
     if name in names:
       headings.setdefault(heading, []).append(flag_values[name])
-  other = [flag for flag in ours if flag.name not in FLAG_GROUPS]
+  other = [flag for flag in ours if flag.name not in FLAG_HEADINGS]
   if other:
     headings[OTHER_FLAGS] = other
   usage, description = _usage_and_description(command, doc, "config" in names)
@@ -160,6 +161,17 @@ def flagfile_prefix(argv: list[str], message: str, flag_values=None) -> str:
     except flags.Error:
       continue
   return ""
+
+
+def renamed_flag(message: str) -> str | None:
+  """What to say instead of absl's "Unknown command line flag 'protocol'" where the flag was renamed
+  (:data:`fewshot.options.RENAMED`); None for any other message.
+  """
+  named = re.search(r"Unknown command line flag '(?:no)?(\w+)'", message)
+  if named is None or named.group(1) not in RENAMED:
+    return None
+  old, new = named.group(1), RENAMED[named.group(1)]
+  return f"--{old} was renamed --{new}: pass --{new} (runs recorded with {old} read as {new})"
 
 
 # ---- what absl would pass over in silence ------------------------------------------------------------------------

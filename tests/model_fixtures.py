@@ -8,11 +8,11 @@ from fewshot.data.split import Split
 from fewshot.episodic import learning
 
 
-def random_split(image_shape, classes=10, per_class=9):
-  """``classes`` classes of ``per_class`` random uint8 images of ``image_shape``, labels sorted."""
+def random_split(shape, classes=10, per_class=9):
+  """``classes`` classes of ``per_class`` random uint8 images of ``shape``, labels sorted."""
   rng = np.random.default_rng(0)
   labels = np.repeat(np.arange(classes), per_class).astype(np.int32)
-  images = rng.integers(0, 256, (len(labels), *image_shape), dtype=np.uint8)
+  images = rng.integers(0, 256, (len(labels), *shape), dtype=np.uint8)
   return Split(images, labels, tuple(f"c{i}" for i in range(classes)))
 
 

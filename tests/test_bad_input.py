@@ -24,7 +24,7 @@ def _cli(module, *args, **kwargs):
 def _fake_run(path, rows=2, last=True):
   """A run directory as training leaves it: config, metrics rows and (unless ``last`` is False) a last checkpoint."""
   rundir = RunDir(path)
-  rundir.write_config({**Config(**TINY).to_dict(), "image_shape": [28, 28, 1]})
+  rundir.write_config({**Config(**TINY).to_dict(), "input_shape": [28, 28, 1]})
   rundir.write_metrics([{"episode": 2 * (i + 1), "train_loss": 1.0} for i in range(rows)])
   for kind in ("best", "last") if last else ("best",):
     (rundir.path / "checkpoints" / kind / str(2 * rows)).mkdir(parents=True)

@@ -111,7 +111,7 @@ def test_a_run_that_stopped_before_it_trained_leaves_no_directory_in_the_way(tmp
   command starts there, where it used to be refused as "a different run".
   """
   rundir = RunDir(tmp_path / "run")
-  rundir.write_config({**Config(**{**TINY, "way": 3}).to_dict(), "image_shape": [28, 28, 1]})
+  rundir.write_config({**Config(**{**TINY, "way": 3}).to_dict(), "input_shape": [28, 28, 1]})
   with pytest.raises(RunDirError, match="differs in --way"):  # --resume still means this very run
     train(Config(**TINY), rundir.path, resume=True, progress=False)
   results = train(Config(**TINY), rundir.path, progress=False)
@@ -126,7 +126,7 @@ def test_resume_with_a_workdir_alone_takes_the_recorded_options_and_refuses_one_
   from fewshot import cli
 
   workdir = tmp_path / "run"
-  RunDir(workdir).record_config({**Config(**TINY).to_dict(), "image_shape": [28, 28, 1]})
+  RunDir(workdir).record_config({**Config(**TINY).to_dict(), "input_shape": [28, 28, 1]})
   flags = cli.flags.FlagValues()
   for name, default in (("resume", False), ("workdir", None), ("seeds", None)):
     (cli.flags.DEFINE_bool if name == "resume" else cli.flags.DEFINE_string)(name, default, "", flag_values=flags)

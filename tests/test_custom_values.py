@@ -136,11 +136,16 @@ class Unfrozen(heads.Head):
     return jnp.zeros((query.shape[0], way))
 
 
+class NoMethods:
+  name = "no_methods"
+
+
 @pytest.mark.parametrize("values,fragments", [
     (dict(head=FlatLogits()), ("head FlatLogits(scale=0.1)'s logits returned shape (80,)", "(80, 5)")),
     (dict(backbone=Unpooled()), ("backbone Unpooled returned shape (2, 28, 28, 4)", "[n, D]")),
     (dict(head=Unfrozen()), ("head Unfrozen(scale=0.1) is not hashable", "frozen dataclass")),
-    (dict(head=object()), ("has no init method",)),
+    (dict(head=object()), ("a head passed from Python needs a name", "got None")),
+    (dict(head=NoMethods()), ("has no init method",)),
     (dict(backbone=np.eye(3)), ("backbone must be a flax.linen module", "ndarray")),
 ])
 def test_bad_values_are_one_line_errors_before_anything_is_written(tmp_path, values, fragments):

@@ -46,7 +46,7 @@ def _train(workdir, *flags) -> dict:
                                       for b in choices.BACKBONES])
 def test_every_backbone_trains_validates_and_tests_at_28_px(backbone, tmp_path):
   _train(tmp_path / "run", f"--backbone={backbone}")
-  assert RunDir(tmp_path / "run").read_config()["image_shape"] == [28, 28, 1]
+  assert RunDir(tmp_path / "run").read_config()["input_shape"] == [28, 28, 1]
 
 
 @pytest.fixture(scope="module")
@@ -58,4 +58,4 @@ def cub_dir(tmp_path_factory):
 @pytest.mark.parametrize("backbone, size", [("conv4", 84), ("resnet12", 84), ("resnet18", 224)])
 def test_every_backbone_trains_validates_and_tests_at_its_paper_size(backbone, size, cub_dir, tmp_path):
   _train(tmp_path / "run", "--dataset=cub", f"--data_dir={cub_dir}", f"--backbone={backbone}", f"--image_size={size}")
-  assert RunDir(tmp_path / "run").read_config()["image_shape"] == [size, size, 3]
+  assert RunDir(tmp_path / "run").read_config()["input_shape"] == [size, size, 3]

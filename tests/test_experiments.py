@@ -103,7 +103,7 @@ def _check_dr_grid(summary, out, dataset, backbones, shots):
       assert (rundir.path / "results.json").exists(), rundir.path
       config, results = rundir.read_config(), rundir.read_results()
       assert (config["dataset"], config["backbone"], config["shot"]) == (dataset, backbone, shot)
-      assert config["image_shape"] == [28, 28, 3] and results["model"] == model
+      assert config["input_shape"] == [28, 28, 3] and results["model"] == model
       assert 0 <= results["test_accuracy"] <= 100 and results["test_ci95"] >= 0, results
       cells.append(f"{results['test_accuracy']:.2f} ± {results['test_ci95']:.2f}")
       runs += 1
@@ -225,7 +225,7 @@ def _write_dr_records(records, seeds=10, replicate_seeds=None):
                    "seconds": 60.0}
                   for k, e in enumerate(range(100, 601, 100))]
           rundir = RunDir(records / config.run_name)
-          rundir.write_config({**config.to_dict(), "image_shape": [28, 28, 1]})
+          rundir.write_config({**config.to_dict(), "input_shape": [28, 28, 1]})
           rundir.write_metrics(rows)
           rundir.write_results({"test_accuracy": 80.0 + 3.0 * seed + lift / 20, "test_ci95": 1.0})
 

@@ -1,4 +1,4 @@
-"""The Omniglot one-shot recipe's options (issue 13): --protocol all_characters, --test_way, --distort, and
+"""The Omniglot one-shot recipe's options (issue 13): --class_splits all_characters, --test_way, --distort, and
 --image_size above 28 with Lake's runs read at the same size.
 """
 
@@ -42,7 +42,7 @@ def test_all_characters_holds_every_background_character_once_a_quarter_in_val()
   background = [f"{a}/character{c:02d}" for a, n in (("Latin", 26), ("Korean", 40), ("Tagalog", 17)) for c in range(n)]
   evaluation = [f"Tengwar/character{c:02d}" for c in range(5)]
   for names, test in ((background, None), (background + evaluation, evaluation)):
-    splits = omniglot.protocol_splits(names[::-1], "all_characters")
+    splits = omniglot.character_splits(names[::-1], "all_characters")
     assert sorted(splits["train"] + splits["val"]) == sorted(background)  # each exactly once, none evaluated
     assert not set(splits["train"]) & set(splits["val"])
     assert len(splits["val"]) == len(background) // 4
@@ -50,12 +50,12 @@ def test_all_characters_holds_every_background_character_once_a_quarter_in_val()
     assert {n.split("/")[0] for n in splits["val"]} == {n.split("/")[0] for n in splits["train"]}
     assert splits["test"] == (splits["val"] if test is None else sorted(test))
   with pytest.raises(DataError, match="leaves split 'val' without characters"):
-    omniglot.protocol_splits(["Latin/a", "Latin/b", "Latin/c"], "all_characters")
+    omniglot.character_splits(["Latin/a", "Latin/b", "Latin/c"], "all_characters")
 
 
 def test_all_characters_loads_with_rotations(omniglot_folder, tmp_path):
   train_dir, _, chars = omniglot_folder
-  splits = data.load_splits("omniglot", str(train_dir), str(tmp_path), protocol="all_characters", rotations=True)
+  splits = data.load_splits("omniglot", str(train_dir), str(tmp_path), class_splits="all_characters", rotations=True)
   names = {split: sorted({n.rsplit("/", 1)[0] for n in s.class_names}) for split, s in splits.items()}
   assert len(names["train"]) == 12 and len(names["val"]) == 4 and names["test"] == names["val"]
   assert sorted(names["train"] + names["val"]) == sorted(f"{a}/{c}" for a in ("Alpha", "Beta") for c in chars[a])
@@ -120,7 +120,7 @@ def test_image_size_56_is_read_alike_for_training_and_lake_runs(omniglot_folder)
   with pytest.raises(ConfigError, match="strokes images are 28x28"):
     Config(dataset="strokes", image_size=56)
   # The same box filter from the 105 px originals for the training data and for Lake's runs.
-  stored = data.load_split("omniglot", "train", str(train_dir), image_size=56, protocol="all_characters")
+  stored = data.load_split("omniglot", "train", str(train_dir), image_size=56, class_splits="all_characters")
   assert stored.images.shape[1:] == (56, 56, 1) and stored.class_names[0] == "Alpha/character01"
   decoded = [omniglot.decode(png, "x", 56).tobytes() for png in chars["Alpha"]["character01"]]
   assert sorted(image.tobytes() for image in stored.images[stored.labels == 0]) == sorted(decoded)
@@ -131,7 +131,7 @@ def test_image_size_56_is_read_alike_for_training_and_lake_runs(omniglot_folder)
   assert model.embed(runs[0].support).shape == (20, 3 * 3 * 64)  # Conv4: 56 -> 28 -> 14 -> 7 -> 3
   scored = lake.score_runs(model, runs_dir)
   assert scored["runs"] == 2 and scored["items"] == 40
-  assert scored == {**lake.score_runs(model, runs), "source": scored["source"]}
+  assert scored == {**lake.score_runs(model, runs), "lake_runs": scored["lake_runs"]}
   with pytest.raises(ConfigError, match="read at 28 px but the model reads 56 px"):
     lake.score_runs(model, lake.read_runs(runs_dir))
 
@@ -139,9 +139,9 @@ def test_image_size_56_is_read_alike_for_training_and_lake_runs(omniglot_folder)
 @pytest.mark.slow  # a run at 56 px, then scored
 def test_image_size_56_trains_and_its_run_is_scored_on_lake_runs(omniglot_folder, tmp_path):
   train_dir, runs_dir, _ = omniglot_folder
-  config = Config(dataset="omniglot", data_dir=str(train_dir), protocol="all_characters", image_size=56, **TINY)
+  config = Config(dataset="omniglot", data_dir=str(train_dir), class_splits="all_characters", image_size=56, **TINY)
   assert train(config, tmp_path / "run", progress=False)["test_episodes"] == 1
-  assert json.loads((tmp_path / "run" / "config.json").read_text())["image_shape"] == [56, 56, 1]
+  assert json.loads((tmp_path / "run" / "config.json").read_text())["input_shape"] == [56, 56, 1]
   assert lake.score_runs(fewshot.load(str(tmp_path / "run")), runs_dir)["items"] == 40
 
 
@@ -149,7 +149,7 @@ def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leave
   from fewshot.episodic import episodes  # noqa: PLC0415
 
   train_dir, _, _ = omniglot_folder
-  config = Config(dataset="omniglot", data_dir=str(train_dir), tfds_dir=str(tmp_path), protocol="all_characters",
+  config = Config(dataset="omniglot", data_dir=str(train_dir), tfds_dir=str(tmp_path), class_splits="all_characters",
                   rotations=True, within_alphabet=True, **{**TINY, "way": 5})
   built = experiment.Experiment.build(config)
   train_split = experiment.load_data(config, ("train",))["train"]
@@ -174,11 +174,11 @@ def test_the_readme_recipe_is_the_measured_option_at_the_held_out_runs_shape():
 
   readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
   commands = [line.split() for line in readme.splitlines()
-              if line.startswith("python -m fewshot.train --dataset omniglot") and "--protocol all_characters" in line]
+              if line.startswith("python -m fewshot.train --dataset omniglot") and "--class_splits all_characters" in line]
   assert len(commands) == 1
   values = flags.FlagValues()
   options.define_flags(Config, values)
   values(["prog", *commands[0][3:]])  # the command's own flags, parsed as fewshot.train parses them
-  shape = {k: omniglot_oneshot.BASE[k] for k in ("protocol", "test_way", "test_query")}
+  shape = {k: omniglot_oneshot.BASE[k] for k in ("class_splits", "test_way", "test_query")}
   assert options.from_flags(Config, values) == Config(dataset="omniglot", data_dir="DIR", **shape,
                                                       **omniglot_oneshot.RECIPE)

@@ -1,6 +1,8 @@
 """One quote and docstring style across the package, its tests and experiments (the ruff rules in pyproject.toml)."""
 
+import ast
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -27,3 +29,27 @@ def test_no_tracked_file_holds_merge_conflict_markers():
   found = subprocess.run(["git", "grep", "-n", "-E", "^(<{7} |>{7} |={7}$)"], cwd=REPO, capture_output=True,
                          text=True)
   assert found.returncode == 1 and not found.stdout, found.stdout  # git grep: 1 means no line matched
+
+
+# One docstring markup across the package: reST, where inline code is ``literal`` and a reference :role:`target`;
+# a Markdown `span` (single backticks) is reST's "interpreted text" and renders as neither.
+_DOCSTRING_SPAN = re.compile(r"``.+?``|:[\w:.-]+:`[^`]+`|`([^`\n]+)`", re.S)
+
+
+def markdown_spans(docstring: str) -> list[str]:
+  """The single-backtick spans of a docstring that are neither ``literals`` nor :role:`targets`."""
+  return [f"`{m.group(1)}`" for m in _DOCSTRING_SPAN.finditer(docstring) if m.group(1) is not None]
+
+
+def test_markdown_spans_are_told_from_rest_markup():
+  assert markdown_spans("a ``literal``, :func:`f()` and `code`, :math:`x` then `y`") == ["`code`", "`y`"]
+
+
+def test_every_docstring_of_the_package_is_rest():
+  found = []
+  for path in sorted((REPO / "fewshot").rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        spans = markdown_spans(ast.get_docstring(node, clean=False) or "")
+        found += [f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 1)} {span}" for span in spans]
+  assert not found, f"Markdown backticks in docstrings (write ``code``): {found[:5]}"

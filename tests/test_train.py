@@ -121,7 +121,7 @@ def test_omniglot_background_evaluation_with_rotations_keeps_each_character_in_o
     for c in range(4):
       write_character_pngs(tmp_path / "src", alphabet, f"character{c + 1:02d}", 3, seed=10 * i + c)
   config = Config(dataset="omniglot", data_dir=str(tmp_path / "src"), tfds_dir=str(tmp_path / "tfds"),
-                  protocol="background_evaluation", rotations=True)
+                  class_splits="background_evaluation", rotations=True)
   loaded = load_data(config)
   characters = {name: {c.rsplit("/", 1)[0] for c in split.class_names} for name, split in loaded.items()}
   assert {c.split("/")[0] for c in characters["test"]} == {"Angelic", "Tengwar"}
@@ -130,8 +130,8 @@ def test_omniglot_background_evaluation_with_rotations_keeps_each_character_in_o
   assert not characters["train"] & characters["val"] and not (characters["train"] | characters["val"]) & characters["test"]
   for split in loaded.values():
     assert split.num_classes == 4 * len({c.rsplit("/", 1)[0] for c in split.class_names})
-  assert Config(dataset="omniglot").protocol == "default"
-  for bad, fragment in ((dict(dataset="omniglot", protocol="fewshot"), "default, vinyals, background_evaluation"),
+  assert Config(dataset="omniglot").class_splits == "default"
+  for bad, fragment in ((dict(dataset="omniglot", class_splits="fewshot"), "default, vinyals, background_evaluation"),
                         (dict(dataset="cub", rotations=True), "--rotations"),
                         (dict(dataset="strokes", rotations=True), "--rotations applies to")):
     with pytest.raises(ConfigError, match=fragment):

@@ -46,7 +46,7 @@ def test_cub_trains_from_the_command_line_and_evaluate_reproduces_it(cub_dir, tm
   assert result.returncode == 0, result.stderr[-2000:]
   results = json.loads((workdir / "results.json").read_text())
   saved = RunDir(workdir).read_config()
-  assert saved["augment"] is True and saved["protocol"] == "fewshot" and saved["image_shape"] == [28, 28, 3]
+  assert saved["augment"] is True and saved["class_splits"] == "fewshot" and saved["input_shape"] == [28, 28, 3]
   assert [r["episode"] for r in RunDir(workdir).read_metrics()] == [2, 4]
   assert evaluate(str(workdir))["test_accuracy"] == results["test_accuracy"]
 
@@ -121,15 +121,15 @@ def test_diagnostics_re_embed_the_same_augmented_images():
 
 
 def test_defaults_keep_strokes_and_omniglot_as_they_were():
-  for dataset, protocol in (("strokes", None), ("omniglot", "default")):
+  for dataset, class_splits in (("strokes", None), ("omniglot", "default")):
     config = Config(dataset=dataset)
-    assert (config.image_size, config.augment, config.protocol, config.rotations) == (28, False, protocol, False)
-    # A run saved before omniglot had protocols (protocol null) resumes as the same run.
+    assert (config.image_size, config.augment, config.class_splits, config.rotations) == (28, False, class_splits, False)
+    # A run saved before omniglot had class splits (null) resumes as the same run.
     assert Config.from_dict({**config.to_dict(), "protocol": None}).differences(config) == []
     assert build_augmentation(config) is NO_AUGMENTATION
     assert config.run_name == f"{dataset}_conv4_ProtoNet_S_5w1s_seed0"
   assert Config(dataset="cub").image_size == 84 and Config(dataset="cub", backbone="resnet18").image_size == 224
-  assert Config(dataset="sop").protocol == "dml" and Config(dataset="cub").augment is True
+  assert Config(dataset="sop").class_splits == "dml" and Config(dataset="cub").augment is True
   # 28x28 data augmented: evaluation is still the identity on the stored images.
   augmented = build_augmentation(dataclasses.replace(Config(dataset="omniglot"), augment=True))
   images = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 1), dtype=np.uint8)
@@ -149,7 +149,7 @@ def test_dml_protocol_validates_on_held_out_training_classes():
     "flags, fragment",
     [
         (["--dataset=cub", "--image_size=0"], "--image_size must be at least 8"),
-        (["--dataset=mini_imagenet", "--protocol=dml"], "--protocol dml is not defined for mini_imagenet"),
+        (["--dataset=mini_imagenet", "--class_splits=dml"], "--class_splits dml is not defined for mini_imagenet"),
         (["--dataset=strokes", "--augment", "--image_size=32"], "strokes images are 28x28"),
         (["--dataset=omniglot", "--image_size=20"], "--image_size of omniglot must be an integer of at least 28"),
     ],

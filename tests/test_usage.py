@@ -107,7 +107,7 @@ def test_help_lists_every_flag_of_the_command_under_its_heading_and_nothing_of_a
   expected = dict(OWN_FLAGS[command])
   config_type = CONFIGS.get(command)
   for field in dataclasses.fields(config_type) if config_type else ():
-    expected[field.name] = field.metadata["group"]
+    expected[field.name] = field.metadata["heading"]
     default, help_text = entries[expected[field.name]][field.name]
     assert default == (None if field.default is None else json.dumps(field.default).strip('"')), field.name
     assert field.metadata["help"].split()[0] in help_text
@@ -174,7 +174,7 @@ def test_a_bad_flag_in_a_flag_file_is_one_line_naming_the_file(tmp_path, assert_
 
 def _write_config(path: pathlib.Path, config) -> pathlib.Path:
   path.mkdir(parents=True)
-  (path / "config.json").write_text(json.dumps({**config.to_dict(), "image_shape": [28, 28, 1], "provenance": {},
+  (path / "config.json").write_text(json.dumps({**config.to_dict(), "input_shape": [28, 28, 1], "provenance": {},
                                                 "data": {}}))
   return path / "config.json"
 

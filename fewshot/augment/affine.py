@@ -60,8 +60,8 @@ def warp(images: jax.Array, matrices: jax.Array, shifts: jax.Array) -> jax.Array
                                 indexing="ij"), -1).reshape(-1, 2)  # output pixel (y, x)
 
   def one(image, matrix, shift):
-    source = numerics.matmul(grid - centre - shift, jnp.linalg.inv(matrix).T) + centre  # where each output pixel samples
-    sample = lambda channel: jax.scipy.ndimage.map_coordinates(channel, [source[:, 0], source[:, 1]], order=1,
+    sampled_at = numerics.matmul(grid - centre - shift, jnp.linalg.inv(matrix).T) + centre  # each output pixel's
+    sample = lambda channel: jax.scipy.ndimage.map_coordinates(channel, [sampled_at[:, 0], sampled_at[:, 1]], order=1,
                                                                mode="constant", cval=0.0)
     return jax.vmap(sample, in_axes=2, out_axes=1)(image).reshape(h, w, c)
 

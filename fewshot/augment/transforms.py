@@ -36,7 +36,7 @@ import numpy as np
 
 from fewshot import numerics
 from fewshot.augment.random_params import AugmentParams, sample_params
-from fewshot.data.options import stored_size
+from fewshot.data.catalog import stored_size
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

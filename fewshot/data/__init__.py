@@ -5,23 +5,23 @@
     test = data.load_split('omniglot', 'test', data_dir='/path/to/omniglot')
     cub = data.load_splits('cub', '/data', image_size=84)            # {'train', 'val', 'test'}: 96x96x3
     cars = data.load_splits('cars196', '/data', class_order='random', seed=1, bbox_crop=True)
-    vinyals = data.load_splits('omniglot', '/data', protocol='vinyals', rotations=True)
+    vinyals = data.load_splits('omniglot', '/data', class_splits='vinyals', rotations=True)
 
 Each dataset is prepared once into array_record files under the tfds dir
-(`default_tfds_dir`) and read back by random access; later loads reuse it.
+(``default_tfds_dir``) and read back by random access; later loads reuse it.
 strokes and omniglot are 28x28x1 (ink 255 on background 0) with fixed 60/20/20
 class splits; omniglot also has Vinyals's and Lake's splits and 90-degree rotations
-as new classes (`omniglot.protocol_splits`, `omniglot.rotated`). The image datasets
+as new classes (``omniglot.character_splits``, ``omniglot.rotated``). The image datasets
 (cub, mini_imagenet, cars196, sop) are RGB, stored at int(1.15 * image_size) px, and
-split by `protocol` and `class_order` (see `class_splits`); `memory_plan` says which
-splits fit on the device. What each dataset can be asked for is `options`.
+split by ``class_splits`` and ``class_order`` (see ``class_splits``); ``memory_plan`` says which
+splits fit on the device. What each dataset can be asked for is ``catalog``.
 
-Its modules by role: what can be asked for (`options`, `split`), reading the files a researcher
-has (`archives` and its parts, `readers/` for the image datasets, `omniglot`, `strokes` built here),
-class splits (`class_splits`, `holdout`), preparing and reading back (`tfds_io`, `images`,
-`image_decoding`, `prepared`, `loading`), and device memory (`memory`).
+Its modules by role: what can be asked for (``catalog``, ``split``), reading the files a researcher
+has (``archives`` and its parts, ``readers/`` for the image datasets, ``omniglot``, ``strokes`` built here),
+class splits (``class_splits``, ``holdout``), preparing and reading back (``tfds_io``, ``images``,
+``image_decoding``, ``prepared``, ``loading``), and device memory (``memory``).
 
-It imports only `fewshot.errors` of the package: everything else stands on it. The loaders (and
+It imports only ``fewshot.errors`` of the package: everything else stands on it. The loaders (and
 tensorflow_datasets behind them) are imported on first use, so that configurations and analysis
 can name datasets without loading that machinery.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 
-from fewshot.data.options import DATASETS, IMAGE_DATASETS, SPLITS
+from fewshot.data.catalog import DATASETS, IMAGE_DATASETS, SPLITS
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 

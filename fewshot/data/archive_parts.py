@@ -1,16 +1,16 @@
-"""The parts an `archives.FileTree` overlays: one folder, tar or zip archive each, indexed lazily.
+"""The parts an ``archives.FileTree`` overlays: one folder, tar or zip archive each, indexed lazily.
 
-Each part maps member names (`mount` + the relative, '/'-separated name) to what reads
-them: a file path, a `tarfile.TarInfo` or a `zipfile.ZipInfo`. Parts check what they read:
-  * an archive entry with an absolute path, a drive letter or a `..` component is
+Each part maps member names (``mount`` + the relative, '/'-separated name) to what reads
+them: a file path, a ``tarfile.TarInfo`` or a ``zipfile.ZipInfo``. Parts check what they read:
+  * an archive entry with an absolute path, a drive letter or a ``..`` component is
     refused (it would escape the tree if extracted);
   * a truncated or corrupt archive is a DataError naming it, including a tar that ends
     without its end-of-archive block (tarfile alone would end the listing quietly) and a
     .tgz whose gzip CRC trailer is wrong (listing reads the stream to its end).
 
 Only regular files are members. A part pickles without its open handles. The costs of
-listing and reading each kind are in the `archives` module docstring. This module holds
-the base, folder and zip parts and the checks all parts share; tar parts are in `tar_parts`.
+listing and reading each kind are in the ``archives`` module docstring. This module holds
+the base, folder and zip parts and the checks all parts share; tar parts are in ``tar_parts``.
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ def corrupt(path, e: BaseException) -> DataError:
 
 
 def unreadable(where: str, e: BaseException) -> DataError:
-  """The error for one archive member (`archive:member`) that cannot be read."""
+  """The error for one archive member (``archive:member``) that cannot be read."""
   return DataError(f"Cannot read {where} ({one_line(e)}): the archive is truncated or corrupt; download it again.")
 
 
 def safe_name(raw: str, archive, backslashes: bool = False) -> str:
   """The normalised member name, refusing names that would escape the tree if extracted.
 
-  `backslashes`: read backslashes as separators too (zips written on Windows). A ':' in the
-  first component is refused as well as a drive letter: Windows reads `a:b` as a stream of file `a`.
+  ``backslashes``: read backslashes as separators too (zips written on Windows). A ':' in the
+  first component is refused as well as a drive letter: Windows reads ``a:b`` as a stream of file ``a``.
   """
   name = raw.replace("\\", "/") if backslashes else raw
   parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -100,10 +100,10 @@ class Part:
 
 
 class FolderPart(Part):
-  """Files under `path`, named `mount + relative path`; only `files` when given.
+  """Files under ``path``, named ``mount + relative path``; only ``files`` when given.
 
   The walk goes in name order (a folder's files, then its sub-folders), into linked
-  folders too unless `follow_links` is False.
+  folders too unless ``follow_links`` is False.
   """
 
   kind = "folder"

@@ -8,8 +8,8 @@
 Member names are relative and '/'-separated, the same whether a file comes from
 a folder or from an archive, so records keyed on them do not depend on how the
 researcher stored the dataset. Several folders and archives can be overlaid into
-one tree (`overlay`), e.g. Cars196's `cars_train.tgz` beside an extracted `devkit/`, or
-Omniglot's zips beside their extracted folders (`open_folder_with_zips`).
+one tree (``overlay``), e.g. Cars196's ``cars_train.tgz`` beside an extracted ``devkit/``, or
+Omniglot's zips beside their extracted folders (``open_folder_with_zips``).
 
 Nothing is extracted to disk. Costs, per kind of part:
   * folder: listing walks the folder once (one stat per file, for the fingerprint);
@@ -19,8 +19,8 @@ Nothing is extracted to disk. Costs, per kind of part:
   * .tgz / .tar.gz: gzip has no random access, so listing inflates the whole archive
     once (CUB's 1.1 GB in several seconds). A read seeks in the inflated stream: forward
     is inflate-and-discard, backward restarts from the start. Read many members with
-    `iter_read`, which goes in archive order (one pass in all); small files wanted
-    during listing (annotations) are kept in memory by `open_archive(keep=...)`.
+    ``iter_read``, which goes in archive order (one pass in all); small files wanted
+    during listing (annotations) are kept in memory by ``open_archive(keep=...)``.
 
 Only regular files are members: directories, links and devices in an archive are
 not (links would need resolving, and the datasets here have none).
@@ -28,9 +28,9 @@ not (links would need resolving, and the datasets here have none).
 A FileTree is not thread-safe (archive handles are shared); it pickles without its
 open handles (the listing travels along), so give each worker process its own copy.
 
-This module holds the tree (`FileTree`) and the ways to open one; the parts of each kind,
-with their checks on unsafe member names and truncated archives, are in `archive_parts`
-(folders, zips) and `tar_parts`.
+This module holds the tree (``FileTree``) and the ways to open one; the parts of each kind,
+with their checks on unsafe member names and truncated archives, are in ``archive_parts``
+(folders, zips) and ``tar_parts``.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ ARCHIVE_SUFFIXES = TAR_SUFFIXES + (".zip",)
 
 
 def is_archive(path: str | os.PathLike) -> bool:
-  """Whether `path` names an archive this module reads (by its suffix)."""
+  """Whether ``path`` names an archive this module reads (by its suffix)."""
   return str(path).lower().endswith(ARCHIVE_SUFFIXES)
 
 
 def is_zip(path: str | os.PathLike) -> bool:
-  """Whether `path` is a file holding a zip, by its content (whatever its name)."""
+  """Whether ``path`` is a file holding a zip, by its content (whatever its name)."""
   return pathlib.Path(path).is_file() and zipfile.is_zipfile(path)
 
 
@@ -65,8 +65,8 @@ def is_zip(path: str | os.PathLike) -> bool:
 class FileTree:
   """Read-only tree of members overlaid from folders and archives (first part wins on a clash).
 
-  `prefix` makes a view of a subtree (see `subtree`); members are named relative to it.
-  Listing is lazy: `fingerprint` of an archive only stats it, while `members`, `in`
+  ``prefix`` makes a view of a subtree (see ``subtree``); members are named relative to it.
+  Listing is lazy: ``fingerprint`` of an archive only stats it, while ``members``, ``in``
   and reads build the index (see the module docstring for what that costs).
   """
 
@@ -114,7 +114,7 @@ class FileTree:
     return self._find(member) is not None
 
   def missing(self, members: Iterable[str]) -> list[str]:
-    """Those of `members` that are not in the tree, in the given order."""
+    """Those of ``members`` that are not in the tree, in the given order."""
     return [m for m in members if m not in self]
 
   def read(self, member: str) -> bytes:
@@ -128,7 +128,7 @@ class FileTree:
     return part.open(name)
 
   def where(self, member: str) -> str:
-    """Where a member lives, for messages: a file path, or `archive:member`; for an absent one
+    """Where a member lives, for messages: a file path, or ``archive:member``; for an absent one
     (a folder, a file expected), where it would be.
     """
     found = self._find(member)
@@ -139,7 +139,7 @@ class FileTree:
     return f"{self.description}:{self.prefix}{member}"
 
   def iter_read(self, members: Iterable[str]) -> Iterator[tuple[str, bytes]]:
-    """Yields (member, bytes) for each of `members`, in the order cheapest for the tree.
+    """Yields (member, bytes) for each of ``members``, in the order cheapest for the tree.
 
     For a .tgz that is archive order, so reading every image is one pass over the
     archive instead of one pass per backward seek. Callers that need another order
@@ -152,7 +152,7 @@ class FileTree:
       yield member, part.read(name)
 
   def subtree(self, prefix: str) -> FileTree:
-    """The view of the members under `prefix` ('a/b/' or ''), named relative to it."""
+    """The view of the members under ``prefix`` ('a/b/' or ''), named relative to it."""
     prefix = prefix.strip("/")
     return FileTree(self.parts, self.prefix + (prefix + "/" if prefix else ""))
 
@@ -170,7 +170,7 @@ class FileTree:
 
   def file_stats(self) -> list[tuple[str, str, int, int]]:
     """(kind, name, bytes, whole-second mtime) of each archive (its file name, kind 'tar' or 'zip')
-    and of each folder file (its member name, kind 'folder'): what `fingerprint` hashes.
+    and of each folder file (its member name, kind 'folder'): what ``fingerprint`` hashes.
     """
     return [(part.kind, *item) for part in self.parts for item in part.fingerprint_items()]
 
@@ -194,16 +194,16 @@ def _folder(path: str | os.PathLike) -> pathlib.Path:
 
 def open_folder(path: str | os.PathLike, *, mount: str = "", files: Iterable[str] | None = None,
                 follow_links: bool = True) -> FileTree:
-  """The files under folder `path`, named `mount + relative path`; only `files` (relative) when given.
+  """The files under folder ``path``, named ``mount + relative path``; only ``files`` (relative) when given.
 
-  `follow_links` False leaves linked folders out of the walk (linked files stay members).
+  ``follow_links`` False leaves linked folders out of the walk (linked files stay members).
   """
   mount = mount.strip("/") + "/" if mount.strip("/") else ""
   return FileTree((FolderPart(_folder(path), mount, None if files is None else tuple(files), follow_links),))
 
 
 def open_folder_with_zips(path: str | os.PathLike, *, follow_links: bool = True) -> FileTree:
-  """The zips directly in folder `path` (`*.zip`, in name order), then the folder's own files, overlaid.
+  """The zips directly in folder ``path`` (``*.zip``, in name order), then the folder's own files, overlaid.
 
   Members keep the names they have in their zip or under the folder, so a zip and its
   extracted copy overlap and the zip wins; the zip files are members of the folder too.
@@ -214,7 +214,7 @@ def open_folder_with_zips(path: str | os.PathLike, *, follow_links: bool = True)
 
 
 def open_archive(path: str | os.PathLike, *, keep: Callable[[str], bool] | None = None) -> FileTree:
-  """The files in archive `path` (.tgz/.tar.gz/.tar/.zip, or a zip by its content), named as stored.
+  """The files in archive ``path`` (.tgz/.tar.gz/.tar/.zip, or a zip by its content), named as stored.
 
   Args:
     keep: for tar archives, members (by name) to hold in memory while listing, so
@@ -233,7 +233,7 @@ def open_archive(path: str | os.PathLike, *, keep: Callable[[str], bool] | None 
 
 
 def open_path(path: str | os.PathLike, **kwargs) -> FileTree:
-  """`open_folder` or `open_archive`, by what `path` is; keyword arguments go to the one called."""
+  """``open_folder`` or ``open_archive``, by what ``path`` is; keyword arguments go to the one called."""
   if pathlib.Path(path).expanduser().is_dir():
     return open_folder(path, **{k: v for k, v in kwargs.items() if k in ("mount", "files", "follow_links")})
   return open_archive(path, **{k: v for k, v in kwargs.items() if k == "keep"})

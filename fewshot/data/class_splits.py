@@ -5,7 +5,7 @@ default one (label 0, 1, ...) or a seeded random permutation of it, so a random
 order reshuffles which classes land together while keeping the rule (default-order
 splits put related classes together, a domain bias; the splits are listed in docs/protocol.md).
 
-    protocol   dataset         rule on positions 0..C-1 of the order              splits
+    class_splits   dataset         rule on positions 0..C-1 of the order              splits
     fewshot    cub             even -> train, % 4 == 1 -> val, % 4 == 3 -> test   100 / 50 / 50  (Chen et al. 2019)
     fewshot    mini_imagenet   the csv / pickle partition of the classes          64 / 16 / 20   (Ravi & Larochelle)
     dml        cub             first ceil(C/2) -> train, the rest -> test         100 / 100
@@ -15,11 +15,11 @@ splits put related classes together, a domain bias; the splits are listed in doc
 A partition defined by files (mini-ImageNet, SOP) is, in the default order, exactly
 those files' classes. In a random order it is blocks of the same sizes taken from
 the permuted order: a seeded random class split with the official sizes, the
-official partitions pooled. The 'dml' protocol has no 'val': its trainer makes
+official partitions pooled. The 'dml' class splits have no 'val': its trainer makes
 class-disjoint folds inside 'train' (Musgrave et al. 2020, A Metric Learning Reality Check).
 
 Class ids in each split are returned sorted, so a split's class order (and its
-`Split` labels) is the default order whatever order chose its members.
+``Split`` labels) is the default order whatever order chose its members.
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fewshot.data import options
+from fewshot.data import catalog
 from fewshot.errors import ConfigError, DataError
 
-# Datasets whose partition of the classes is given by their files, per protocol.
+# Datasets whose partition of the classes is given by their files, per class splits.
 _FILE_DEFINED = {("mini_imagenet", "fewshot"), ("sop", "dml")}
 
 
 def class_permutation(num_classes: int, class_order: str = "default", seed: int = 0) -> np.ndarray:
-  """int64 [num_classes]: the class id at each position, the identity or a permutation seeded by `seed`."""
-  options.check_choice("class_order", class_order, options.CLASS_ORDERS)
+  """int64 [num_classes]: the class id at each position, the identity or a permutation seeded by ``seed``."""
+  catalog.check_choice("class_order", class_order, catalog.CLASS_ORDERS)
   if class_order == "default":
     return np.arange(num_classes, dtype=np.int64)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -58,37 +58,37 @@ def class_subsets(labels: Sequence[int], subsets: Sequence[str | None], num_clas
   return [None if s is ... else s for s in out]
 
 
-def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str | None = None,
+def class_ids(dataset: str, subsets: Sequence[str | None], *, class_splits: str | None = None,
                  class_order: str = "default", seed: int = 0) -> dict[str, np.ndarray]:
-  """{split: sorted int64 class ids} for `dataset` under `protocol` and `class_order`.
+  """{split: sorted int64 class ids} for ``dataset`` under ``class_splits`` and ``class_order``.
 
   Args:
     dataset: 'cub', 'mini_imagenet', 'cars196' or 'sop'.
     subsets: one entry per class (the number of classes is its length): the
-      partition its files put it in (see `class_subsets`); used by mini_imagenet
+      partition its files put it in (see ``class_subsets``); used by mini_imagenet
       and sop, whose class partition is given by files.
-    protocol: 'fewshot' or 'dml'; None: the dataset's default (`options.DEFAULT_PROTOCOL`).
+    class_splits: 'fewshot' or 'dml'; None: the dataset's default (``catalog.DEFAULT_CLASS_SPLITS``).
     class_order: 'default' (label order) or 'random' (a seeded permutation of it).
     seed: the permutation's seed for order 'random'.
 
   Raises:
-    ConfigError: an unknown dataset, protocol or order.
+    ConfigError: unknown dataset, class splits or order.
     DataError: a file-defined partition with a class outside it, or too few classes
       for every split to get one.
   """
-  if dataset not in options.IMAGE_DATASETS:
-    raise ConfigError(f'{dataset} has no class-split protocols of its own; choose one of '
-                      f'{", ".join(options.IMAGE_DATASETS)}.')
-  resolved = options.resolve(dataset, protocol=protocol, class_order=class_order)
-  protocol, names = resolved.protocol, resolved.split_names
+  if dataset not in catalog.IMAGE_DATASETS:
+    raise ConfigError(f'{dataset} has no class splits of its own; choose one of '
+                      f'{", ".join(catalog.IMAGE_DATASETS)}.')
+  resolved = catalog.resolve(dataset, class_splits=class_splits, class_order=class_order)
+  class_splits, names = resolved.class_splits, resolved.split_names
   num_classes = len(subsets)
   perm = class_permutation(num_classes, class_order, seed)
   pos = np.arange(num_classes)
-  if (dataset, protocol) in _FILE_DEFINED:
+  if (dataset, class_splits) in _FILE_DEFINED:
     subs = np.array([s if s is not None else "" for s in subsets], dtype=object)
     outside = [c for c in range(num_classes) if subs[c] not in names]
     if outside:
-      raise DataError(f'{dataset} class {outside[0]} is in partition {subsets[outside[0]]!r}, but protocol {protocol} '
+      raise DataError(f'{dataset} class {outside[0]} is in partition {subsets[outside[0]]!r}, but --class_splits {class_splits} '
                       f'splits classes by their files into {", ".join(names)}; read the dataset again '
                       '(delete its prepared directory under the tfds dir).')
     if class_order == "default":
@@ -97,7 +97,7 @@ def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str |
       # Same sizes as the files' partition, as consecutive blocks of the permuted order.
       sizes = np.cumsum([np.sum(subs == name) for name in names])[:-1]
       chosen = {name: perm[block] for name, block in zip(names, np.split(pos, sizes))}
-  elif protocol == "fewshot":  # cub: Chen et al.'s parity split
+  elif class_splits == "fewshot":  # cub: Chen et al.'s parity split
     chosen = {"train": perm[pos % 2 == 0], "val": perm[pos % 4 == 1], "test": perm[pos % 4 == 3]}
   else:  # dml halves
     n_train = (num_classes + 1) // 2
@@ -105,7 +105,7 @@ def class_splits(dataset: str, subsets: Sequence[str | None], *, protocol: str |
   out = {name: np.sort(chosen[name]).astype(np.int64) for name in names}
   empty = [name for name in names if not len(out[name])]
   if empty:
-    need = 4 if protocol == "fewshot" and dataset == "cub" else len(names)
-    raise DataError(f"{dataset} has {num_classes} classes, which leaves split {empty[0]!r} of protocol {protocol} "
+    need = 4 if class_splits == "fewshot" and dataset == "cub" else len(names)
+    raise DataError(f"{dataset} has {num_classes} classes, which leaves split {empty[0]!r} of --class_splits {class_splits} "
                     f"without classes; it needs at least {need}.")
   return out

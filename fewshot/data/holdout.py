@@ -1,8 +1,8 @@
-"""Validation classes held out of a training split, for protocols that define none.
+"""Validation classes held out of a training split, for class splits that define none.
 
 Two rules, one per trainer, both class-disjoint and both deterministic:
 
-* :func:`every_fourth_class`: episodic training on a protocol without 'val' (``dml`` on
+* :func:`every_fourth_class`: episodic training on class splits without 'val' (``dml`` on
   cars196/sop, Omniglot's ``background_evaluation``) validates on the training classes
   whose label is 3 mod 4, and trains on the rest;
 * :func:`class_fold`: the cross-validation of Musgrave et al. 2020, A Metric Learning Reality

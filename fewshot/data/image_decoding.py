@@ -25,10 +25,10 @@ def where(records: DatasetRecords, record: ImageRecord) -> str:
 
 def decode(image: bytes | np.ndarray, place: str, size: int,
            bbox: tuple[float, float, float, float] | None = None) -> np.ndarray:
-  """uint8 [size, size, 3]: the image as RGB, cropped to `bbox` (x, y, w, h) if given, resized square.
+  """uint8 [size, size, 3]: the image as RGB, cropped to ``bbox`` (x, y, w, h) if given, resized square.
 
   Raises:
-    DataError: the bytes do not decode (naming `place`), or the box misses the image.
+    DataError: the bytes do not decode (naming ``place``), or the box misses the image.
   """
   try:
     if isinstance(image, np.ndarray):

@@ -2,7 +2,7 @@
 
     prepared = images.prepare('cub', '/data', size=96)            # decodes only on the first call
     prepared.class_names, prepared.class_counts, prepared.class_subsets
-    split = prepared.read([0, 2, 4])                               # a `Split` of those classes
+    split = prepared.read([0, 2, 4])                               # a ``Split`` of those classes
 
 Preparation (once per dataset, stored size, bbox crop and fingerprint of the dataset's files):
 every image is decoded with PIL, converted to RGB, optionally cropped to its
@@ -28,12 +28,12 @@ Storage, under <tfds_dir>/fewshot_images/<dataset>_<S>px[_bbox]_<fingerprint>/1.
     the preparation settings.
 tfds writes into an incomplete.* directory and renames it when everything is
 written; a failure (a corrupt image: DataError naming the file) deletes it, and
-`tfds_io.prepare` removes the parents it created, so nothing half-prepared stays.
-A second `prepare` costs a fingerprint (stats of the dataset's files) and never
+``tfds_io.prepare`` removes the parents it created, so nothing half-prepared stays.
+A second ``prepare`` costs a fingerprint (stats of the dataset's files) and never
 reads the annotations or images.
 
-This module holds the tfds builder and `prepare`; one image's decoding is in
-`image_decoding`, and reading prepared data back (`Prepared`) in `prepared`.
+This module holds the tfds builder and ``prepare``; one image's decoding is in
+``image_decoding``, and reading prepared data back (``Prepared``) in ``prepared``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 import tqdm
 
-from fewshot.data import options, readers, tfds_io
+from fewshot.data import catalog, readers, tfds_io
 from fewshot.data.image_decoding import decode, where
 from fewshot.data.prepared import FORMAT, SUBSET_CODE, Prepared
 from fewshot.data.readers import DatasetRecords, ImageRecord
@@ -60,7 +60,7 @@ from fewshot.errors import ConfigError, DataError
 PART_BYTES = 768 << 20
 
 
-DEFAULT_STORED_SIZE = options.stored_size(options.DEFAULT_IMAGE_SIZES["conv4"])
+DEFAULT_STORED_SIZE = catalog.stored_size(catalog.DEFAULT_IMAGE_SIZES["conv4"])
 
 
 @dataclasses.dataclass
@@ -80,7 +80,7 @@ def config(dataset: str, size: int, bbox_crop: bool, fingerprint: str) -> Images
 class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   """One tfds builder for the four datasets; a config per (dataset, size, crop, files' fingerprint).
 
-  Built with `records` to prepare; without them it can only open prepared data
+  Built with ``records`` to prepare; without them it can only open prepared data
   (class names then come from the prepared directory).
   """
 
@@ -161,19 +161,19 @@ class ImageDataset(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
 def prepare(dataset: str, data_dir, tfds_dir: str | None = None, *, size: int = DEFAULT_STORED_SIZE,
             bbox_crop: bool = False, workers: int | None = None) -> Prepared:
-  """Prepares `dataset` from `data_dir` at `size` px once, and opens it.
+  """Prepares ``dataset`` from ``data_dir`` at ``size`` px once, and opens it.
 
-  A later call with the same dataset files (by `readers.fingerprint`) reuses the
+  A later call with the same dataset files (by ``readers.fingerprint``) reuses the
   prepared data without reading annotations or images.
 
   Raises:
     ConfigError: an unknown dataset, or bbox_crop for a dataset without boxes.
-    DataError: bad annotations (from `readers.read`, before any image is decoded), a class
+    DataError: bad annotations (from ``readers.read``, before any image is decoded), a class
       without images, or a corrupt image (naming it; nothing is left behind).
   """
-  if dataset not in options.IMAGE_DATASETS:
-    raise ConfigError(f'{dataset!r} is not an image dataset; choose one of {", ".join(options.IMAGE_DATASETS)}.')
-  options.resolve(dataset, bbox_crop=bbox_crop)
+  if dataset not in catalog.IMAGE_DATASETS:
+    raise ConfigError(f'{dataset!r} is not an image dataset; choose one of {", ".join(catalog.IMAGE_DATASETS)}.')
+  catalog.resolve(dataset, bbox_crop=bbox_crop)
   if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 8:
     raise DataError(f"The stored image size must be an integer >= 8, got {size!r}.")
   tfds_dir = tfds_io.default_tfds_dir(tfds_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Sequence
 
-from fewshot.data import class_splits, holdout, images, omniglot, options, strokes, tfds_io
+from fewshot.data import catalog, class_splits, holdout, images, omniglot, strokes, tfds_io
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 
@@ -25,46 +25,46 @@ def _builder(dataset: str, data_dir: str | None, tfds_dir: str | None, size: int
   return b
 
 
-def _read(resolved: options.DataOptions, data_dir: str | None, tfds_dir: str | None, seed: int,
+def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | None, seed: int,
           wanted: tuple[str, ...]) -> dict[str, Split]:
-  """The protocol's own splits ``wanted``, as stored or split again."""
+  """The splits ``wanted`` of the class splits, as stored or split again."""
   if resolved.is_image_dataset:
-    prepared = images.prepare(resolved.dataset, data_dir, tfds_dir, size=options.stored_size(resolved.image_size),
+    prepared = images.prepare(resolved.dataset, data_dir, tfds_dir, size=catalog.stored_size(resolved.image_size),
                               bbox_crop=resolved.bbox_crop)
-    ids = class_splits.class_splits(resolved.dataset, prepared.class_subsets, protocol=resolved.protocol,
+    ids = class_splits.class_ids(resolved.dataset, prepared.class_subsets, class_splits=resolved.class_splits,
                                     class_order=resolved.class_order, seed=seed)
     return {split: prepared.read(ids[split]) for split in wanted}
   b = _builder(resolved.dataset, data_dir, tfds_dir, resolved.image_size)
-  if resolved.protocol in (None, "default"):
+  if resolved.class_splits in (None, "default"):
     return {split: tfds_io.read_split(b, split) for split in wanted}
-  # Another Omniglot protocol: the stored default split's characters, pooled and split again.
-  pooled = Split.concatenate(tfds_io.read_split(b, split) for split in options.SPLITS)
-  characters = omniglot.protocol_splits(list(pooled.class_names), resolved.protocol, seed)
+  # Omniglot's other class splits: the stored default split's characters, pooled and split again.
+  pooled = Split.concatenate(tfds_io.read_split(b, split) for split in catalog.SPLITS)
+  characters = omniglot.character_splits(list(pooled.class_names), resolved.class_splits, seed)
   return {split: omniglot.by_characters(pooled, characters[split]) for split in wanted}
 
 
 def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None = None,
-                splits: Sequence[str] | None = None, *, image_size: int | None = None, protocol: str | None = None,
+                splits: Sequence[str] | None = None, *, image_size: int | None = None, class_splits: str | None = None,
                 class_order: str = "default", seed: int = 0, bbox_crop: bool = False,
                 rotations: bool = False) -> dict[str, Split]:
   """Loads several class splits of ``dataset`` at once (one preparation check).
 
   Args:
-    dataset: one of ``options.DATASETS``. 'strokes' is built by the package and ignores data_dir.
+    dataset: one of ``catalog.DATASETS``. 'strokes' is built by the package and ignores data_dir.
     data_dir: the folder holding the dataset's files (archives or extracted folders);
       see ``fewshot.data.readers`` for each image dataset's layouts.
     tfds_dir: where prepared data lives; see default_tfds_dir.
-    splits: split names; None: the protocol's own splits. 'val' under a protocol
+    splits: split names; None: those its class splits define. 'val' under class splits
       without one is every fourth training class, held out (``holdout.every_fourth_class``).
     image_size: image datasets: the model's input side (default 84); images are
       stored at int(1.15 * image_size) (96 for 84, 257 for 224), each size
       prepared once. strokes is 28x28 and takes only None or 28; omniglot is
       28x28 by default and takes any size from 28 up (each prepared once).
-    protocol: image datasets: 'fewshot' (train/val/test; default for cub and
+    class_splits: image datasets: 'fewshot' (train/val/test; default for cub and
       mini_imagenet) or 'dml' (train/test: first and second half of the classes;
       default for cars196 and sop); see class_splits. omniglot: 'default' (the
       stored 60/20/20), 'vinyals', 'background_evaluation' (train/test) or
-      'all_characters'; see omniglot.protocol_splits.
+      'all_characters'; see omniglot.character_splits.
     class_order: 'default' or 'random' (the class order permuted by ``seed`` before
       the split is taken).
     seed: the class order's seed; omniglot's 'vinyals' order.
@@ -73,10 +73,10 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
       after any hold-out, so a character and its rotations stay in one split.
 
   Raises:
-    ConfigError: an unknown dataset, protocol or order; an option the dataset does not have.
+    ConfigError: unknown dataset, class splits or order; an option the dataset does not have.
     DataError: an unknown split; missing, malformed or corrupt dataset files (naming the file).
   """
-  resolved = options.resolve(dataset, image_size=image_size, protocol=protocol, class_order=class_order,
+  resolved = catalog.resolve(dataset, image_size=image_size, class_splits=class_splits, class_order=class_order,
                              bbox_crop=bbox_crop, rotations=rotations)
   root = pathlib.Path(default_tfds_dir(tfds_dir))
   if root.exists() and not root.is_dir():

@@ -1,6 +1,6 @@
 """How much device memory each split of the image datasets takes, and where it is meant to live while training.
 
-A split stays resident on the device when its images fit the budget (``options.fits_on_device``:
+A split stays resident on the device when its images fit the budget (``catalog.fits_on_device``:
 sampling then never leaves the device); a larger one stays in host memory and streams to the
 device (:class:`fewshot.training.sources.HostSource`). :func:`fewshot.training.sources.place` applies the same rule
 to a loaded split; this module answers the question before any data is read.
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from fewshot.data import options
+from fewshot.data import catalog
 
 # Bytes of each split of the real datasets at the stored size (default class
 # order), and where it is meant to live while training: resident on the device
 # when it fits a budget (sampling then never leaves the device), else in host
 # memory, streamed to the device batch by batch.
 #
-#   dataset        protocol  split   images   at 84 (96 px)   at 224 (257 px)
+#   dataset        class_splits  split   images   at 84 (96 px)   at 224 (257 px)
 #   cub            fewshot   train    5,885    163 MB device   1.17 GB device
 #                            val      2,950     82 MB device    585 MB device
 #                            test     2,953     82 MB device    585 MB device
@@ -49,19 +49,19 @@ class SplitPlan:
   placement: str  # 'device': resident on the accelerator; 'host': streamed from host memory
 
 
-def memory_plan(dataset: str, image_size: int = options.DEFAULT_IMAGE_SIZES["conv4"], *, protocol: str | None = None,
+def memory_plan(dataset: str, image_size: int = catalog.DEFAULT_IMAGE_SIZES["conv4"], *, class_splits: str | None = None,
                 split_images: dict[str, int] | None = None,
-                device_budget_bytes: int = options.DEVICE_BUDGET_BYTES) -> dict[str, SplitPlan]:
-  """{split: SplitPlan} for `dataset` at model input `image_size` (stored at int(1.15 * image_size)).
+                device_budget_bytes: int = catalog.DEVICE_BUDGET_BYTES) -> dict[str, SplitPlan]:
+  """{split: SplitPlan} for ``dataset`` at model input ``image_size`` (stored at int(1.15 * image_size)).
 
-  `split_images` gives the image count of each split (e.g. `Prepared.num_images`
+  ``split_images`` gives the image count of each split (e.g. ``Prepared.num_images``
   of the chosen classes); by default the real dataset's, in the default order.
   """
-  protocol = options.resolve(dataset, image_size=image_size, protocol=protocol).protocol
-  size = options.stored_size(image_size)
-  counts = REAL_SPLIT_IMAGES[dataset, protocol] if split_images is None else split_images
+  class_splits = catalog.resolve(dataset, image_size=image_size, class_splits=class_splits).class_splits
+  size = catalog.stored_size(image_size)
+  counts = REAL_SPLIT_IMAGES[dataset, class_splits] if split_images is None else split_images
   plan = {}
   for split, n in counts.items():
     nbytes = int(n) * 3 * size ** 2
-    plan[split] = SplitPlan(int(n), size, nbytes, "device" if options.fits_on_device(nbytes, device_budget_bytes) else "host")
+    plan[split] = SplitPlan(int(n), size, nbytes, "device" if catalog.fits_on_device(nbytes, device_budget_bytes) else "host")
   return plan

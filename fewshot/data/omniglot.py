@@ -1,7 +1,7 @@
-"""`omniglot`: characters of the Omniglot archives (or their extracted folders), one class per character.
+"""``omniglot``: characters of the Omniglot archives (or their extracted folders), one class per character.
 
-Images are 105x105 1-bit PNGs stored as `<anything>/<alphabet>/<character>/NNNN_MM.png`.
-They are inverted to ink 255 on background 0 (the polarity of `strokes`) and
+Images are 105x105 1-bit PNGs stored as ``<anything>/<alphabet>/<character>/NNNN_MM.png``.
+They are inverted to ink 255 on background 0 (the polarity of ``strokes``) and
 box-filtered down to 28x28 (or the run's larger ``--image_size``, prepared once per
 size): BOX averages each output pixel's exact footprint, which anti-aliases a binary
 image without the ringing (and non-zero background halo) that LANCZOS adds.
@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from fewshot.data import archives, options, tfds_io
+from fewshot.data import archives, catalog, tfds_io
 from fewshot.data.split import Split
 from fewshot.errors import DataError, one_line
 
@@ -26,7 +26,7 @@ from fewshot.errors import DataError, one_line
 SPLIT_SEED = 0
 SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 
-# Class-split protocols (`protocol_splits`, named in `options.PROTOCOLS`): the stored 60/20/20
+# Class splits (`character_splits`, named in `catalog.CLASS_SPLITS`): the stored 60/20/20
 # split; Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train +
 # 172 val, and 423 test, of 1,623) in a seeded random order, as Vinyals drew them; Lake et al.'s
 # alphabets: the 30 background alphabets train, the 20 evaluation alphabets test; or every
@@ -46,7 +46,7 @@ _LAYOUT = ("put the Omniglot zips (images_background.zip, images_evaluation.zip,
 
 @dataclasses.dataclass(frozen=True)
 class Characters:
-  """The images found under a data_dir: per class name `alphabet/character`, its images' members of `tree`."""
+  """The images found under a data_dir: per class name ``alphabet/character``, its images' members of ``tree``."""
   data_dir: str
   tree: archives.FileTree
   classes: dict[str, tuple[str, ...]]
@@ -80,7 +80,7 @@ def _fingerprint(tree: archives.FileTree) -> str:
 
 
 def scan(data_dir: str | None) -> Characters:
-  """Lists the images under `data_dir` without decoding them; cheap enough for every load."""
+  """Lists the images under ``data_dir`` without decoding them; cheap enough for every load."""
   if not data_dir:
     raise DataError("Dataset omniglot needs its image files: pass --data_dir pointing at a folder with the Omniglot "
                     "zips or their extracted folders.")
@@ -134,38 +134,38 @@ def class_split(class_names: list[str]) -> dict[str, list[str]]:
   n_train = max(1, round(SPLIT_FRACTIONS[0] * len(names)))
   n_val = max(1, round(SPLIT_FRACTIONS[1] * len(names)))
   parts = np.split(perm, [n_train, n_train + n_val])
-  return {split: sorted(names[i] for i in p) for split, p in zip(options.SPLITS, parts)}
+  return {split: sorted(names[i] for i in p) for split, p in zip(catalog.SPLITS, parts)}
 
 
-def protocol_splits(class_names: list[str], protocol: str, seed: int = 0) -> dict[str, list[str]]:
-  """{split: sorted character names} of the characters `class_names` ('alphabet/character') under `protocol`.
+def character_splits(class_names: list[str], class_splits: str, seed: int = 0) -> dict[str, list[str]]:
+  """{split: sorted character names} of the characters ``class_names`` ('alphabet/character') under ``class_splits``.
 
-  'vinyals' cuts a permutation of the sorted names (seeded by `seed`) in Vinyals's
+  'vinyals' cuts a permutation of the sorted names (seeded by ``seed``) in Vinyals's
   proportions, which are exactly 1,028 / 172 / 423 on the full 1,623 characters;
   'background_evaluation' splits by alphabet; 'all_characters' trains on every background
   character but every fourth, which validates (and tests, unless evaluation alphabets were
-  found). 'default' is `class_split`.
+  found). 'default' is ``class_split``.
   """
-  options.resolve("omniglot", protocol=protocol)  # refuses an unknown protocol
+  catalog.resolve("omniglot", class_splits=class_splits)  # refuses unknown class splits
   names = sorted(class_names)
-  if protocol == "default":
+  if class_splits == "default":
     return class_split(names)
   test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
   background = [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS]
-  if protocol == "background_evaluation":
+  if class_splits == "background_evaluation":
     chosen = {"train": background, "test": test}
-  elif protocol == "all_characters":
+  elif class_splits == "all_characters":
     val = background[3::4]  # holdout.every_fourth_class's rule, on the names in order
     chosen = {"train": [n for i, n in enumerate(background) if i % 4 != 3], "val": val, "test": test or val}
   else:
     perm = np.random.default_rng(seed).permutation(len(names))
     bounds = np.round(np.cumsum(VINYALS_SIZES)[:-1] / sum(VINYALS_SIZES) * len(names)).astype(int)
-    chosen = {split: sorted(names[i] for i in part) for split, part in zip(options.SPLITS, np.split(perm, bounds))}
+    chosen = {split: sorted(names[i] for i in part) for split, part in zip(catalog.SPLITS, np.split(perm, bounds))}
   for split, members in chosen.items():
     if not members:
       fix = ("add images_evaluation.zip (or images_background.zip) to --data_dir"
-             if protocol == "background_evaluation" else "use more characters")
-      raise DataError(f"Omniglot protocol {protocol} leaves split {split!r} without characters among the "
+             if class_splits == "background_evaluation" else "use more characters")
+      raise DataError(f"Omniglot's --class_splits {class_splits} leaves split {split!r} without characters among the "
                       f"{len(names)} found; {fix}.")
   return chosen
 
@@ -199,7 +199,7 @@ def by_characters(pooled: Split, characters: list[str]) -> Split:
 
 
 class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """tfds builder of omniglot from the `Characters` found in a data_dir; one config per their fingerprint."""
+  """tfds builder of omniglot from the ``Characters`` found in a data_dir; one config per their fingerprint."""
 
   name = "fewshot_omniglot"
   # Bump when decoding, resizing or the class split changes.
@@ -230,7 +230,7 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
 
 def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0]) -> Omniglot:
-  """The prepared omniglot builder for `data_dir` at `size` px; decodes and prepares only on first use.
+  """The prepared omniglot builder for ``data_dir`` at ``size`` px; decodes and prepares only on first use.
 
   Every image is decoded before tfds writes anything, so a corrupt file raises
   DataError and leaves the tfds dir untouched.

@@ -1,6 +1,6 @@
 """Prepared image datasets read back: what their metadata says about each record, and reads by class.
 
-The metadata (written by `images.ImageDataset`) holds per-class image counts, so class c
+The metadata (written by ``images.ImageDataset``) holds per-class image counts, so class c
 is records sum(counts[:c]) .. sum(counts[:c+1]) - 1, and a per-record official subset
 code; a class subset is read by random access without touching other records.
 """
@@ -91,7 +91,7 @@ class Prepared:
     return self.num_images(class_ids) * 3 * self.stored_size ** 2
 
   def read(self, class_ids: Sequence[int]) -> Split:
-    """The classes `class_ids` as a `Split` (label k is class_ids[k]), reading exactly their records."""
+    """The classes ``class_ids`` as a ``Split`` (label k is class_ids[k]), reading exactly their records."""
     return tfds_io.read_classes(self.records(), self.class_counts, class_ids)
 
   def iter_chunks(self, class_ids: Sequence[int], chunk_size: int | None = None

@@ -1,4 +1,4 @@
-"""`strokes`: the embedded, offline, procedurally drawn character dataset.
+"""``strokes``: the embedded, offline, procedurally drawn character dataset.
 
 A class is a random glyph of 1-4 cubic Bezier strokes; each of its images is
 the glyph as drawn by another "drawer": jittered control points, a small random
@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot.data import options, tfds_io
+from fewshot.data import catalog, tfds_io
 from fewshot.errors import DataError
 
 NUM_CLASSES = 1200
@@ -97,9 +97,9 @@ def _render_batch(points: np.ndarray, weights: np.ndarray, sigma: np.ndarray, si
 
 
 def render_glyphs(num_classes: int, per_class: int, seed: int = SEED, size: int = 28) -> tuple[np.ndarray, np.ndarray]:
-  """Draws `per_class` images of each of `num_classes` random stroke glyphs.
+  """Draws ``per_class`` images of each of ``num_classes`` random stroke glyphs.
 
-  Pure numpy and deterministic in `seed`: the PCG64 draws are platform
+  Pure numpy and deterministic in ``seed``: the PCG64 draws are platform
   independent; float32 rendering could differ across CPUs/BLAS by one grey
   level on rare pixels, never in glyph shape.
 
@@ -142,13 +142,13 @@ def render_glyphs(num_classes: int, per_class: int, seed: int = SEED, size: int 
 
 
 def class_split(num_classes: int, seed: int = SEED) -> dict[str, np.ndarray]:
-  """Disjoint sorted class ids of train / val / test, fixed by `seed`."""
+  """Disjoint sorted class ids of train / val / test, fixed by ``seed``."""
   perm = np.random.default_rng([seed, 1]).permutation(num_classes)
   total = sum(SPLIT_FRACTIONS)
   n_train = num_classes * SPLIT_FRACTIONS[0] // total
   n_val = num_classes * SPLIT_FRACTIONS[1] // total
   parts = np.split(perm, [n_train, n_train + n_val])
-  return {name: np.sort(p) for name, p in zip(options.SPLITS, parts)}
+  return {name: np.sort(p) for name, p in zip(catalog.SPLITS, parts)}
 
 
 def class_name(i: int) -> str:
@@ -163,7 +163,7 @@ class StrokesConfig(tfds.core.BuilderConfig):
 
 
 class Strokes(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """tfds builder of `strokes`; the default config has 1,200 classes x 20 images."""
+  """tfds builder of ``strokes``; the default config has 1,200 classes x 20 images."""
 
   name = "fewshot_strokes"
   # Bump whenever render_glyphs changes, or stale prepared data is reused.

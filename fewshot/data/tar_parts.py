@@ -1,9 +1,9 @@
-"""The tar part an `archives.FileTree` overlays: a .tar, .tgz or .tar.gz (bzip2 and xz too), read as a stream.
+"""The tar part an ``archives.FileTree`` overlays: a .tar, .tgz or .tar.gz (bzip2 and xz too), read as a stream.
 
 A compressed tar has no random access, so the listing reads the whole stream once, and
 checks that the archive ends with its end-of-archive block (tarfile alone would end a
 truncated listing quietly) and, by reading to the end, that a gzip CRC trailer is right.
-What listing and reading cost is in the `archives` module docstring.
+What listing and reading cost is in the ``archives`` module docstring.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _open_stream(path: pathlib.Path):
 
 
 class TarPart(Part):
-  """A .tar, .tar.gz or .tgz (or bzip2/xz-compressed tar); `keep`: members held in memory while listing."""
+  """A .tar, .tar.gz or .tgz (or bzip2/xz-compressed tar); ``keep``: members held in memory while listing."""
 
   kind = "tar"
 

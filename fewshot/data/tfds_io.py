@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot.data.options import SMALL_IMAGE_SIZE
+from fewshot.data.catalog import SMALL_IMAGE_SIZE
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 
@@ -44,9 +44,9 @@ def default_tfds_dir(tfds_dir: str | None = None) -> str:
 def dataset_info(builder: tfds.core.DatasetBuilder, class_names, description: str,
                  image_shape: tuple[int, ...] = IMAGE_SHAPE, *, metadata: tfds.core.MetadataDict | None = None,
                  disable_shuffling: bool = False) -> tfds.core.DatasetInfo:
-  """Feature spec shared by all datasets: a uint8 image of `image_shape` and a class label.
+  """Feature spec shared by all datasets: a uint8 image of ``image_shape`` and a class label.
 
-  `class_names` None leaves the label's names to be restored from a prepared
+  ``class_names`` None leaves the label's names to be restored from a prepared
   directory, so a prepared dataset can be opened without the dataset's files.
   """
   # tfds.features.Image would need TensorFlow to encode PNGs; a zlib tensor does not.
@@ -70,9 +70,9 @@ def image_shape(builder: tfds.core.DatasetBuilder) -> tuple[int, ...]:
 
 
 def prepare(builder: tfds.core.DatasetBuilder) -> None:
-  """Prepares `builder` into array_record once; a no-op when already prepared.
+  """Prepares ``builder`` into array_record once; a no-op when already prepared.
 
-  tfds writes into an `incomplete.*` directory and renames it only on success,
+  tfds writes into an ``incomplete.*`` directory and renames it only on success,
   and deletes it on failure; we also remove the empty parent directories it
   leaves, so a failed run leaves the tfds dir as it found it. Two processes preparing one
   dataset at once both succeed: the first to finish is kept.
@@ -122,7 +122,7 @@ def _progress_bars_on_terminal_only():
 
 
 def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
-  """Reads a prepared split into a `Split`, labels remapped to 0..C-1 in class-name order."""
+  """Reads a prepared split into a ``Split``, labels remapped to 0..C-1 in class-name order."""
   stored = builder.as_data_source(split=split)
   n = len(stored)
   if n == 0:
@@ -150,7 +150,7 @@ def read_split(builder: tfds.core.DatasetBuilder, split: str) -> Split:
 
 
 class ConcatRecords:
-  """Random access over several prepared splits of `builder`, indexed as one sequence in the given order."""
+  """Random access over several prepared splits of ``builder``, indexed as one sequence in the given order."""
 
   def __init__(self, builder: tfds.core.DatasetBuilder, splits: Sequence[str]):
     self.builder = builder
@@ -174,7 +174,7 @@ class ConcatRecords:
 
 
 def class_ranges(class_counts: Sequence[int], class_ids: Sequence[int]) -> list[tuple[int, int]]:
-  """[start, stop) record indices of each class in `class_ids` of a label-sorted sequence."""
+  """[start, stop) record indices of each class in ``class_ids`` of a label-sorted sequence."""
   counts = np.asarray(class_counts, np.int64)
   starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
   ids = np.asarray(class_ids, np.int64)
@@ -185,15 +185,15 @@ def class_ranges(class_counts: Sequence[int], class_ids: Sequence[int]) -> list[
 
 def iter_class_chunks(records: ConcatRecords, class_counts: Sequence[int], class_ids: Sequence[int],
                       chunk_size: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-  """Yields (uint8 images [n, ...], int32 labels [n]) of the classes `class_ids`, `chunk_size` records at a time.
+  """Yields (uint8 images [n, ...], int32 labels [n]) of the classes ``class_ids``, ``chunk_size`` records at a time.
 
-  Labels are positions in `class_ids` (0..len(class_ids)-1); chunks follow
-  `class_ids` order and each class's records in stored order. Only those records
+  Labels are positions in ``class_ids`` (0..len(class_ids)-1); chunks follow
+  ``class_ids`` order and each class's records in stored order. Only those records
   are read, so a host-memory loader can stream a split too big to hold.
-  `chunk_size` None: about 256 MB of pixels per chunk.
+  ``chunk_size`` None: about 256 MB of pixels per chunk.
 
   Raises:
-    DataError: a record's stored label disagrees with `class_counts` (a damaged prepared dir).
+    DataError: a record's stored label disagrees with ``class_counts`` (a damaged prepared dir).
   """
   shape = image_shape(records.builder)
   if chunk_size is None:
@@ -220,10 +220,10 @@ def iter_class_chunks(records: ConcatRecords, class_counts: Sequence[int], class
 
 
 def read_classes(records: ConcatRecords, class_counts: Sequence[int], class_ids: Sequence[int]) -> Split:
-  """The classes `class_ids` of a label-sorted sequence as a `Split`, label k = class_ids[k].
+  """The classes ``class_ids`` of a label-sorted sequence as a ``Split``, label k = class_ids[k].
 
   Raises:
-    DataError: the prepared records disagree with `class_counts` (a damaged prepared dir).
+    DataError: the prepared records disagree with ``class_counts`` (a damaged prepared dir).
   """
   class_ids = [int(c) for c in class_ids]
   n = sum(hi - lo for lo, hi in class_ranges(class_counts, class_ids))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from fewshot import choices
-from fewshot.data import options as data_options
+from fewshot.data import catalog
 from fewshot.errors import ConfigError
 from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 
@@ -26,34 +26,34 @@ MODEL, TRAINING = "model and loss", "batches and training"
 @dataclasses.dataclass(frozen=True)
 class DMLConfig(RunOptions):
   dataset: str = option("strokes", "the dataset (strokes: embedded, built by the package)",
-                        choices=data_options.DATASETS, group=DATA)
+                        choices=catalog.DATASETS, heading=DATA)
   data_dir: str | None = option(None, "folder with the dataset's files (archives or extracted folders); not part of "
-                                "the run: --resume may name a new one", group=DATA)
+                                "the run: --resume may name a new one", heading=DATA)
   tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
-                                "--resume may name a new one", group=DATA)
-  backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES, group=MODEL)
-  embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True, group=MODEL)
+                                "--resume may name a new one", heading=DATA)
+  backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES, heading=MODEL)
+  embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True, heading=MODEL)
   loss: str = option("triplet", f"the loss, one of {', '.join(choices.LOSSES)} (a run of a user-written loss, "
-                     f"trained from Python, records {choices.CUSTOM_PREFIX}<its name>)", group=MODEL)
-  miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS), group=MODEL)
+                     f"trained from Python, records {choices.CUSTOM_PREFIX}<its name>)", heading=MODEL)
+  miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS), heading=MODEL)
   classes: int | None = option(None, "classes per batch (default 8 for embedding losses, 32 for classification "
-                               "losses)", positive=True, group=TRAINING)
+                               "losses)", positive=True, heading=TRAINING)
   per_class: int | None = option(None, "images per class in a batch (default 4 for embedding losses, 1 for "
-                                 "classification)", positive=True, group=TRAINING)
-  steps_per_epoch: int = option(100, "training steps between validations", positive=True, group=TRAINING)
+                                 "classification)", positive=True, heading=TRAINING)
+  steps_per_epoch: int = option(100, "training steps between validations", positive=True, heading=TRAINING)
   epochs: int | None = option(None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)",
-                              positive=True, group=TRAINING)
-  learning_rate: float = option(1e-3, "Adam learning rate of the model", positive=True, group=TRAINING)
+                              positive=True, heading=TRAINING)
+  learning_rate: float = option(1e-3, "Adam learning rate of the model", positive=True, heading=TRAINING)
   loss_learning_rate: float | None = option(None, "Adam learning rate of the loss's own parameters (proxies, "
-                                            "scales); default --learning_rate", positive=True, group=TRAINING)
+                                            "scales); default --learning_rate", positive=True, heading=TRAINING)
   image_size: int | None = option(None, "model input side (default 28 on strokes/omniglot, 84 conv4, 224 resnet18)",
-                                  group=DATA)
+                                  heading=DATA)
   class_order: str = option("default", "the class order the train/test halves are cut from: default or random",
-                            choices=data_options.CLASS_ORDERS, group=DATA)
-  split_seed: int = option(0, "seed of --class_order random (and of the folds' order under it)", group=DATA)
+                            choices=catalog.CLASS_ORDERS, heading=DATA)
+  split_seed: int = option(0, "seed of --class_order random (and of the folds' order under it)", heading=DATA)
   folds: int = option(1, "1 (one validation fold) or 4 (4 fold models, separated and concatenated results)",
-                      group=TRAINING)
-  seed: int = option(0, "seed of initialisation and of every batch", group=RUNS)
+                      heading=TRAINING)
+  seed: int = option(0, "seed of initialisation and of every batch", heading=RUNS)
   precision: str = precision_option()
 
   def __post_init__(self):
@@ -68,8 +68,8 @@ class DMLConfig(RunOptions):
     if self.folds not in FOLDS:
       raise ConfigError(f"--folds must be 1 (one validation fold) or 4 (the reality check's cross-validation), "
                         f"got {self.folds}.")
-    data = data_options.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
-                                protocol=self.protocol, class_order=self.class_order)
+    data = catalog.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
+                                class_splits=self.class_splits, class_order=self.class_order)
     object.__setattr__(self, "image_size", data.image_size)
     classes, per_class = CLASSIFICATION_LOSS_BATCH if self.loss in choices.PROXY_LOSSES else EMBEDDING_LOSS_BATCH
     self.set_default("classes", classes)
@@ -90,8 +90,8 @@ class DMLConfig(RunOptions):
     return f"dml_{self.dataset}_{self.backbone}_{self.loss.replace(':', '-')}_seed{self.seed}"
 
   @property
-  def protocol(self) -> str | None:
+  def class_splits(self) -> str | None:
     """The image datasets' 'dml' class split (train/test halves) where they have it; mini_imagenet has only 'fewshot'."""
-    if self.dataset in data_options.SMALL_DATASETS:
+    if self.dataset in catalog.SMALL_DATASETS:
       return None
-    return "dml" if "dml" in data_options.PROTOCOLS[self.dataset] else "fewshot"
+    return "dml" if "dml" in catalog.CLASS_SPLITS[self.dataset] else "fewshot"

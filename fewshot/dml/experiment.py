@@ -20,7 +20,7 @@ from fewshot import backbones, data, distances
 from fewshot.analysis import stats
 from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
-from fewshot.data.options import fits_on_device
+from fewshot.data.catalog import fits_on_device
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
@@ -44,7 +44,7 @@ def fold_splits(config: DMLConfig, splits: dict[str, Split]) -> list[tuple[Split
 def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split, dict[str, Split]]:
   """Each fold model's (training, validation) splits, the test split, and the dataset's splits they come from."""
   splits = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, image_size=config.image_size,
-                            protocol=config.protocol, class_order=config.class_order, seed=config.split_seed)
+                            class_splits=config.class_splits, class_order=config.class_order, seed=config.split_seed)
   folds = fold_splits(config, splits)
   for k, (train, _) in enumerate(folds):
     class_draws.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
@@ -69,7 +69,7 @@ def _data_mesh(config: DMLConfig, data_parallel: bool | None, group: bool) -> Me
 class Experiment:
   """Everything a metric-learning configuration builds before training (writes nothing): the fold models' splits
   and the test split, the augmentation, a learner per number of training classes (so folds share compiles), and,
-  with ``seeds``, the seed group's placement on the devices (:mod:`fewshot.training.seed_groups`).
+  with ``seeds``, the seed group's layout on the devices (:mod:`fewshot.training.seed_groups`).
 
   ``placement`` (see :func:`fewshot.training.sources.place`) says where training images live; validation and test
   splits are embedded from host memory in batches either way. ``loss`` is a user's

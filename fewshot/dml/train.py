@@ -21,7 +21,7 @@ flags, configuration and run directory passed, so a bad option is refused before
 
 Run directory (``--folds 1``: the fold's files are at the top)::
 
-  <workdir>/config.json                 the resolved configuration (+ image_shape, the backbone's input)
+  <workdir>/config.json                 the resolved configuration (+ input_shape, the backbone's input)
   <workdir>/results.json                test metrics of the best checkpoint(s)
   <workdir>/fold<k>/metrics.jsonl       one row per epoch: loss, validation metrics, seconds
   <workdir>/fold<k>/checkpoints/{last,best}
@@ -44,7 +44,7 @@ def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(DMLConfig)
   cli.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
-  with options.flag_group(dml_config.TRAINING):
+  with options.flag_heading(dml_config.TRAINING):
     flags.DEFINE_bool("data_parallel", None, "shard each batch over the devices (default: on when there are several, "
                       "off with --seeds, whose runs are sharded instead)")
 

@@ -18,7 +18,7 @@ from fewshot.augment.affine import Distortion
 from fewshot.augment.augmentation import Augmentation
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split, omniglot
-from fewshot.data.options import fits_on_device
+from fewshot.data.catalog import fits_on_device
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
@@ -57,11 +57,12 @@ def build_augmentation(config: Config) -> Augmentation:
 def with_values(config: Config, head=None, backbone=None) -> Config:
   """The configuration that records a head and a backbone passed as values from Python: a :class:`DistanceHead
   <fewshot.heads.DistanceHead>` by its names (``--head``, ``--classifier``, ``--distance``), any other head as
-  ``custom:<its name>``, a backbone module as ``custom:<its class name>``.
+  ``custom:<its name>``, a backbone module as ``custom:<its class name>``. The values are named here, and
+  resolved and checked where they are used: by the learner (:class:`EpisodicLearner`).
   """
   changes = {}
   if head is not None:
-    head = heads.resolve(head)
+    head = heads.resolve(head) if isinstance(head, str) else head  # a --head name where a value may stand
     if isinstance(head, heads.DistanceHead):
       changes.update(head=head.formulation, classifier=head.classifier, distance=head.distance)
     else:
@@ -74,9 +75,9 @@ def with_values(config: Config, head=None, backbone=None) -> Config:
   return dataclasses.replace(config, **changes) if changes else config
 
 
-def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
-  """The learner of a configuration, with the head and backbone values it records as ``custom:<name>`` (or, for a
-  head, by the paper's names) passed again; one-line ``ConfigError`` where one is missing or is not the recorded one.
+def check_values(config: Config, head=None, backbone=None) -> None:
+  """One-line ``ConfigError`` where a run recorded a head or backbone value (``custom:<name>``, or a head by the
+  paper's names) and the one passed to load it is missing or records otherwise.
   """
   choices.require_values(config, {"head": head, "backbone": backbone},
                          "pass the same object again, e.g. fewshot.load(workdir, {kind}=my_{kind}).")
@@ -85,6 +86,12 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
     if getattr(recorded, kind) != getattr(config, kind):
       raise ConfigError(f"the run's --{kind} is {getattr(config, kind)}, but the {kind.replace('classifier', 'head')} "
                         f"passed records as {getattr(recorded, kind)}; pass the one it was trained with.")
+
+
+def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
+  """The learner of a configuration that records ``head`` and ``backbone`` (:func:`with_values`, or
+  :func:`check_values` for a run's), the values in place of its named ones; the learner resolves and checks them.
+  """
   return EpisodicLearner(
       backbones.get_backbone(config.backbone) if backbone is None else backbone,
       train_shape(config),
@@ -101,9 +108,9 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
 
 
 def load_data(config: Config, splits: tuple[str, ...] = SPLITS) -> dict[str, Split]:
-  """The requested splits of the config's dataset (a protocol without val holds out training classes)."""
+  """The requested splits of the config's dataset (class splits without val hold out training classes)."""
   return data.load_splits(config.dataset, config.data_dir, config.tfds_dir, splits, image_size=config.image_size,
-                          protocol=config.protocol, class_order=config.class_order, seed=config.split_seed,
+                          class_splits=config.class_splits, class_order=config.class_order, seed=config.split_seed,
                           bbox_crop=config.bbox_crop, rotations=config.rotations)
 
 

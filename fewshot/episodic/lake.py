@@ -31,8 +31,8 @@ import numpy as np
 from fewshot import distances, heads
 from fewshot.analysis import stats
 from fewshot.data import archives
+from fewshot.data.catalog import SMALL_IMAGE_SIZE
 from fewshot.data.omniglot import decode
-from fewshot.data.options import SMALL_IMAGE_SIZE
 from fewshot.episodic import learning
 from fewshot.errors import ConfigError, DataError
 
@@ -236,5 +236,5 @@ def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   rules = {"head": {"name": config.model_name, "classifier": config.classifier, "head": config.head,
                     "distance": config.distance, "theta": model.theta, **summarise(correct["head"])},
            "nn": {"name": "1-NN (Euclidean)", **summarise(correct["nn"])}}
-  return {"source": runs_path, "model": config.model_name, "test_shifts": config.test_shifts, "runs": len(runs),
+  return {"lake_runs": runs_path, "model": config.model_name, "test_shifts": config.test_shifts, "runs": len(runs),
           "items": sum(sizes[1::2]), "rules": rules, "per_run": table}

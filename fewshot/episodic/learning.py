@@ -76,28 +76,28 @@ class EpisodicLearner:
 
 
 # ---- model and head ----------------------------------------------------------------------------
-def init_state(learner: EpisodicLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
+def init_state(learner: EpisodicLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
   """The initial state ``params = {"backbone": ..., **head.init(...)}``, once :func:`check_shapes` passed;
-  ``image_shape`` is the backbone's input (the transformed images'), not the stored one.
+  ``input_shape`` is the backbone's input (the transformed images'), not the stored one.
   """
-  check_shapes(learner, tuple(image_shape))
-  return _init_state(learner, key, tuple(image_shape))
+  check_shapes(learner, tuple(input_shape))
+  return _init_state(learner, key, tuple(input_shape))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))  # eager init would compile op by op
-def _init_state(learner: EpisodicLearner, key: jax.Array, image_shape: tuple[int, ...]) -> TrainState:
-  variables = learner.model.init(key, jnp.zeros((2, *image_shape), jnp.float32),
+def _init_state(learner: EpisodicLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
+  variables = learner.model.init(key, jnp.zeros((2, *input_shape), jnp.float32),
                                  **backbones.call_options(learner.model, False))
   params = {"backbone": variables["params"], **learner.head.init(jax.random.fold_in(key, 1))}
   return TrainState.create(params, variables.get("batch_stats", {}), learner.optimizer)
 
 
 @functools.lru_cache(maxsize=64)
-def check_shapes(learner: EpisodicLearner, image_shape: tuple[int, ...]) -> None:
+def check_shapes(learner: EpisodicLearner, input_shape: tuple[int, ...]) -> None:
   """One-line ``ConfigError`` for a backbone or head that returns the wrong shapes, from tracing alone (nothing runs):
   see :func:`fewshot.backbones.check_output` and :func:`fewshot.heads.check_outputs`.
   """
-  dim = backbones.check_output(learner.model, image_shape)
+  dim = backbones.check_output(learner.model, input_shape)
   shape = learner.shape
   heads.check_outputs(learner.head, shape.way, shape.way * shape.shot, shape.way * shape.query, dim)
 
@@ -205,11 +205,11 @@ def diagnose(learner: EpisodicLearner, before, new_state: TrainState, old_batch_
   )
 
 
-def lowered_step(learner: EpisodicLearner, image_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
+def lowered_step(learner: EpisodicLearner, input_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
   """One run's training step lowered on an episode of ``stored_shape`` images (nothing compiles or runs): what
   :func:`fewshot.training.seed_groups.check_memory` measures a group's memory by.
   """
-  state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), image_shape))
+  state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), input_shape))
   shape = learner.shape
   episode = Episode(support_images=jax.ShapeDtypeStruct((shape.way * shape.shot, *stored_shape), jnp.uint8),
                     support_labels=jax.ShapeDtypeStruct((shape.way * shape.shot,), jnp.int32),

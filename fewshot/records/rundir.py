@@ -26,7 +26,7 @@ import pathlib
 from typing import Any, Callable
 
 from fewshot.errors import ConfigError, RunDirError, one_line
-from fewshot.options import LOCATION_FIELDS
+from fewshot.options import LOCATION_FIELDS, current_names
 from fewshot.records import writer_lock
 from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import finite_json, make_dirs, write_json_atomic
@@ -80,7 +80,7 @@ class RunDir:
 
   # ---- json records ----------------------------------------------------------------------
   def read_config(self) -> dict:
-    """config.json as saved; one cut short or edited into something else than a JSON object is a one-line
+    """config.json as saved, under today's field names; one cut short or edited into something else than a JSON object is a one-line
     ``RunDirError`` naming it.
     """
     if self.config_path.is_dir():
@@ -99,6 +99,7 @@ class RunDir:
                         f"{_RESTORE}") from None
     if not isinstance(config, dict):
       raise RunDirError(f"{self.config_path} holds a JSON {type(config).__name__}, not the run's options; {_RESTORE}")
+    config = current_names(config)  # a run recorded before a field's rename reads as today's
     self._config_read = (version, copy.deepcopy(config))
     return config
 

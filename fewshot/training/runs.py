@@ -42,7 +42,7 @@ class Runs:
     return cls(tuple(dirs), tuple(configs), resume=resume)
 
   def on(self, group) -> Runs:
-    """These runs laid out as ``group`` (a seed group's placement on the devices; None for one run)."""
+    """These runs laid out as ``group`` (a seed group's layout on the devices; None for one run)."""
     return dataclasses.replace(self, group=group)
 
   def under(self, folder: str | None) -> Runs:

@@ -234,7 +234,7 @@ def _refuse_over(group: SeedGroup, runs: int, per_run: int, shared: int, limit: 
 
 def form(seeds: tuple[int, ...] | None, own_seed: int, lower, shared_bytes: int,
          run_fix: str | None = None) -> tuple[SeedGroup | None, tuple[int, ...]]:
-  """The runs' placement: for ``seeds``, a seed group over the devices, checked against the processes and the memory
+  """The runs' layout: for ``seeds``, a seed group over the devices, checked against the processes and the memory
   (:func:`check_memory`), and its seeds padded to the run axis; for None, one run of ``own_seed``, checked against
   the memory only where ``run_fix`` says what a run too large should change. ``lower()`` lowers one run's training
   step, called only where a check needs it (lowering takes a second).

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fewshot.choices import PLACEMENTS
-from fewshot.data.options import DEVICE_BUDGET_BYTES, fits_on_device
+from fewshot.data.catalog import DEVICE_BUDGET_BYTES, fits_on_device
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 from fewshot.training import seed_groups

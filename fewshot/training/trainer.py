@@ -28,7 +28,7 @@ class Experiment(Protocol):
   """
 
   config: Any  # the run's options (a dataclass with dataset, precision and seed)
-  group: Any  # the seed group's placement on the devices (fewshot.training.seed_groups.SeedGroup), or None
+  group: Any  # the seed group's layout on the devices (fewshot.training.seed_groups.SeedGroup), or None
   data: dict  # how the dataset was split (fewshot.training.provenance.data_record)
   input_shape: tuple[int, ...]  # what the backbone sees, as config.json records it
   models: tuple[str | None, ...]
@@ -66,7 +66,7 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   experiment.check()
   runs = runs.on(experiment.group)
   c = experiment.config
-  runs.begin(image_shape=list(experiment.input_shape), provenance=provenance.provenance(), data=experiment.data)
+  runs.begin(input_shape=list(experiment.input_shape), provenance=provenance.provenance(), data=experiment.data)
   desc = experiment.name if len(runs.configs) == 1 else f"{experiment.name} x{len(runs.configs)} seeds"
   start = start_lines(desc, runs, c.dataset, experiment.data, c.precision)
   models = [runs.under(folder) for folder in experiment.models]

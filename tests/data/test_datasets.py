@@ -192,23 +192,23 @@ def test_omniglot_changed_source_is_not_stale(tmp_path):
 
 def test_vinyals_protocol_has_vinyals_sizes_on_the_full_character_set():
   names = [f"alphabet{i // 40:02d}/character{i % 40:02d}" for i in range(1623)]
-  splits = omniglot.protocol_splits(names, "vinyals", seed=0)
+  splits = omniglot.character_splits(names, "vinyals", seed=0)
   assert [len(splits[s]) for s in data.SPLITS] == [1028, 172, 423]
   assert sorted(sum(splits.values(), [])) == sorted(names)  # disjoint, and every character somewhere
-  assert omniglot.protocol_splits(names[::-1], "vinyals", seed=0) == splits  # a property of the names alone
-  assert omniglot.protocol_splits(names, "vinyals", seed=1)["test"] != splits["test"]
+  assert omniglot.character_splits(names[::-1], "vinyals", seed=0) == splits  # a property of the names alone
+  assert omniglot.character_splits(names, "vinyals", seed=1)["test"] != splits["test"]
 
 
-def test_background_evaluation_protocol_splits_by_alphabet():
+def test_background_evaluation_character_splits_by_alphabet():
   assert len(omniglot.EVALUATION_ALPHABETS) == 20
   names = ["Latin/character01", "Angelic/character02", "Greek/character01", "Tengwar/character07"]
-  assert omniglot.protocol_splits(names, "background_evaluation") == {
+  assert omniglot.character_splits(names, "background_evaluation") == {
       "train": ["Greek/character01", "Latin/character01"], "test": ["Angelic/character02", "Tengwar/character07"]}
   with pytest.raises(data.DataError, match="images_evaluation.zip") as err:
-    omniglot.protocol_splits(["Latin/character01", "Greek/character01"], "background_evaluation")
+    omniglot.character_splits(["Latin/character01", "Greek/character01"], "background_evaluation")
   assert "\n" not in str(err.value)
   with pytest.raises(ConfigError, match="default, vinyals, background_evaluation"):
-    omniglot.protocol_splits(names, "lake")
+    omniglot.character_splits(names, "lake")
 
 
 def test_rotations_are_new_classes_of_the_turned_images():
@@ -229,7 +229,7 @@ def test_rotations_are_new_classes_of_the_turned_images():
 
 def test_omniglot_protocols_on_the_real_zips(omniglot_zips, omniglot_dir):
   tfds_dir, default = omniglot_zips
-  vinyals = data.load_splits("omniglot", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), protocol="vinyals",
+  vinyals = data.load_splits("omniglot", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), class_splits="vinyals",
                              seed=3)
   sizes = [vinyals[s].num_classes for s in data.SPLITS]
   assert sizes == [153, 26, 63]  # 242 characters cut at round(242 * 1028/1623) and round(242 * 1200/1623)
@@ -242,7 +242,7 @@ def test_omniglot_protocols_on_the_real_zips(omniglot_zips, omniglot_dir):
   np.testing.assert_array_equal(vinyals["test"].images[vinyals["test"].labels == 0],
                                 stored.images[stored.labels == stored.class_names.index(name)])
   with pytest.raises(data.DataError, match="images_evaluation.zip"):  # the background_small zips hold no evaluation alphabet
-    data.load_splits("omniglot", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), protocol="background_evaluation")
+    data.load_splits("omniglot", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), class_splits="background_evaluation")
   turned = data.load_split("omniglot", "val", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), rotations=True)
   assert turned.num_classes == 4 * default["val"].num_classes and len(turned.images) == 4 * len(default["val"].images)
   with pytest.raises(ConfigError, match="rotations"):

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from fewshot import data
-from fewshot.data import class_splits, images, memory, options, readers
+from fewshot.data import catalog, class_splits, images, memory, readers
 
 import dataset_fixtures as fixtures
 from dataset_fixtures import one_line_error
@@ -56,18 +56,18 @@ def check_split(split: data.Split, fx: fixtures.Fixture, class_ids, size: int = 
 
 
 def test_cub_fewshot_is_the_parity_split_of_chen_et_al():
-  ids = class_splits.class_splits("cub", [None] * 200)
+  ids = class_splits.class_ids("cub", [None] * 200)
   assert {k: len(v) for k, v in ids.items()} == {"train": 100, "val": 50, "test": 50}
   np.testing.assert_array_equal(ids["train"], np.arange(0, 200, 2))
   np.testing.assert_array_equal(ids["val"], np.arange(1, 200, 4))
   np.testing.assert_array_equal(ids["test"], np.arange(3, 200, 4))
-  small = class_splits.class_splits("cub", [None] * 8)
+  small = class_splits.class_ids("cub", [None] * 8)
   assert {k: v.tolist() for k, v in small.items()} == {"train": [0, 2, 4, 6], "val": [1, 5], "test": [3, 7]}
 
 
 @pytest.mark.parametrize("dataset,num_classes,half", [("cub", 200, 100), ("cars196", 196, 98)])
 def test_dml_halves(dataset, num_classes, half):
-  ids = class_splits.class_splits(dataset, [None] * num_classes, protocol="dml")
+  ids = class_splits.class_ids(dataset, [None] * num_classes, class_splits="dml")
   assert list(ids) == ["train", "test"]
   np.testing.assert_array_equal(ids["train"], np.arange(half))
   np.testing.assert_array_equal(ids["test"], np.arange(half, num_classes))
@@ -78,23 +78,23 @@ def test_dml_halves(dataset, num_classes, half):
 def test_file_defined_partitions(dataset, sizes):
   subsets = [name for name, n in sizes.items() for _ in range(n)]
   subsets[0], subsets[-1] = subsets[-1], subsets[0]  # the files, not positions, decide by default
-  ids = class_splits.class_splits(dataset, subsets)
+  ids = class_splits.class_ids(dataset, subsets)
   assert {k: len(v) for k, v in ids.items()} == sizes
   for name, v in ids.items():
     assert all(subsets[c] == name for c in v)
-  rand = class_splits.class_splits(dataset, subsets, class_order="random", seed=5)
+  rand = class_splits.class_ids(dataset, subsets, class_order="random", seed=5)
   assert {k: len(v) for k, v in rand.items()} == sizes
   assert np.array_equal(np.sort(np.concatenate(list(rand.values()))), np.arange(len(subsets)))
   assert not np.array_equal(rand["train"], ids["train"])
 
 
-@pytest.mark.parametrize("dataset,protocol", [("cub", "fewshot"), ("cub", "dml"), ("cars196", "dml"),
+@pytest.mark.parametrize("dataset,named", [("cub", "fewshot"), ("cub", "dml"), ("cars196", "dml"),
                                               ("sop", "dml"), ("mini_imagenet", "fewshot")])
-def test_random_order_is_seeded_partition(dataset, protocol):
+def test_random_order_is_seeded_partition(dataset, named):
   n = 40
   subsets = {"sop": ["train"] * 22 + ["test"] * 18,
              "mini_imagenet": ["train"] * 24 + ["val"] * 8 + ["test"] * 8}.get(dataset, [None] * n)
-  split = lambda **kw: class_splits.class_splits(dataset, subsets, protocol=protocol, **kw)  # noqa: E731
+  split = lambda **kw: class_splits.class_ids(dataset, subsets, class_splits=named, **kw)  # noqa: E731
   default, a, b, c = split(), split(class_order="random", seed=1), split(class_order="random", seed=1), \
       split(class_order="random", seed=2)
   for name in default:
@@ -107,14 +107,14 @@ def test_random_order_is_seeded_partition(dataset, protocol):
 
 
 def test_class_split_errors():
-  one_line_error(lambda: class_splits.class_splits("sop", ["train", "test"], protocol="fewshot"),
-                 "--protocol fewshot", "sop", "choose one of dml")
-  one_line_error(lambda: class_splits.class_splits("mini_imagenet", ["train"], protocol="dml"), "choose one of fewshot")
-  one_line_error(lambda: class_splits.class_splits("cub", [None] * 8, class_order="shuffled"), "default, random")
-  one_line_error(lambda: class_splits.class_splits("cub", [None] * 8, class_order="random", seed="x"), "seed")
-  one_line_error(lambda: class_splits.class_splits("cub", [None] * 3), "'test'", "at least 4")
-  one_line_error(lambda: class_splits.class_splits("sop", ["train", None, "test"]), "class 1", "protocol dml")
-  one_line_error(lambda: class_splits.class_splits("omniglot", [None] * 4), "cub, mini_imagenet, cars196, sop")
+  one_line_error(lambda: class_splits.class_ids("sop", ["train", "test"], class_splits="fewshot"),
+                 "--class_splits fewshot", "sop", "choose one of dml")
+  one_line_error(lambda: class_splits.class_ids("mini_imagenet", ["train"], class_splits="dml"), "choose one of fewshot")
+  one_line_error(lambda: class_splits.class_ids("cub", [None] * 8, class_order="shuffled"), "default, random")
+  one_line_error(lambda: class_splits.class_ids("cub", [None] * 8, class_order="random", seed="x"), "seed")
+  one_line_error(lambda: class_splits.class_ids("cub", [None] * 3), "'test'", "at least 4")
+  one_line_error(lambda: class_splits.class_ids("sop", ["train", None, "test"]), "class 1", "--class_splits dml")
+  one_line_error(lambda: class_splits.class_ids("omniglot", [None] * 4), "cub, mini_imagenet, cars196, sop")
 
 
 def test_class_subsets_of_records():
@@ -135,7 +135,7 @@ CASES = {
     "cars_annos": ("cars196", lambda root: fixtures.write_cars196(root, classes=6, layout="cars_annos")),
     "sop_zip": ("sop", lambda root: fixtures.write_sop(root, layout="zip")),
 }
-EXPECTED = {  # class ids per split under the default protocol and order
+EXPECTED = {  # class ids per split under the default class splits and order
     "cub": {"train": [0, 2, 4, 6], "val": [1, 5], "test": [3, 7]},
     "mini_imagenet": {"train": [0, 1, 2], "val": [3, 4], "test": [5, 6]},
     "cars196": {"train": [0, 1, 2], "test": [3, 4, 5]},
@@ -177,7 +177,7 @@ def test_dml_class_order_is_seeded_and_differs_from_default(cars):
   np.testing.assert_array_equal(a["test"].images, b["test"].images)
   assert set(a["train"].class_names) != set(default["train"].class_names)
   assert set(a["train"].class_names) != set(c["train"].class_names)
-  ids = class_splits.class_splits("cars196", [None] * 8, class_order="random", seed=0)
+  ids = class_splits.class_ids("cars196", [None] * 8, class_order="random", seed=0)
   for name in ("train", "test"):
     check_split(a[name], fx, ids[name].tolist())
 
@@ -280,7 +280,7 @@ def test_bad_options(tmp_path):
   fx = fixtures.write_sop(tmp_path / "src")
   tfds_dir = tmp_path / "tfds"
   one_line_error(lambda: data.load_splits("sop", str(fx.data_dir), str(tfds_dir), bbox_crop=True), "cub, cars196")
-  one_line_error(lambda: data.load_splits("sop", str(fx.data_dir), str(tfds_dir), protocol="fewshot"),
+  one_line_error(lambda: data.load_splits("sop", str(fx.data_dir), str(tfds_dir), class_splits="fewshot"),
                  "choose one of dml")
   one_line_error(lambda: data.load_splits("sop", str(fx.data_dir), str(tfds_dir), splits=("valid",)),
                  "'valid'", "train, val, test")
@@ -298,7 +298,7 @@ def test_memory_plan():
   assert mini84["train"] == memory.SplitPlan(38_400, 96, 38_400 * 96 * 96 * 3, "device")
   assert list(sop224) == ["train", "test"] and sop224["train"].stored_size == 257
   assert {p.placement for p in sop224.values()} == {"host"}
-  assert data.memory_plan("cub", 224, protocol="dml")["train"].placement == "device"
+  assert data.memory_plan("cub", 224, class_splits="dml")["train"].placement == "device"
   small = data.memory_plan("cub", 84, split_images={"train": 10}, device_budget_bytes=10 * 96 * 96 * 3 - 1)
   assert small == {"train": memory.SplitPlan(10, 96, 10 * 96 * 96 * 3, "host")}
-  assert options.stored_size(84) == 96 and options.stored_size(224) == 257
+  assert catalog.stored_size(84) == 96 and catalog.stored_size(224) == 257

@@ -23,7 +23,7 @@ from fewshot.training.trainer import train_runs
 
 from dataset_fixtures import write_cars196
 
-# 16 classes -> the dml protocol's 8 training classes -> 4 folds of 2 (each fold model trains on 6).
+# 16 classes -> the dml class splits' 8 training classes -> 4 folds of 2 (each fold model trains on 6).
 TINY = dict(dataset="cars196", image_size=28, embedding_dim=16, classes=2, per_class=2, steps_per_epoch=2, epochs=2)
 
 
@@ -83,7 +83,7 @@ def test_cli_run_writes_the_run_directory(cars_dir, tmp_path):
   assert done.returncode == 0, done.stderr[-2000:]
   assert "map_at_r" in done.stdout and str(workdir) in done.stdout
   config = json.loads((workdir / "config.json").read_text())
-  assert config["miner"] == "semi_hard" and config["folds"] == 1 and config["image_shape"] == [28, 28, 3]  # the backbone's input (stored at int(1.15 * 28) = 32)
+  assert config["miner"] == "semi_hard" and config["folds"] == 1 and config["input_shape"] == [28, 28, 3]  # the backbone's input (stored at int(1.15 * 28) = 32)
   rows = RunDir(workdir).read_metrics()
   assert [r["step"] for r in rows] == [2, 4]
   for row in rows:

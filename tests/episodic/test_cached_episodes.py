@@ -31,7 +31,7 @@ EPISODES = 40
     [("softmax", "proto", (28, 28, 1), Augmentation(), 0),
      ("dr", "nn", (28, 28, 1), Augmentation(), 0),
      # Each image embedded as the mean over its 9 shifts by up to one pixel, in both paths.
-     ("softmax", "proto", (28, 28, 1), Augmentation(), 1),
+     pytest.param("softmax", "proto", (28, 28, 1), Augmentation(), 1, marks=pytest.mark.slow),
      # An image dataset: stored at 18 px, evaluated through resize + centre crop to 16 px + normalisation.
      ("dr", "proto", (18, 18, 3), Augmentation.for_dataset(16, 3, True, False), 0)],
 )

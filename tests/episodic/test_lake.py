@@ -147,7 +147,7 @@ def test_scores_equal_an_independent_numpy_computation(runs, classifier, head):
     assert summary["run_ci95"] == pytest.approx(1.96 * np.std(run_accuracies) / np.sqrt(RUNS))
   assert results["rules"]["head"]["name"] == model.config.model_name
   from_zip = lake.score_runs(model, archive)
-  assert {**from_zip, "source": None} == {**results, "source": None}
+  assert {**from_zip, "lake_runs": None} == {**results, "lake_runs": None}
 
 
 def test_items_identical_to_their_class_image_are_all_right(tmp_path):
@@ -168,7 +168,7 @@ def test_cli_scores_the_runs_and_writes_lake_runs_json(runs, trained_run):
   written = json.loads((trained_run / "lake_runs.json").read_text())
   expected = lake.score_runs(fewshot.load(str(trained_run)), archive)
   assert written["rules"] == expected["rules"] and written["per_run"] == expected["per_run"]
-  assert written["checkpoint"] == "best" and written["source"] == str(archive)
+  assert written["checkpoint"] == "best" and written["lake_runs"] == str(archive)
   assert len(result.stdout.splitlines()) == 1 + 1 + RUNS + 2 + 1  # title, header, runs, the two rules, wrote
   assert f"{written['rules']['nn']['accuracy']:.2f}% of {RUNS * WAY} items" in result.stdout
   (trained_run / "lake_runs.json").unlink()

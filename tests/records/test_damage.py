@@ -213,7 +213,7 @@ def test_a_damaged_config_json_through_the_command_line(run, trained, assert_one
 @pytest.fixture
 def dml_run(run):
   """A metric-learning run's record (what tells the kinds apart: its config.json) over a run directory."""
-  RunDir(run).write_config({**TINY_DML.to_dict(), "image_shape": [28, 28, 1]})
+  RunDir(run).write_config({**TINY_DML.to_dict(), "input_shape": [28, 28, 1]})
   return run
 
 

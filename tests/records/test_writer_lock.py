@@ -52,7 +52,7 @@ def test_a_run_written_between_the_check_and_the_lock_is_checked_again(tmp_path)
   run = tmp_path / "run"
   second = Runs.open(Config(**TINY), None, [str(run)], resume=False)
   first = RunDir(run)
-  first.write_config({**Config(**{**TINY, "way": 3}).to_dict(), "image_shape": [28, 28, 1]})
+  first.write_config({**Config(**{**TINY, "way": 3}).to_dict(), "input_shape": [28, 28, 1]})
   first.write_metrics([{"episode": 2, "train_loss": 1.0}])
   with pytest.raises(RunDirError, match="holds a different run .* --way"):
     second.begin()

@@ -8,8 +8,8 @@
 Each reader locates the dataset's folders or archives, then parses and cross-checks
 every annotation file and checks that every listed image is present, raising a
 one-line DataError (file, line, what was expected, how to fix) before any image is
-decoded. Decoding and storage are the caller's; `check_image` tells a corrupt image.
-The readers import only `fewshot.data.archives` (the file tree) and `fewshot.errors`.
+decoded. Decoding and storage are the caller's; ``check_image`` tells a corrupt image.
+The readers import only ``fewshot.data.archives`` (the file tree) and ``fewshot.errors``.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ def _check_name(dataset: str) -> None:
 
 
 def read(dataset: str, data_dir) -> DatasetRecords:
-  """`READERS[dataset](data_dir)`: the validated records of one dataset."""
+  """``READERS[dataset](data_dir)``: the validated records of one dataset."""
   _check_name(dataset)
   return READERS[dataset](data_dir)
 
 
 def fingerprint(dataset: str, data_dir) -> str:
-  """The fingerprint of the dataset's files that `read` would return, without reading or validating anything.
+  """The fingerprint of the dataset's files that ``read`` would return, without reading or validating anything.
 
   Costs a stat per archive and a walk of extracted folders, so a caller can find
   already-prepared data before paying for a full read (a .tgz listing inflates it).

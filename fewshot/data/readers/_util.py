@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 
 def root_dir(data_dir, dataset: str, layout: str) -> pathlib.Path:
-  """`data_dir` as a path that exists; DataError naming the expected layout otherwise."""
+  """``data_dir`` as a path that exists; DataError naming the expected layout otherwise."""
   if not data_dir:
     raise DataError(f"Dataset {dataset} needs its files: pass --data_dir pointing at a folder holding {layout}.")
   root = pathlib.Path(data_dir).expanduser()
@@ -25,7 +25,7 @@ def root_dir(data_dir, dataset: str, layout: str) -> pathlib.Path:
 
 def locate_folder_or_archive(data_dir, dataset: str, folder: str, marker: str, layout: str,
                              keep) -> tuple[archives.FileTree, str]:
-  """The dataset's folder (the one holding `marker`) or archive `folder`.*, and which it is; reads nothing.
+  """The dataset's folder (the one holding ``marker``) or archive ``folder``.*, and which it is; reads nothing.
 
   data_dir may be that folder, its parent, the archive, or the archive's parent.
   """
@@ -49,7 +49,7 @@ def locate_folder_or_archive(data_dir, dataset: str, folder: str, marker: str, l
 
 def find_archive(folder: pathlib.Path, stem: str, suffixes: Sequence[str] = archives.ARCHIVE_SUFFIXES
                  ) -> pathlib.Path | None:
-  """`folder/<stem><suffix>` for the first suffix that exists as a file."""
+  """``folder/<stem><suffix>`` for the first suffix that exists as a file."""
   for suffix in suffixes:
     p = folder / f"{stem}{suffix}"
     if p.is_file():
@@ -58,7 +58,7 @@ def find_archive(folder: pathlib.Path, stem: str, suffixes: Sequence[str] = arch
 
 
 def base_of(tree: archives.FileTree, marker: str) -> str | None:
-  """The folder ('' or 'a/b/') of the shallowest member named `marker`, or None if none is."""
+  """The folder ('' or 'a/b/') of the shallowest member named ``marker``, or None if none is."""
   hits = [m for m in tree.members() if m == marker or m.endswith("/" + marker)]
   if not hits:
     return None
@@ -67,7 +67,7 @@ def base_of(tree: archives.FileTree, marker: str) -> str | None:
 
 
 def archive_root(tree: archives.FileTree, marker: str, dataset: str, fix: str) -> archives.FileTree:
-  """The subtree of an archive rooted where its (shallowest) `marker` file is; lists the archive."""
+  """The subtree of an archive rooted where its (shallowest) ``marker`` file is; lists the archive."""
   base = base_of(tree, marker)
   if base is None:
     raise DataError(f"{dataset} annotation file {marker} is missing from archive {tree.description}; {fix}.")
@@ -89,7 +89,7 @@ def bad_line(where: str, lineno: int, expected: str, got: str, fix: str) -> Data
 
 
 def require(tree: archives.FileTree, member: str, dataset: str, holds: str, fix: str) -> None:
-  """DataError unless annotation file `member` is in `tree`."""
+  """DataError unless annotation file ``member`` is in ``tree``."""
   if member not in tree:
     raise DataError(f"{dataset} annotation file {member} (with {holds}) is missing from {tree.description}; {fix}.")
 
@@ -107,10 +107,10 @@ def text_lines(tree: archives.FileTree, member: str, dataset: str, fix: str) -> 
 def parse_rows(tree: archives.FileTree, member: str, dataset: str, *, expected: str,
                parse: Callable[[list[str]], T], fix: str, maxsplit: int = -1,
                lines: list[tuple[int, str]] | None = None) -> list[tuple[int, T]]:
-  """Parses each non-blank line's whitespace-separated fields with `parse`.
+  """Parses each non-blank line's whitespace-separated fields with ``parse``.
 
-  `parse` raises ValueError (or IndexError) on a bad line, which becomes a DataError
-  naming the file, the line, `expected` and what the line held.
+  ``parse`` raises ValueError (or IndexError) on a bad line, which becomes a DataError
+  naming the file, the line, ``expected`` and what the line held.
   """
   if lines is None:
     lines = text_lines(tree, member, dataset, fix)
@@ -157,7 +157,7 @@ def unique_ids(rows: list[tuple[int, tuple]], where: str, what: str, fix: str) -
 
 
 def check_same_ids(ids: Iterable, ref_where: str, table: dict, where: str, what: str, fix: str) -> None:
-  """DataError unless `table` has exactly the keys `ids` (listed in `ref_where`)."""
+  """DataError unless ``table`` has exactly the keys ``ids`` (listed in ``ref_where``)."""
   ids = list(ids)
   idset = set(ids)
   for key, (lineno, _) in table.items():
@@ -170,7 +170,7 @@ def check_same_ids(ids: Iterable, ref_where: str, table: dict, where: str, what:
 
 
 def check_present(tree: archives.FileTree, members: Sequence[str], dataset: str, listed_in: str, fix: str) -> None:
-  """DataError naming the first listed image absent from `tree`, and how many are."""
+  """DataError naming the first listed image absent from ``tree``, and how many are."""
   missing = tree.missing(members)
   if missing:
     raise DataError(f"{len(missing)} of the {len(members)} {dataset} images listed in {listed_in} are missing "

@@ -9,11 +9,11 @@ Two layouts, in data_dir:
     (or car_ims.tgz). Records: member 'car_ims/<file>' as in relative_im_path.
 cars_annos wins when both are complete.
 
-The .mat files are MATLAB structs read with scipy.io.loadmat: `annotations` (fields
+The .mat files are MATLAB structs read with scipy.io.loadmat: ``annotations`` (fields
 bbox_x1, bbox_y1, bbox_x2, bbox_y2, class and fname, or relative_im_path and test)
-and `class_names` (a cell of 196 strings).
+and ``class_names`` (a cell of 196 strings).
 
-Records: label = class - 1 (the .mat's 1-based class id), so the DML protocol's
+Records: label = class - 1 (the .mat's 1-based class id), so the dml class splits'
 training classes 1..98 are labels 0..97 and its test classes 99..196 are 98..195;
 subset = the official train/test image split. bbox = (x, y, width, height) with x, y
 0-based: the .mat's corners are 1-based inclusive MATLAB pixels, so
@@ -44,7 +44,7 @@ _ANNOS_FIELDS = ("relative_im_path",) + _BOX + ("class", "test")
 
 
 def _folder_or_archive(root: pathlib.Path, name: str, stem: str) -> archives.FileTree | None:
-  """`root/name/` mounted as name/, else the archive `root/<stem>.tgz` (which holds name/)."""
+  """``root/name/`` mounted as name/, else the archive ``root/<stem>.tgz`` (which holds name/)."""
   if (root / name).is_dir():
     return archives.open_folder(root / name, mount=name)
   archive = _util.find_archive(root, stem)
@@ -136,7 +136,7 @@ def _class_names(tree: archives.FileTree, member: str, mat: dict) -> tuple[str, 
 
 def _annotations(tree: archives.FileTree, member: str, mat: dict, fields: tuple[str, ...], num_classes: int
                  ) -> list[dict]:
-  """The `annotations` struct array as dicts of python values, each entry checked."""
+  """The ``annotations`` struct array as dicts of python values, each entry checked."""
   where = tree.where(member)
   if "annotations" not in mat:
     raise DataError(f'{where} has no variable annotations; expected a struct array with fields '

@@ -1,17 +1,17 @@
 """mini-ImageNet (Ravi & Larochelle split): 100 ImageNet classes x 600 images, 64/16/20 classes.
 
 Two layouts, in data_dir:
-  * csv: train.csv, val.csv, test.csv (header `filename,label`, label a wnid such as
+  * csv: train.csv, val.csv, test.csv (header ``filename,label``, label a wnid such as
     n01532829) and the images as images/<filename> (a folder, or images.zip/.tar/.tgz
     holding images/). Records: member 'images/<filename>'.
   * pickle: mini-imagenet-cache-{train,val,test}.pkl, each a dict with 'image_data'
     (uint8 [N, 84, 84, 3]) and 'class_dict' ({wnid: [row, ...]}). The arrays go to
-    `DatasetRecords.pixels` keyed by the pickle's file name; a record's member is that
-    name and its `index` the row, so `records.image(r)` gives pixels instead of bytes.
+    ``DatasetRecords.pixels`` keyed by the pickle's file name; a record's member is that
+    name and its ``index`` the row, so ``records.image(r)`` gives pixels instead of bytes.
 The csv layout wins when both are complete (csv files and images).
 
 Labels: the wnids of train sorted, then val's, then test's, in both layouts, so a
-class gets the same label whichever layout was read. `subset` is the split.
+class gets the same label whichever layout was read. ``subset`` is the split.
 """
 
 from __future__ import annotations
@@ -212,12 +212,12 @@ def _allowed_globals() -> dict[tuple[str, str], object]:
   for pkg in ("numpy.core", "numpy._core"):
     allowed[(f"{pkg}.multiarray", "_reconstruct")] = multiarray._reconstruct
     allowed[(f"{pkg}.multiarray", "scalar")] = multiarray.scalar
-    allowed[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer  # protocol 5 arrays
+    allowed[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer  # pickle protocol 5 arrays
   return allowed
 
 
 class _SafeUnpickler(pickle.Unpickler):
-  """Unpickler that resolves only `_allowed_globals`: loading cannot call anything else."""
+  """Unpickler that resolves only ``_allowed_globals``: loading cannot call anything else."""
 
   _ALLOWED: dict | None = None
 

@@ -21,12 +21,12 @@ class ImageRecord:
 
   Attributes:
     member: where the image is. For an encoded file (JPEG, PNG), its name in
-      `DatasetRecords.tree`; for an image stored as pixels (mini-ImageNet's
-      pickles), the key of `DatasetRecords.pixels` holding it.
-    label: class index into `DatasetRecords.class_names` (0-based).
+      ``DatasetRecords.tree``; for an image stored as pixels (mini-ImageNet's
+      pickles), the key of ``DatasetRecords.pixels`` holding it.
+    label: class index into ``DatasetRecords.class_names`` (0-based).
     subset: the dataset's own partition of images ('train', 'val', 'test'), or None.
     bbox: (x, y, width, height) in pixels of the original image, or None.
-    index: the row of `DatasetRecords.pixels[member]` for pixel records; None for files.
+    index: the row of ``DatasetRecords.pixels[member]`` for pixel records; None for files.
   """
 
   member: str
@@ -48,7 +48,7 @@ class DatasetRecords:
     tree: the files (folders and/or archives) that file records are read from.
     fingerprint: names, sizes and mtimes of those files, hashed; keys prepared data.
     pixels: for datasets shipped as arrays, uint8 [N, H, W, C] per key; records
-      with `index` set point into them. Empty for file datasets.
+      with ``index`` set point into them. Empty for file datasets.
   """
 
   dataset: str
@@ -83,7 +83,7 @@ class DatasetRecords:
   def image(self, record: ImageRecord) -> bytes | np.ndarray:
     """The record's encoded file bytes, or its uint8 [H, W, C] pixels for a pixel record.
 
-    One file from a .tgz may cost a pass over the archive; use `iter_images` for many.
+    One file from a .tgz may cost a pass over the archive; use ``iter_images`` for many.
     """
     if record.index is not None:
       return self.pixels[record.member][record.index]
@@ -91,7 +91,7 @@ class DatasetRecords:
 
   def iter_images(self, records: Iterable[ImageRecord] | None = None
                   ) -> Iterator[tuple[ImageRecord, bytes | np.ndarray]]:
-    """Yields (record, image) for `records` (default all), in the order cheapest to read.
+    """Yields (record, image) for ``records`` (default all), in the order cheapest to read.
 
     Pixel records come first, in the given order; file records follow in the
     tree's order (archive order for tar files: one pass over a .tgz).
@@ -109,10 +109,10 @@ class DatasetRecords:
 
 
 def check_image(data: bytes, where: str = "image") -> None:
-  """Raises DataError unless `data` decodes as an image.
+  """Raises DataError unless ``data`` decodes as an image.
 
-  Decodes it fully: PIL's `verify()` checks PNG checksums but not JPEG data, so a
-  JPEG cut short by an interrupted download passes it and fails only on `load()`.
+  Decodes it fully: PIL's ``verify()`` checks PNG checksums but not JPEG data, so a
+  JPEG cut short by an interrupted download passes it and fails only on ``load()``.
   Costs one decode; a storage step that decodes anyway can catch the same errors there.
   """
   try:

@@ -1,7 +1,7 @@
 """Stanford Online Products: 120,053 eBay photos of 22,634 products in 12 super-classes.
 
 Layout (as in the official Stanford_Online_Products.zip):
-    Stanford_Online_Products/Ebay_train.txt   header `image_id class_id super_class_id path`
+    Stanford_Online_Products/Ebay_train.txt   header ``image_id class_id super_class_id path``
     Stanford_Online_Products/Ebay_test.txt    same; classes disjoint from train's
     Stanford_Online_Products/<super class>_final/<product>_<n>.JPG
 data_dir may be that folder, its parent, the parent of the zip, or the zip itself.

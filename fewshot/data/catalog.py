@@ -1,4 +1,4 @@
-"""What a dataset can be asked for, validated in one place: names, image sizes, class-split protocols.
+"""What a dataset can be asked for, validated in one place: names, image sizes, class splits.
 
 Both run configurations and :func:`fewshot.data.load_splits` resolve a dataset's options
 through :func:`resolve`, which fills in the defaults (so that a saved configuration names
@@ -19,15 +19,15 @@ SPLITS = ("train", "val", "test")
 BBOX_DATASETS = ("cub", "cars196")
 CLASS_ORDERS = ("default", "random")
 
-# Class-split protocols, per dataset, with the splits each defines. Omniglot: the stored
+# The class splits each dataset can be divided into (--class_splits), with the splits each defines. Omniglot: the stored
 # 60/20/20 split, Vinyals et al.'s sizes in a seeded order, Lake et al.'s background /
 # evaluation alphabets, or every background character found (a quarter held out for
 # validation); the image datasets: few-shot train/val/test or the DML halves
 # (fewshot.data.class_splits).
-PROTOCOLS = {"omniglot": ("default", "vinyals", "background_evaluation", "all_characters"), "cub": ("fewshot", "dml"),
+CLASS_SPLITS = {"omniglot": ("default", "vinyals", "background_evaluation", "all_characters"), "cub": ("fewshot", "dml"),
              "mini_imagenet": ("fewshot",), "cars196": ("dml",), "sop": ("dml",)}
-DEFAULT_PROTOCOL = {dataset: protocols[0] for dataset, protocols in PROTOCOLS.items()}
-PROTOCOL_SPLITS = {"default": SPLITS, "vinyals": SPLITS, "background_evaluation": ("train", "test"),
+DEFAULT_CLASS_SPLITS = {dataset: names[0] for dataset, names in CLASS_SPLITS.items()}
+SPLITS_OF = {"default": SPLITS, "vinyals": SPLITS, "background_evaluation": ("train", "test"),
                    "all_characters": SPLITS, "fewshot": SPLITS, "dml": ("train", "test")}
 
 SMALL_IMAGE_SIZE = 28  # strokes and omniglot are stored and used at 28x28 by default
@@ -59,18 +59,18 @@ def fits_on_device(nbytes: int, budget_bytes: int = DEVICE_BUDGET_BYTES) -> bool
 
 @dataclasses.dataclass(frozen=True)
 class DataOptions:
-  """A dataset's options, resolved: ``image_size`` and ``protocol`` hold the defaults they stood for."""
+  """A dataset's options, resolved: ``image_size`` and ``class_splits`` hold the defaults they stood for."""
 
   dataset: str
   image_size: int
-  protocol: str | None  # None: strokes, which has one fixed split
+  class_splits: str | None  # None: strokes, which has one fixed split
   class_order: str = "default"
   bbox_crop: bool = False
   rotations: bool = False
 
   @property
   def split_names(self) -> tuple[str, ...]:
-    return SPLITS if self.protocol is None else PROTOCOL_SPLITS[self.protocol]
+    return SPLITS if self.class_splits is None else SPLITS_OF[self.class_splits]
 
   @property
   def is_image_dataset(self) -> bool:
@@ -87,7 +87,7 @@ def check_choice(name: str, value, choices) -> None:
     raise ConfigError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}.")
 
 
-def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "conv4", protocol: str | None = None,
+def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "conv4", class_splits: str | None = None,
             class_order: str = "default", bbox_crop: bool = False, rotations: bool = False) -> DataOptions:
   """The options with their defaults filled in; a one-line ``ConfigError`` for one the dataset does not have."""
   check_choice("dataset", dataset, DATASETS)
@@ -98,15 +98,15 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
       raise ConfigError(f"--image_size must be an integer, got {size!r}.")
     if size < MIN_IMAGE_SIZE:
       raise ConfigError(f"--image_size must be at least {MIN_IMAGE_SIZE}, got {size}.")
-    protocol = DEFAULT_PROTOCOL[dataset] if protocol is None else protocol
-    if protocol not in PROTOCOLS[dataset]:
-      raise ConfigError(f"--protocol {protocol} is not defined for {dataset}; "
-                        f"choose one of {', '.join(PROTOCOLS[dataset])}.")
+    class_splits = DEFAULT_CLASS_SPLITS[dataset] if class_splits is None else class_splits
+    if class_splits not in CLASS_SPLITS[dataset]:
+      raise ConfigError(f"--class_splits {class_splits} is not defined for {dataset}; "
+                        f"choose one of {', '.join(CLASS_SPLITS[dataset])}.")
     if bbox_crop and dataset not in BBOX_DATASETS:
       raise ConfigError(f"{dataset} has no bounding boxes; --bbox_crop needs one of {', '.join(BBOX_DATASETS)}.")
     if rotations:
       raise ConfigError(f"--rotations turns omniglot characters into new classes; {dataset} has none.")
-    return DataOptions(dataset, size, protocol, class_order, bbox_crop, rotations)
+    return DataOptions(dataset, size, class_splits, class_order, bbox_crop, rotations)
   size = SMALL_IMAGE_SIZE if image_size is None else image_size
   if dataset in RESIZABLE_SMALL_DATASETS and image_size is not None:
     if isinstance(size, bool) or not isinstance(size, int) or size < SMALL_IMAGE_SIZE:
@@ -116,15 +116,15 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
                       f"to omniglot and {', '.join(IMAGE_DATASETS)} (use {SMALL_IMAGE_SIZE} or leave it out).")
   fixed = {"class_order": (class_order, "default"), "bbox_crop": (bbox_crop, False)}
   if dataset == "omniglot":
-    protocol = DEFAULT_PROTOCOL[dataset] if protocol is None else protocol
-    if protocol not in PROTOCOLS[dataset]:
-      raise ConfigError(f"--protocol {protocol} is not defined for omniglot; choose one of "
-                        f"{', '.join(PROTOCOLS[dataset])}.")
+    class_splits = DEFAULT_CLASS_SPLITS[dataset] if class_splits is None else class_splits
+    if class_splits not in CLASS_SPLITS[dataset]:
+      raise ConfigError(f"--class_splits {class_splits} is not defined for omniglot; choose one of "
+                        f"{', '.join(CLASS_SPLITS[dataset])}.")
   else:
-    fixed.update(protocol=(protocol, None), rotations=(rotations, False))
+    fixed.update(class_splits=(class_splits, None), rotations=(rotations, False))
   for name, (value, default) in fixed.items():
     if value != default:
-      also = " and omniglot." if name in ("protocol", "rotations") else "."
+      also = " and omniglot." if name in ("class_splits", "rotations") else "."
       raise ConfigError(f"{dataset} has fixed class splits and no boxes; --{name} applies to "
                         f"{', '.join(IMAGE_DATASETS)}{also}")
-  return DataOptions(dataset, size, protocol, class_order, bbox_crop, rotations)
+  return DataOptions(dataset, size, class_splits, class_order, bbox_crop, rotations)

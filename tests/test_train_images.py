@@ -86,6 +86,7 @@ def test_augmentation_changes_training_not_evaluation(cub_dir):
   assert not np.allclose(augmented.query_images, eval_episode.query_images)
 
 
+@pytest.mark.slow  # 12 s of the default tier's 5 minutes
 def test_diagnostics_re_embed_the_same_augmented_images():
   rng = np.random.default_rng(0)
   labels = np.repeat(np.arange(6), 5).astype(np.int32)

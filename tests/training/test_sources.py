@@ -105,6 +105,7 @@ def _assert_trees_close(a, b):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-5, err_msg=str(name))
 
 
+@pytest.mark.slow  # 13 s; the default tier keeps the host-placed test below and the DML batches from host memory
 def test_episodic_training_and_evaluation_match_between_device_and_host():
   split, shape = _random_split(), EpisodeShape(3, 2, 2)
   learner = EpisodicLearner(_Tiny(), shape, head="dr")

@@ -142,7 +142,7 @@ def parse_ints(text: str) -> list[int]:
   return [int(t) for t in text.split(",") if t]
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--sizes", default="28,84", help="image sizes: 28 (28×28×1) and/or 84 (84×84×3)")
   parser.add_argument("--heads", default="softmax,dr")
@@ -163,24 +163,68 @@ def main(argv=None) -> int:
   parser.add_argument("--conv", default="auto", choices=("auto", "im2col", "lax"),
                       help="convolution of backbones.Conv: auto (im2col on CPU only), or force one")
   args = parser.parse_args(argv)
-
-  device = jax.devices()[0]
-  sizes = parse_ints(args.sizes)
-  heads_ = [h for h in args.heads.split(",") if h]
+  args.sizes = parse_ints(args.sizes)
+  args.heads = [h for h in args.heads.split(",") if h]
   if args.episodes is None:
-    episodes = [20 if s <= 28 else 3 for s in sizes] if device.platform == "cpu" else [100] * len(sizes)
+    on_cpu = jax.devices()[0].platform == "cpu"
+    args.episodes = [20 if s <= 28 else 3 for s in args.sizes] if on_cpu else [100] * len(args.sizes)
   else:
     episodes = parse_ints(args.episodes)
-    episodes = episodes * len(sizes) if len(episodes) == 1 else episodes
-    if len(episodes) != len(sizes):
+    args.episodes = episodes * len(args.sizes) if len(episodes) == 1 else episodes
+    if len(args.episodes) != len(args.sizes):
       parser.error("--episodes takes one int or one per --sizes entry")
-  shape = EpisodeShape(args.way, args.shot, args.query)
-  precisions = [p for p in args.precisions.split(",") if p]
-  if not set(precisions) <= set(choices.PRECISIONS):
+  args.precisions = [p for p in args.precisions.split(",") if p]
+  if not set(args.precisions) <= set(choices.PRECISIONS):
     parser.error(f"--precisions takes names among {', '.join(choices.PRECISIONS)}")
-  peaks = {p: flops.matmul_peak_gflops(p) for p in precisions}
-  torch_device, torch_note = torch_status(args.torch, device.platform)
+  return args
 
+
+def summary(ts: list[float], first: float, n_ep: int) -> dict:
+  """One variant's timings: the median chunk, per episode, its spread, and the compile time the first call added."""
+  med = statistics.median(ts)
+  return {"first_call_s": first, "compile_s": max(first - med, 0.0), "chunk_s": ts, "median_chunk_s": med,
+          "ms_per_episode": 1e3 * med / n_ep, "episodes_per_s": n_ep / med,
+          "spread_ms_per_episode": [1e3 * min(ts) / n_ep, 1e3 * max(ts) / n_ep]}
+
+
+def measure(args, variants: dict, n_ep: int) -> tuple[dict, dict]:
+  """Each variant's :func:`summary`, its chunks timed interleaved; and the timings, per variant."""
+  first = {name: timed(v.run) for name, v in variants.items()}  # compile (JAX) / warm-up (torch)
+  times = {name: [] for name in variants}
+  for _ in range(args.repeats):
+    for name, v in variants.items():  # interleaved: one chunk of each per repetition
+      times[name].append(timed(v.run))
+  measured = {name: summary(ts, first[name], n_ep) for name, ts in times.items()}
+  for name in measured:
+    if name != "scan":  # per-repetition ratio to the scan chunk timed next to it: robust to load drift
+      measured[name]["paired_ratio_to_scan"] = statistics.median(t / s for t, s in zip(times[name], times["scan"]))
+  return measured, times
+
+
+def print_record(record: dict, tag: str, n_ep: int) -> None:
+  v, precision = record["variants"], record["precision"]
+  s = v["scan"]
+  print(f"{tag} jax scan : compile {s['compile_s']:6.2f} s (first call {s['first_call_s']:.2f} s) | "
+        f"{s['ms_per_episode']:8.2f} ms/episode {s['episodes_per_s']:8.2f} episodes/s "
+        f"[min {s['spread_ms_per_episode'][0]:.2f}, max {s['spread_ms_per_episode'][1]:.2f}] ({n_ep} episodes/chunk) | "
+        f"{s['gflops']:.1f} GFLOP/s, {100 * s['peak_fraction']:.1f}% of the {precision} peak")
+  for name, label, first in (("loop", "jax loop ", "compile"), ("torch", "torch    ", "warm-up")):
+    if name in v:
+      o = v[name]
+      shown = o["compile_s"] if name == "loop" else o["first_call_s"]
+      print(f"{tag} {label}: {first} {shown:6.2f} s | {o['ms_per_episode']:8.2f} ms/episode "
+            f"{o['episodes_per_s']:8.2f} episodes/s [min {o['spread_ms_per_episode'][0]:.2f}, "
+            f"max {o['spread_ms_per_episode'][1]:.2f}]  {name}/scan time ×{o['ms_per_episode'] / s['ms_per_episode']:.2f} "
+            f"(paired ×{o['paired_ratio_to_scan']:.2f})")
+  print(f"{tag} load {record['load_before']} -> {record['load_after']}", flush=True)
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  device = jax.devices()[0]
+  shape = EpisodeShape(args.way, args.shot, args.query)
+  peaks = {p: flops.matmul_peak_gflops(p) for p in args.precisions}
+  torch_device, torch_note = torch_status(args.torch, device.platform)
   print(f"device: {device} ({device.platform}, {getattr(device, 'device_kind', '')}); jax {jax.__version__}; "
         f"python {platform.python_version()}; {os.cpu_count()} CPUs")
   print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
@@ -189,12 +233,12 @@ def main(argv=None) -> int:
         f"split {args.classes}×{args.per_class} random uint8; repeats {args.repeats}; load {load()}")
   print("matmul peaks, GFLOP/s: " + ", ".join(f"{p} {v:.0f}" for p, v in peaks.items()))
   results = []
-  for size, n_ep in zip(sizes, episodes):
+  for size, n_ep in zip(args.sizes, args.episodes):
     channels = 1 if size <= 28 else 3
     input_shape = (size, size, channels)
     split = random_split(size, channels, args.classes, args.per_class, args.seed)
     source = DeviceSource.from_split(split, device)
-    for head, precision in ((h, p) for h in heads_ for p in precisions):
+    for head, precision in ((h, p) for h in args.heads for p in args.precisions):
       load_before = load()
       im2col = {"auto": None, "im2col": True, "lax": False}[args.conv]
       learner = EpisodicLearner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier,
@@ -205,56 +249,20 @@ def main(argv=None) -> int:
         variants["loop"] = JaxLoop(learner, source, input_shape, n_ep, args.seed)
       if torch_device is not None:
         variants["torch"] = TorchRef(split, shape, head, n_ep, torch_device, args.seed)
-      first = {name: timed(v.run) for name, v in variants.items()}  # compile (JAX) / warm-up (torch)
-      times = {name: [] for name in variants}
-      for _ in range(args.repeats):
-        for name, v in variants.items():  # interleaved: one chunk of each per repetition
-          times[name].append(timed(v.run))
-      load_after = load()
+      measured, _ = measure(args, variants, n_ep)
       record = {
           "size": size, "input_shape": list(input_shape), "head": head, "precision": precision,
           "gflop_per_episode": step_flops / 1e9, "peak_gflops": peaks[precision], "classifier": args.classifier,
           "way": shape.way, "shot": shape.shot, "query": shape.query, "episodes_per_chunk": n_ep,
           "repeats": args.repeats, "device": str(device), "platform": device.platform,
-          "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_before": load_before, "load_after": load_after,
-          "variants": {},
+          "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_before": load_before, "load_after": load(),
+          "variants": measured,
       }
-      for name, ts in times.items():
-        med = statistics.median(ts)
-        record["variants"][name] = {
-            "first_call_s": first[name],
-            "compile_s": max(first[name] - med, 0.0),
-            "chunk_s": ts,
-            "median_chunk_s": med,
-            "ms_per_episode": 1e3 * med / n_ep,
-            "episodes_per_s": n_ep / med,
-            "spread_ms_per_episode": [1e3 * min(ts) / n_ep, 1e3 * max(ts) / n_ep],
-        }
-      for name in record["variants"]:
-        if name != "scan":  # per-repetition ratio to the scan chunk timed next to it: robust to load drift
-          record["variants"][name]["paired_ratio_to_scan"] = statistics.median(
-              t / s for t, s in zip(times[name], times["scan"]))
+      scan = measured["scan"]
+      scan["gflops"] = step_flops / 1e9 * scan["episodes_per_s"]
+      scan["peak_fraction"] = scan["gflops"] / peaks[precision]
       results.append(record)
-      v = record["variants"]
-      tag = f"{size}x{size}x{channels} {head:7s} {precision:13s}"
-      s = v["scan"]
-      s["gflops"] = step_flops / 1e9 * s["episodes_per_s"]
-      s["peak_fraction"] = s["gflops"] / peaks[precision]
-      print(f"{tag} jax scan : compile {s['compile_s']:6.2f} s (first call {s['first_call_s']:.2f} s) | "
-            f"{s['ms_per_episode']:8.2f} ms/episode {s['episodes_per_s']:8.2f} episodes/s "
-            f"[min {s['spread_ms_per_episode'][0]:.2f}, max {s['spread_ms_per_episode'][1]:.2f}] ({n_ep} episodes/chunk) | "
-            f"{s['gflops']:.1f} GFLOP/s, {100 * s['peak_fraction']:.1f}% of the {precision} peak")
-      if "loop" in v:
-        l = v["loop"]
-        print(f"{tag} jax loop : compile {l['compile_s']:6.2f} s | {l['ms_per_episode']:8.2f} ms/episode "
-              f"{l['episodes_per_s']:8.2f} episodes/s [min {l['spread_ms_per_episode'][0]:.2f}, "
-              f"max {l['spread_ms_per_episode'][1]:.2f}]  loop/scan time ×{l['ms_per_episode'] / s['ms_per_episode']:.2f} (paired ×{l['paired_ratio_to_scan']:.2f})")
-      if "torch" in v:
-        t = v["torch"]
-        print(f"{tag} torch    : warm-up {t['first_call_s']:6.2f} s | {t['ms_per_episode']:8.2f} ms/episode "
-              f"{t['episodes_per_s']:8.2f} episodes/s [min {t['spread_ms_per_episode'][0]:.2f}, "
-              f"max {t['spread_ms_per_episode'][1]:.2f}]  torch/scan time ×{t['ms_per_episode'] / s['ms_per_episode']:.2f} (paired ×{t['paired_ratio_to_scan']:.2f})")
-      print(f"{tag} load {load_before} -> {load_after}", flush=True)
+      print_record(record, f"{size}x{size}x{channels} {head:7s} {precision:13s}", n_ep)
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"argv": sys.argv, "torch": torch_note, "results": results}, f, indent=1)

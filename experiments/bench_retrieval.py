@@ -122,7 +122,7 @@ def run_worker(name: str, args, extra: list[str]) -> dict:
   return result
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
   parser.add_argument("--n", type=int, default=100_000, help="gallery size (queried against itself)")
   parser.add_argument("--dim", type=int, default=128)
@@ -144,6 +144,31 @@ def main(argv=None) -> int:
     from fewshot.dml import knn, pair_similarities  # pylint: disable=import-outside-toplevel
     args.block_size = args.block_size or knn.DEFAULT_BLOCK_SIZE
     args.hist_block_size = args.hist_block_size or pair_similarities.HISTOGRAM_BLOCK_SIZE
+  return args
+
+
+def summarise(runs: list[dict], parts: list[str]) -> dict:
+  """Per part: our median time and peak memory, pytorch-metric-learning's beside them, their paired time ratio and
+  how far the values differ.
+  """
+  summary = {}
+  for p in parts:
+    ours = [r for r in runs if r["worker"] == f"ours-{p}"]
+    theirs = [r for r in runs if r["worker"] == f"pml-{p}"]
+    s = {"ours_seconds": statistics.median(r["seconds"] for r in ours),
+         "ours_peak_rss_mib": max(r["peak_rss_mib"] for r in ours)}
+    if theirs:
+      s.update(pml_seconds=statistics.median(r["seconds"] for r in theirs),
+               pml_peak_rss_mib=max(r["peak_rss_mib"] for r in theirs),
+               paired_time_ratio_ours_over_pml=statistics.median(o["seconds"] / t["seconds"] for o, t in zip(ours, theirs)))
+      s["value_differences"] = {k: abs(ours[0]["values"][k] - theirs[0]["values"][k])
+                                for k in theirs[0]["values"] if k in ours[0]["values"]}
+    summary[p] = s
+  return summary
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
   if args.worker:
     print(json.dumps(worker(args.worker, args)), flush=True)
     return 0
@@ -182,19 +207,7 @@ def main(argv=None) -> int:
     if "histograms" not in skip:
       record("ours-histograms")
 
-  summary = {}
-  for p in pairs + (["histograms"] if "histograms" not in skip else []):
-    ours = [r for r in results["runs"] if r["worker"] == f"ours-{p}"]
-    theirs = [r for r in results["runs"] if r["worker"] == f"pml-{p}"]
-    s = {"ours_seconds": statistics.median(r["seconds"] for r in ours),
-         "ours_peak_rss_mib": max(r["peak_rss_mib"] for r in ours)}
-    if theirs:
-      s.update(pml_seconds=statistics.median(r["seconds"] for r in theirs),
-               pml_peak_rss_mib=max(r["peak_rss_mib"] for r in theirs),
-               paired_time_ratio_ours_over_pml=statistics.median(o["seconds"] / t["seconds"] for o, t in zip(ours, theirs)))
-      s["value_differences"] = {k: abs(ours[0]["values"][k] - theirs[0]["values"][k])
-                                for k in theirs[0]["values"] if k in ours[0]["values"]}
-    summary[p] = s
+  summary = summarise(results["runs"], pairs + (["histograms"] if "histograms" not in skip else []))
   results["summary"] = summary
   print(json.dumps(summary, indent=1))
   if args.json:

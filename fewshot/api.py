@@ -147,7 +147,7 @@ def load_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backb
   check_values(config, head, backbone)
   learner = build_learner(config, head, backbone)
   like = learning.init_state(learner, run_keys(config.seed)["init"], input_shape)
-  return TrainedModel(config, learner, learning.model_variables(rundir.restore_checkpoint(checkpoint, like)))
+  return TrainedModel(config, learner, learning.model_variables(rundir.checkpoints.restore(checkpoint, like)))
 
 
 def _input_shape(rundir, record: dict) -> tuple[int, int, int]:

@@ -123,8 +123,8 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
 
   compilation_cache.enable()
   experiment = Experiment.build(config, splits=("test",))
-  state = rundir.restore_checkpoint(checkpoint, experiment.initial_state())
-  step = rundir.checkpoint_step(checkpoint)
+  state = rundir.checkpoints.restore(checkpoint, experiment.initial_state())
+  step = rundir.checkpoints.step(checkpoint)
   tested = _what(test_by, config.test_episodes, cached_count)
   _say(f"testing {workdir} {checkpoint} checkpoint (episode {step}) on {tested}", progress)
   started = time.perf_counter()
@@ -159,7 +159,7 @@ def record_path(workdir: str, checkpoint: str = "best", test_by: str = "episode"
   rundir, run, used, cached = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
   if check:
     check_writable(rundir.path, "--workdir")
-  step = rundir.checkpoint_step(checkpoint)
+  step = rundir.checkpoints.step(checkpoint)
   options = {"checkpoint": checkpoint, "checkpoint_episode": step, "test_by": test_by,
              "test_episodes": used.test_episodes, "cached_episodes": None if test_by == "episode" else cached,
              "test_way": used.test_way, "shot": used.shot, "test_query": used.test_query, "seed": used.seed,
@@ -187,7 +187,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   runs = lake.read_runs(lake_runs, config.image_size)
   results = lake.score_runs(api.load_run(rundir, record, checkpoint, test_shifts=test_shifts), runs)
   results.update(lake_runs=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
-                 checkpoint_episode=rundir.checkpoint_step(checkpoint))
+                 checkpoint_episode=rundir.checkpoints.step(checkpoint))
   if record:
     write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
   return results

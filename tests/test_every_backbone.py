@@ -35,7 +35,7 @@ def _train(workdir, *flags) -> dict:
   rows = RunDir(workdir).read_metrics()
   assert [row["episode"] for row in rows] == [1, 2]
   assert all(math.isfinite(row["train_loss"]) and 0.0 <= row["val_accuracy"] <= 100.0 for row in rows)
-  assert RunDir(workdir).has_checkpoint("best") and RunDir(workdir).has_checkpoint("last")
+  assert RunDir(workdir).checkpoints.has("best") and RunDir(workdir).checkpoints.has("last")
   # The best checkpoint, tested again in this process, gives the accuracy the run reported.
   assert evaluate(str(workdir))["test_accuracy"] == results["test_accuracy"]
   return results

@@ -119,39 +119,19 @@ class Checkpoints:
       try:
         if self._local(kind):
           return local_checkpoints.restore(self.folder / kind, step, like)
-        return self._restore_orbax(kind, step, like)
+        return _restore_orbax(self._manager(kind), where, step, like)
       except Exception as e:
         reason = damage.unreadable(e)
         if reason is None:  # not the files' fault: a bug, or a state unlike the saved one, is raised as it is
           raise
         if step in self.steps(kind):
-          raise RunDirError(f"{where} is damaged ({reason}); {self._way_out(kind, resuming)}") from None
+          other = next(k for k in CHECKPOINT_KINDS if k != kind)
+          raise RunDirError(f"{where} is damaged ({reason}); {_way_out(other, self.has(other), resuming)}") from None
         if not latest:
           raise RunDirError(f"{where} was replaced while it was read (the run is still training): read "
                             f"{kind} step {self.step(kind)} instead, or wait until training ends.") from None
     raise RunDirError(f"{self.folder / kind} was replaced three times while it was read (the run is still "
                       "training); wait until its training ends.")
-
-  def _restore_orbax(self, kind: str, step: int, like: Any) -> Any:
-    import orbax.checkpoint as ocp
-
-    damage.check_orbax_step(self.folder / kind / str(step))
-    damage.quiet_abandoned_reads()  # before reading: orbax's abandoned reads report as they end, at any time
-    manager = self._manager(kind)
-    stored = set(manager.item_metadata(step).keys())
-    if "episode" in stored and "step" not in stored and hasattr(like, "step"):
-      return _restore_episode_checkpoint(manager, step, like)
-    return manager.restore(step, args=ocp.args.StandardRestore(like))
-
-  def _way_out(self, kind: str, resuming: bool) -> str:
-    if resuming:
-      return ("the run cannot continue from it: train the run anew in a new --workdir, or restore its checkpoints "
-              "folder from a backup.")
-    other = next(k for k in CHECKPOINT_KINDS if k != kind)
-    if self.has(other):
-      return (f"use the {other} checkpoint instead (--checkpoint {other}; fewshot.load(..., checkpoint={other!r})), "
-              "or restore the checkpoint from a backup.")
-    return "restore the checkpoint from a backup, or train the run anew in a new --workdir."
 
   def commit(self, step: int) -> None:
     """Forget the ``last`` checkpoints before ``step``, once every run of the group has saved ``step``."""
@@ -181,3 +161,25 @@ def _restore_episode_checkpoint(manager, step: int, like: Any) -> Any:
   restored = manager.restore(step, args=ocp.args.StandardRestore(target))
   return like.replace(step=restored["episode"], params=restored["params"], batch_stats=restored["batch_stats"],
                       opt_state=restored["opt_state"])
+
+
+def _restore_orbax(manager, where: pathlib.Path, step: int, like: Any) -> Any:
+  import orbax.checkpoint as ocp
+
+  damage.check_orbax_step(where)
+  damage.quiet_abandoned_reads()  # before reading: orbax's abandoned reads report as they end, at any time
+  stored = set(manager.item_metadata(step).keys())
+  if "episode" in stored and "step" not in stored and hasattr(like, "step"):
+    return _restore_episode_checkpoint(manager, step, like)
+  return manager.restore(step, args=ocp.args.StandardRestore(like))
+
+
+def _way_out(other: str, other_saved: bool, resuming: bool) -> str:
+  """What to do about a damaged checkpoint: the ``other`` kind where it is saved, else a backup or a new run."""
+  if resuming:
+    return ("the run cannot continue from it: train the run anew in a new --workdir, or restore its checkpoints "
+            "folder from a backup.")
+  if other_saved:
+    return (f"use the {other} checkpoint instead (--checkpoint {other}; fewshot.load(..., checkpoint={other!r})), "
+            "or restore the checkpoint from a backup.")
+  return "restore the checkpoint from a backup, or train the run anew in a new --workdir."

@@ -24,7 +24,7 @@ def group_start(dirs: list[RunDir], checkpoint_every: int | None) -> int | None:
   earlier one.
   Runs saved at checkpoints no such stop leaves are refused whole, in one line.
   """
-  latest = [d.checkpoint_step("last") for d in dirs]
+  latest = [d.checkpoints.step("last") for d in dirs]
   if len(set(latest)) <= 1:
     return latest[0]
   start = None if None in latest else min(latest)
@@ -45,7 +45,7 @@ def _check_resumable(rundir: RunDir) -> None:
   """
   for folder in (rundir, *(RunDir(p) for p in sorted(rundir.path.glob("fold*")) if p.is_dir())):
     rows = len(folder.read_metrics())  # a damaged metrics.jsonl is refused here, before any data is loaded
-    if rows > 1 and not folder.has_checkpoint("last"):
+    if rows > 1 and not folder.checkpoints.has("last"):
       raise RunDirError(f"{folder.path} has metrics but no checkpoints/last to resume from (it was deleted or "
                         "moved); restore it, or train the run again in a new --workdir.")
 

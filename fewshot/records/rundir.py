@@ -123,7 +123,7 @@ class RunDir:
     data from another place (a resumed run may: :data:`LOCATION_FIELDS` are not part of the run).
     """
     moved = self.holds_run() and any(self.read_config().get(f) != record.get(f) for f in LOCATION_FIELDS)
-    if not self.has_checkpoint("last") or moved:
+    if not self.checkpoints.has("last") or moved:
       self.write_config(record)
 
   def read_metrics(self) -> list[dict]:
@@ -150,29 +150,7 @@ class RunDir:
   def write_results(self, results: dict) -> None:
     write_json_atomic(self.results_path, finite_json(results))
 
-  # ---- checkpoints (fewshot.records.checkpoints) --------------------------------------------
-  def has_checkpoint(self, kind: str) -> bool:
-    """Whether ``checkpoints/<kind>`` holds a saved step (read from its folder names: no orbax needed)."""
-    return self.checkpoints.has(kind)
-
-  def checkpoint_step(self, kind: str) -> int | None:
-    """Steps trained at the saved checkpoint of this kind, or None if there is none."""
-    return self.checkpoints.step(kind)
-
-  def save_checkpoint(self, kind: str, step: int, state: Any) -> None:
-    """Save ``state`` as this kind's checkpoint at ``step`` (``last`` keeps the one before until
-    :meth:`commit_checkpoint`).
-    """
-    self.checkpoints.save(kind, step, state)
-
-  def commit_checkpoint(self, step: int) -> None:
-    """Forget the ``last`` checkpoints before ``step``: every run of the run's group has saved ``step``."""
-    self.checkpoints.commit(step)
-
-  def restore_checkpoint(self, kind: str, like: Any) -> Any:
-    """Restore the checkpoint of this kind into the structure, shapes and dtypes of ``like``."""
-    return self.checkpoints.restore(kind, like)
-
+  # ---- checkpoints: ``self.checkpoints`` (fewshot.records.checkpoints), and resuming from them -------------
   def resume(self, state: Any, step_key: str, at: int | None | str = "latest") -> tuple[Any, list[dict]]:
     """Continue from the ``last`` checkpoint: ``(state, metrics rows up to it)``; ``(state, [])`` if none.
 
@@ -181,7 +159,7 @@ class RunDir:
     Rows (whose step is ``row[step_key]``) and checkpoints newer than that (written before a crash) are
     dropped, since the resumed run replays those steps and writes them again.
     """
-    at = self.checkpoint_step("last") if at == "latest" else at
+    at = self.checkpoints.step("last") if at == "latest" else at
     if at is None:
       self.checkpoints.drop_after(0)
       return state, []
@@ -232,7 +210,7 @@ def existing_checkpoint(path: str | os.PathLike, kind: str, option: str = "check
   """
   rundir = existing_run(path)
   check_kind(kind, option)
-  if not rundir.has_checkpoint(kind):
+  if not rundir.checkpoints.has(kind):
     raise RunDirError(f"{rundir.path} has no {kind!r} checkpoint yet; train it first (python -m fewshot.train "
                       "--resume), or test the other checkpoint.")
   return rundir

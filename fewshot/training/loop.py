@@ -142,12 +142,12 @@ def _save_checkpoints(runs: Runs, schedule: Schedule, state: TrainState, new_row
   for k, (rundir, run_state) in enumerate(zip(runs.written_dirs, runs.states(state))):
     if bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by):
       bests[k] = new_rows[k]
-      rundir.save_checkpoint("best", done, run_state)
-    rundir.save_checkpoint("last", done, run_state)
+      rundir.checkpoints.save("best", done, run_state)
+    rundir.checkpoints.save("last", done, run_state)
   if runs.group is not None:  # the one before goes once every process has saved this step
     distributed.barrier(f"fewshot: every run saved {schedule.step_key} {done}")
   for rundir in runs.written_dirs:
-    rundir.commit_checkpoint(done)
+    rundir.checkpoints.commit(done)
 
 
 # Where the loop stands (its runs and last checkpoint), for the line Ctrl-C prints: the command-line

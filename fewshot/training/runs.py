@@ -90,7 +90,7 @@ class Runs:
 
   def restore(self, kind: str, like):
     """Every written run's ``kind`` checkpoint, in the structure of ``like`` (held the state's way)."""
-    return self.join([d.restore_checkpoint(kind, s) for d, s in zip(self.written_dirs, self.states(like))])
+    return self.join([d.checkpoints.restore(kind, s) for d, s in zip(self.written_dirs, self.states(like))])
 
   def finish(self, results: list[dict]) -> list[dict | None]:
     """Write each written run's ``results`` (in the order of :attr:`written`) with its ``workdir``, and show them in

@@ -17,6 +17,7 @@ from fewshot.dml.experiment import Experiment, retrieval
 from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
 from fewshot.errors import ConfigError, RunDirError
+from fewshot.records.checkpoints import Checkpoints
 from fewshot.records.rundir import RunDir
 from fewshot.training.runs import Runs
 from fewshot.training.trainer import train_runs
@@ -88,7 +89,7 @@ def test_cli_run_writes_the_run_directory(cars_dir, tmp_path):
   assert [r["step"] for r in rows] == [2, 4]
   for row in rows:
     assert set(row) == {"epoch", "step", "loss", "val_precision_at_1", "val_r_precision", "val_map_at_r", "seconds"}
-  assert RunDir(workdir).checkpoint_step("last") == 4 and RunDir(workdir).checkpoint_step("best") in (2, 4)
+  assert RunDir(workdir).checkpoints.step("last") == 4 and RunDir(workdir).checkpoints.step("best") in (2, 4)
   results = RunDir(workdir).read_results()
   (fold,) = results["separated"]
   assert results["test_classes"] == 8 and fold["test"]["num_queries"] == results["test_images"] == 48
@@ -105,7 +106,7 @@ def test_four_folds_give_separated_and_concatenated_results(four_fold_run):
   for k in range(4):
     fold = RunDir(workdir / f"fold{k}")
     assert [r["step"] for r in fold.read_metrics()] == [2, 4]
-    assert fold.checkpoint_step("last") == 4
+    assert fold.checkpoints.step("last") == 4
   assert RunDir(workdir).read_results() == json.loads(json.dumps(results))
 
 
@@ -117,20 +118,20 @@ def _comparable(rows):
 def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_path, monkeypatch):
   config, straight, straight_results = four_fold_run
   workdir = tmp_path / "run"
-  save = RunDir.save_checkpoint
+  save = Checkpoints.save
 
   def dies_before_last_checkpoint_of_fold1_epoch2(self, kind, step, state):
     # The hardest moment: epoch 2's metrics row is written (and maybe its best checkpoint), its last is not.
-    if self.path.name == "fold1" and kind == "last" and step == 4:
+    if self.folder.parent.name == "fold1" and kind == "last" and step == 4:
       raise KeyboardInterrupt
     return save(self, kind, step, state)
 
-  monkeypatch.setattr(RunDir, "save_checkpoint", dies_before_last_checkpoint_of_fold1_epoch2)
+  monkeypatch.setattr(Checkpoints, "save", dies_before_last_checkpoint_of_fold1_epoch2)
   with pytest.raises(KeyboardInterrupt):
     train(config, str(workdir), progress=False)
-  monkeypatch.setattr(RunDir, "save_checkpoint", save)
+  monkeypatch.setattr(Checkpoints, "save", save)
   assert not (workdir / "results.json").exists() and not (workdir / "fold2").exists()
-  assert len(RunDir(workdir / "fold1").read_metrics()) == 2 and RunDir(workdir / "fold1").checkpoint_step("last") == 2
+  assert len(RunDir(workdir / "fold1").read_metrics()) == 2 and RunDir(workdir / "fold1").checkpoints.step("last") == 2
 
   with pytest.raises(RunDirError, match="--resume"):
     train(config, str(workdir), progress=False)
@@ -142,8 +143,8 @@ def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_
       k: v for k, v in straight_results.items() if k != "workdir"}
   trainer = Experiment(config)
   for k in range(4):
-    a = RunDir(workdir / f"fold{k}").restore_checkpoint("last", trainer.initial_state(k))
-    b = RunDir(straight / f"fold{k}").restore_checkpoint("last", trainer.initial_state(k))
+    a = RunDir(workdir / f"fold{k}").checkpoints.restore("last", trainer.initial_state(k))
+    b = RunDir(straight / f"fold{k}").checkpoints.restore("last", trainer.initial_state(k))
     jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
 
 

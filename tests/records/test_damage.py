@@ -133,7 +133,7 @@ def _as_local_checkpoints(run):
   rundir, config = RunDir(run), Config(**TINY)
   like = learning.init_state(build_learner(config, None, None), run_keys(config.seed)["init"], config.input_shape)
   for kind in ("best", "last"):
-    step, state = rundir.checkpoint_step(kind), rundir.restore_checkpoint(kind, like)
+    step, state = rundir.checkpoints.step(kind), rundir.checkpoints.restore(kind, like)
     shutil.rmtree(_step_folder(run, kind))
     local_checkpoints.save(run / "checkpoints" / kind, step, state)
 

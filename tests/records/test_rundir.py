@@ -13,7 +13,7 @@ from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import OutputError, RunDirError
-from fewshot.records.checkpoints import Checkpoints
+from fewshot.records import checkpoints as checkpoints_module
 from fewshot.records.rundir import RunDir
 
 
@@ -45,27 +45,27 @@ def test_a_checkpoint_saved_before_the_shared_state_resumes_into_it(tmp_path):
 
 def test_the_shared_state_round_trips_and_replaces_a_replayed_checkpoint(tmp_path):
   rundir, saved = RunDir(tmp_path), _state(0).replace(step=jnp.int32(7))
-  rundir.save_checkpoint("best", 7, _state(2))
-  rundir.save_checkpoint("best", 7, saved)  # a resumed run replaying step 7 saves it again
-  assert rundir.checkpoint_step("best") == 7
-  _assert_same(rundir.restore_checkpoint("best", _state(1)), saved)
+  rundir.checkpoints.save("best", 7, _state(2))
+  rundir.checkpoints.save("best", 7, saved)  # a resumed run replaying step 7 saves it again
+  assert rundir.checkpoints.step("best") == 7
+  _assert_same(rundir.checkpoints.restore("best", _state(1)), saved)
 
 
 def test_a_checkpoint_replaced_while_it_is_read_is_read_again_not_called_damaged(tmp_path, monkeypatch):
   """evaluate on a run still training said, in 2 of 10 calls, that its checkpoint "is damaged" (issue 29, case 5)."""
   rundir, newer = RunDir(tmp_path), _state(3).replace(step=jnp.int32(4))
-  rundir.save_checkpoint("best", 2, _state(0).replace(step=jnp.int32(2)))
-  checkpoints, read = rundir.checkpoints, Checkpoints._restore_orbax
+  rundir.checkpoints.save("best", 2, _state(0).replace(step=jnp.int32(2)))
+  checkpoints, read = rundir.checkpoints, checkpoints_module._restore_orbax
 
-  def replaced_while_read(self, kind, step, like):
+  def replaced_while_read(manager, where, step, like):
     if step == 2:  # the training saves best 4, which deletes best 2, as this read goes on
-      self.save(kind, 4, newer)
-      raise FileNotFoundError(2, "No such file or directory", str(self.folder / kind / "2" / "default"))
-    return read(self, kind, step, like)
+      checkpoints.save("best", 4, newer)
+      raise FileNotFoundError(2, "No such file or directory", str(where / "default"))
+    return read(manager, where, step, like)
 
-  monkeypatch.setattr(Checkpoints, "_restore_orbax", replaced_while_read)
+  monkeypatch.setattr(checkpoints_module, "_restore_orbax", replaced_while_read)
   _assert_same(checkpoints.restore("best", _state(1)), newer)
-  rundir.save_checkpoint("best", 2, _state(0).replace(step=jnp.int32(2)))  # a read of that very step says so
+  rundir.checkpoints.save("best", 2, _state(0).replace(step=jnp.int32(2)))  # a read of that very step says so
   with pytest.raises(RunDirError, match=r"best/2 was replaced while it was read \(the run is still training\): "
                                         "read best step 4 instead"):
     checkpoints.restore("best", _state(1), step=2)
@@ -74,7 +74,7 @@ def test_a_checkpoint_replaced_while_it_is_read_is_read_again_not_called_damaged
 def test_a_full_disk_during_a_save_is_one_line_naming_the_folder_and_the_space(tmp_path, monkeypatch):
   """It was a 260-line traceback (issue 29, case 8); the checkpoint before it stays whole."""
   rundir, state = RunDir(tmp_path), _state(0)
-  rundir.save_checkpoint("last", 2, state)
+  rundir.checkpoints.save("last", 2, state)
 
   def full(*args, **kwargs):
     raise ValueError("orbax: the save failed") from OSError(errno.ENOSPC, "No space left on device")
@@ -83,5 +83,5 @@ def test_a_full_disk_during_a_save_is_one_line_naming_the_folder_and_the_space(t
   with pytest.raises(OutputError, match=rf"no space left on the disk to write {tmp_path}/checkpoints/last/4 \(it "
                                         r"needs about \d+\.\d MiB; \d+\.\d MiB free there\): free some space, then "
                                         "run the same command with --resume") as info:
-    rundir.save_checkpoint("last", 4, state)
+    rundir.checkpoints.save("last", 4, state)
   assert "\n" not in str(info.value) and rundir.checkpoints.steps("last") == [2]

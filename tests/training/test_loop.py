@@ -15,6 +15,7 @@ import pytest
 from fewshot.config import Config
 from fewshot.data import default_tfds_dir
 from fewshot.errors import TrainingError
+from fewshot.records.checkpoints import Checkpoints
 from fewshot.records.reuse import open_for_training
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
@@ -48,7 +49,7 @@ def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_
   with pytest.raises(TrainingError, match="training loss at step 6 .* is nan .* checkpoints/last keeps step 4"):
     loop.train_until(Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val"), train_chunk, make_rows,
                      progress=False)
-  assert rundir.checkpoint_step("last") == 4 and rundir.checkpoint_step("best") == 4
+  assert rundir.checkpoints.step("last") == 4 and rundir.checkpoints.step("best") == 4
   rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c}"))
           for line in rundir.metrics_path.read_text().splitlines()]
   assert [(r["step"], r["loss"]) for r in rows] == [(2, 1.0), (4, 0.5), (6, None)]
@@ -88,7 +89,7 @@ def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume
   assert time.time() - sent < 5.0
   lines = error_lines(stderr)
   assert len(lines) == 1 and lines[0].startswith(cause) and "--resume" in lines[0], stderr[-2000:]
-  saved = RunDir(workdir).checkpoint_step("last")
+  saved = RunDir(workdir).checkpoints.step("last")
   assert saved < 600 and f"stopped at episode {saved} of 600" in lines[0]
   assert not (workdir / "results.json").exists()
   # The run directory alone: its config.json stands in for the flags (before, each had to be repeated).
@@ -146,13 +147,13 @@ def test_a_loop_stopped_inside_its_first_checkpoint_opens_for_resuming_and_repla
   schedule, config = loop.Schedule(4, 2, best_by="val"), Config(**TINY)
   rundir = RunDir(tmp_path / "run")
   rundir.write_config(config.to_dict())
-  save = RunDir.save_checkpoint
-  monkeypatch.setattr(RunDir, "save_checkpoint", lambda d, kind, step, s: save(d, kind, step, s) if kind == "best"
+  save = Checkpoints.save
+  monkeypatch.setattr(Checkpoints, "save", lambda d, kind, step, s: save(d, kind, step, s) if kind == "best"
                       else (_ for _ in ()).throw(KeyboardInterrupt))
   with pytest.raises(KeyboardInterrupt):
     loop.train_until(Runs((rundir,)), state, schedule, train_chunk, make_rows, progress=False)
   monkeypatch.undo()
-  assert rundir.checkpoint_step("best") == 2 and not rundir.has_checkpoint("last")
+  assert rundir.checkpoints.step("best") == 2 and not rundir.checkpoints.has("last")
   opened = open_for_training(rundir.path, config, resume=True)
   loop.train_until(Runs((opened,)), state, schedule, train_chunk, make_rows, progress=False)
   assert [(r["step"], r["val"]) for r in opened.read_metrics()] == [(2, 1.0), (4, 2.0)]
@@ -166,22 +167,22 @@ def test_a_stop_inside_the_first_checkpoint_resumes_from_the_start_to_the_same_r
   """
   config = Config(**TINY)
   whole = train(config, str(tmp_path / "whole"), progress=False)
-  save = RunDir.save_checkpoint
+  save = Checkpoints.save
 
   def stop_before_the_first_last(rundir, kind, step, state):
     if kind == "last":
       raise KeyboardInterrupt
     save(rundir, kind, step, state)
 
-  monkeypatch.setattr(RunDir, "save_checkpoint", stop_before_the_first_last)
+  monkeypatch.setattr(Checkpoints, "save", stop_before_the_first_last)
   with pytest.raises(KeyboardInterrupt):
     train(config, str(tmp_path / "cut"), progress=False)
   assert loop.interrupted_message().endswith("stopped before its first checkpoint; run the same command with --resume "
                                              "to continue.")
   monkeypatch.undo()
   cut = RunDir(tmp_path / "cut")
-  assert cut.has_checkpoint("best") and not cut.has_checkpoint("last") and len(cut.read_metrics()) == 1
+  assert cut.checkpoints.has("best") and not cut.checkpoints.has("last") and len(cut.read_metrics()) == 1
   resumed = train(config, str(cut.path), resume=True, progress=False)
   timeless = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
   assert timeless(cut.read_metrics()) == timeless(RunDir(tmp_path / "whole").read_metrics())
-  assert resumed["test_accuracy"] == whole["test_accuracy"] and cut.checkpoint_step("best") == whole["best_episode"]
+  assert resumed["test_accuracy"] == whole["test_accuracy"] and cut.checkpoints.step("best") == whole["best_episode"]

@@ -293,25 +293,26 @@ def test_a_group_resumes_from_the_step_its_runs_all_hold_and_refuses_runs_furthe
 @pytest.mark.slow  # stopped and resumed
 def test_a_group_stopped_between_its_runs_saves_resumes_as_if_never_stopped(tmp_path, monkeypatch):
   from fewshot.config import Config
+  from fewshot.records.checkpoints import Checkpoints
   from fewshot.records.rundir import RunDir
   from fewshot.train import train_group
 
   config = Config(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, episodes=6, eval_every=2,
                   val_episodes=3, test_episodes=4)
   straight = train_group(config, (0, 1), [str(tmp_path / "s0"), str(tmp_path / "s1")], progress=False)
-  save = RunDir.save_checkpoint
+  save = Checkpoints.save
 
   def stops_before_run_1_saves_episode_4(self, kind, step, state):
-    if self.path.name == "r1" and kind == "last" and step == 4:
+    if self.folder.parent.name == "r1" and kind == "last" and step == 4:
       raise KeyboardInterrupt
     return save(self, kind, step, state)
 
-  monkeypatch.setattr(RunDir, "save_checkpoint", stops_before_run_1_saves_episode_4)
+  monkeypatch.setattr(Checkpoints, "save", stops_before_run_1_saves_episode_4)
   dirs = [str(tmp_path / "r0"), str(tmp_path / "r1")]
   with pytest.raises(KeyboardInterrupt):
     train_group(config, (0, 1), dirs, progress=False)
-  monkeypatch.setattr(RunDir, "save_checkpoint", save)
-  assert [RunDir(d).checkpoint_step("last") for d in dirs] == [4, 2]
+  monkeypatch.setattr(Checkpoints, "save", save)
+  assert [RunDir(d).checkpoints.step("last") for d in dirs] == [4, 2]
   assert train_group(config, (0, 1), dirs, resume=True, progress=False) == [
       {**result, "workdir": str(RunDir(d).path)} for result, d in zip(straight, dirs)]
   for d, s in zip(dirs, ("s0", "s1")):

@@ -96,7 +96,7 @@ def test_group_runs_are_written_like_single_runs_and_resume(tmp_path):
     saved = RunDir(workdir)
     assert Config.from_dict(saved.read_config()).seed == seed
     assert [r["episode"] for r in saved.read_metrics()] == [2, 4]
-    assert saved.read_results() == result and saved.checkpoint_step("best") in (2, 4)
+    assert saved.read_results() == result and saved.checkpoints.step("best") in (2, 4)
   a, b = _rows(dirs[1]), _rows(tmp_path / "alone1")
   assert a[0].keys() == b[0].keys()
   # Four episodes: the group's run 1 and the run alone agree to what the batched gradient's rounding leaves.

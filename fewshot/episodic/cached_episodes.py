@@ -3,7 +3,7 @@
 With BatchNorm in evaluation mode (running statistics) an image's embedding does not
 depend on the episode it is drawn into, so embedding the split once (:func:`embed_split`)
 and gathering each episode's embeddings by the indices :func:`learning.episode_accuracies` would
-draw (:func:`evaluate_cached`) scores the same episodes. The per-episode path embeds
+draw (:func:`cached_episode_accuracies`) scores the same episodes. The per-episode path embeds
 ``way x (shot + query)`` images per episode (48,000 for 600 five-way 1-shot episodes with
 15 queries); this one embeds each test image once and then only runs the head.
 
@@ -60,8 +60,9 @@ def _block(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, lay
   return jax.vmap(one)(steps)
 
 
-def evaluate_cached(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
-                    key: jax.Array, num_episodes: int, shape: EpisodeShape) -> jax.Array:
+def cached_episode_accuracies(learner: EpisodicLearner, variables: dict, embeddings: jax.Array,
+                              layout: class_draws.ClassLayout, key: jax.Array, num_episodes: int,
+                              shape: EpisodeShape) -> jax.Array:
   """Per-episode query accuracy ``[num_episodes]`` of :func:`learning.episode_accuracies`'s episodes, over ``embeddings``.
 
   ``embeddings`` are :func:`embed_split` of the split whose ``layout`` draws the episodes;
@@ -82,5 +83,5 @@ def accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> 
   """
   variables, source, learner = learning.model_variables(state), experiment.sources["test"], experiment.test_learner
   embeddings = embed_split(learner, variables, source.images)
-  return np.asarray(evaluate_cached(learner, variables, embeddings, source.layout, experiment.keys["test"],
+  return np.asarray(cached_episode_accuracies(learner, variables, embeddings, source.layout, experiment.keys["test"],
                                     num_episodes, test_shape(experiment.config)))

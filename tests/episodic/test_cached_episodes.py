@@ -46,7 +46,7 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   # 90 images in chunks of 32: the last chunk is padded.
   embeddings = cached_episodes.embed_split(learner, variables, split.images, batch=32)
   assert embeddings.shape == (len(split.labels), 8)
-  cached = np.asarray(cached_episodes.evaluate_cached(learner, variables, embeddings, DeviceSource.from_split(split).layout,
+  cached = np.asarray(cached_episodes.cached_episode_accuracies(learner, variables, embeddings, DeviceSource.from_split(split).layout,
                                                   key, EPISODES, shape))
   assert cached.shape == (EPISODES,) and len(set(cached.tolist())) > 1, "the check needs varied accuracies"
   np.testing.assert_array_equal(cached, per_episode)
@@ -63,7 +63,7 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   blocked = cached_episodes.BLOCK_FLOATS
   try:
     cached_episodes.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded
-    small = cached_episodes.evaluate_cached(learner, variables, embeddings, host.layout, key, EPISODES, shape)
+    small = cached_episodes.cached_episode_accuracies(learner, variables, embeddings, host.layout, key, EPISODES, shape)
   finally:
     cached_episodes.BLOCK_FLOATS = blocked
   np.testing.assert_array_equal(np.asarray(small), per_episode)

@@ -47,6 +47,16 @@ def _whole_count(value) -> bool:
   return number and math.isfinite(value) and value == int(value) and 0 <= value <= 2**53
 
 
+def _measurements(folder: pathlib.Path) -> dict[str, dict]:
+  """What ``python -m fewshot.evaluate`` recorded in a run directory: each ``test_*.json`` by its file name."""
+  found = {}
+  for path in sorted(folder.glob("test_*.json")):
+    record = json.loads(path.read_text())
+    if isinstance(record, dict) and "test_accuracy" in record:
+      found[path.name] = record
+  return found
+
+
 def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
   """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
   rundir = existing_run(path)
@@ -55,7 +65,7 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
   try:
     rows = tuple(rundir.read_metrics())
     results = rundir.read_results()
-    measurements = tuple(rundir.read_measurements().items())
+    measurements = tuple(_measurements(rundir.path).items())
   except (json.JSONDecodeError, TypeError, AttributeError) as e:
     raise RunDirError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
   if not rows:

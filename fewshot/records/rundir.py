@@ -138,15 +138,6 @@ class RunDir:
   def read_results(self) -> dict | None:
     return json.loads(self.results_path.read_text()) if self.results_path.exists() else None
 
-  def read_measurements(self) -> dict[str, dict]:
-    """What ``python -m fewshot.evaluate`` recorded in the run directory: each ``test_*.json`` by its file name."""
-    found = {}
-    for path in sorted(self.path.glob("test_*.json")):
-      record = json.loads(path.read_text())
-      if isinstance(record, dict) and "test_accuracy" in record:
-        found[path.name] = record
-    return found
-
   def write_results(self, results: dict) -> None:
     write_json_atomic(self.results_path, finite_json(results))
 

@@ -40,6 +40,20 @@ def _number(value) -> bool:
   return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# tensorboardX reads the clock again for the file name's second: a file opened in the last moments of a second
+# could be named by the next second with this one's nanoseconds, and sort before a file opened just after it.
+_SECOND_END_NS = 10**9 - 10**7
+
+
+def _opening_time_ns() -> int:
+  """Now, in nanoseconds, never within 10 ms of the next second (it waits for that second to begin)."""
+  now = time.time_ns()
+  if now % 10**9 >= _SECOND_END_NS:
+    time.sleep((10**9 - now % 10**9) / 1e9)
+    now = max(time.time_ns(), now - now % 10**9 + 10**9)
+  return now
+
+
 class EventWriter:
   """The scalars of one run directory's rows, step by step (``row[step_key]``), on disk when :meth:`write` returns.
 
@@ -58,7 +72,7 @@ class EventWriter:
     self.step_key = step_key
     # Files are named by the second they open; the nanoseconds after it keep a file opened in the same second (a run
     # resumed at once) apart and in order, so that TensorBoard, reading them by name, purges in the order written.
-    self._file = EventsWriter(str(folder / "events"), f".{time.time_ns() % 10**9:09d}.{os.getpid()}")
+    self._file = EventsWriter(str(folder / "events"), f".{_opening_time_ns() % 10**9:09d}.{os.getpid()}")
     self._file.write_event(Event(wall_time=time.time(), step=resumed_step + 1,
                                  session_log=SessionLog(status=SessionLog.START)))
     self._file.flush()

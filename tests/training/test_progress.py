@@ -169,6 +169,27 @@ def test_a_resumed_run_purges_the_events_past_its_last_checkpoint_even_from_the_
   assert np.isclose([v.simple_value for e in events for v in e.summary.value if e.step == 6], [6.0, 60.0]).all()
 
 
+def test_an_event_file_opened_at_the_end_of_a_second_is_named_by_the_next_and_sorts_after_earlier_ones(tmp_path,
+                                                                                                       monkeypatch):
+  """tensorboardX reads the clock again for the name's second: at x.995 s it could read x + 1 while the suffix kept
+  x's nanoseconds, sorting before a file opened a moment earlier in x + 1."""
+  from fewshot.records import events  # noqa: PLC0415
+
+  second = 1_800_000_000
+  clock = iter([second * 10**9 + 995_000_000, (second + 1) * 10**9 + 200])
+  slept = []
+  monkeypatch.setattr(events.time, "time_ns", lambda: next(clock))
+  monkeypatch.setattr(events.time, "sleep", slept.append)
+  monkeypatch.setattr(events.time, "time", lambda: second + 1.0000002)
+  events.EventWriter(tmp_path / "late", "episode").close()
+  (name,) = [p.name for p in (tmp_path / "late" / "tensorboard").iterdir()]
+  assert slept and abs(slept[0] - 0.005) < 1e-9
+  assert f".tfevents.{second + 1}." in name and name.endswith(f".000000200.{os.getpid()}")
+  monkeypatch.setattr(events.time, "time_ns", lambda: (second + 1) * 10**9 + 100)  # a file opened just before it
+  events.EventWriter(tmp_path / "late", "episode").close()
+  assert sorted(p.name for p in (tmp_path / "late" / "tensorboard").iterdir())[1] == name
+
+
 def test_a_rows_events_are_on_disk_when_it_is_written_so_an_immediate_exit_keeps_them(tmp_path):
   """SIGTERM exits at once (os._exit): events still queued for a writer thread were lost behind a saved checkpoint."""
   row = {"episode": 20, **{f"val_metric{k}": float(k) for k in range(13)}}

@@ -172,7 +172,8 @@ def test_a_resumed_run_purges_the_events_past_its_last_checkpoint_even_from_the_
 def test_an_event_file_opened_at_the_end_of_a_second_is_named_by_the_next_and_sorts_after_earlier_ones(tmp_path,
                                                                                                        monkeypatch):
   """tensorboardX reads the clock again for the name's second: at x.995 s it could read x + 1 while the suffix kept
-  x's nanoseconds, sorting before a file opened a moment earlier in x + 1."""
+  x's nanoseconds, sorting before a file opened a moment earlier in x + 1.
+  """
   from fewshot.records import events  # noqa: PLC0415
 
   second = 1_800_000_000

@@ -163,12 +163,15 @@ def flagfile_prefix(argv: list[str], message: str, flag_values=None) -> str:
   return ""
 
 
-def renamed_flag(message: str) -> str | None:
+def renamed_flag(message: str, flag_values=None) -> str | None:
   """What to say instead of absl's "Unknown command line flag 'protocol'" where the flag was renamed
-  (:data:`fewshot.options.RENAMED`); None for any other message.
+  (:data:`fewshot.options.RENAMED`, whose new name is a flag of the command); None for any other message.
   """
+  from absl import flags
+
+  flag_values = flags.FLAGS if flag_values is None else flag_values
   named = re.search(r"Unknown command line flag '(?:no)?(\w+)'", message)
-  if named is None or named.group(1) not in RENAMED:
+  if named is None or RENAMED.get(named.group(1)) not in flag_values:  # image_shape was a record's, never a flag
     return None
   old, new = named.group(1), RENAMED[named.group(1)]
   return f"--{old} was renamed --{new}: pass --{new} (runs recorded with {old} read as {new})"

@@ -64,6 +64,7 @@ def test_the_old_flag_is_refused_naming_the_new_one(argument):
   flags.DEFINE_string("class_splits", None, "", flag_values=values)
   with pytest.raises(flags.Error) as raised:
     values(["prog", argument])
-  said = usage.renamed_flag(str(raised.value))
+  said = usage.renamed_flag(str(raised.value), values)
   assert said is not None and said.startswith("--protocol was renamed --class_splits")
-  assert usage.renamed_flag("Unknown command line flag 'heads'") is None
+  assert usage.renamed_flag("Unknown command line flag 'heads'", values) is None
+  assert usage.renamed_flag("Unknown command line flag 'image_shape'", values) is None  # a record's, never a flag

@@ -6,6 +6,8 @@ import dataclasses
 import pathlib
 from typing import Callable, Hashable
 
+import jax
+
 from fewshot.errors import RunDirError
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.rundir import RunDir
@@ -36,6 +38,7 @@ def run_all(runs: dict[Hashable, tuple[str, object]], out: pathlib.Path, train: 
     print(f"[{i}/{len(runs)}] {name}: " + ("done, skipped" if done else "training"), flush=True)
     # An interrupted run continues; an absent one starts afresh.
     results[key] = done or train(config, str(workdir), resume=RunDir(workdir).holds_run(), progress=False)
+    release_compiled_programs()
   return results
 
 
@@ -54,7 +57,17 @@ def run_groups(configs: list, seeds: tuple[int, ...], out: pathlib.Path, train_g
     resume = any(RunDir(w).holds_run() for w in workdirs)
     results[config] = done if all(done) else train_group(config, seeds, [str(w) for w in workdirs], resume=resume,
                                                          progress=False)
+    release_compiled_programs()
   return results
+
+
+def release_compiled_programs() -> None:
+  """Drops the finished configuration's compiled programs. JAX keeps a program per learner for the life of the
+  process, and XLA:CPU maps each program's kernels into memory maps of their own (about 2,700 for a Conv4 arm of
+  5 seeds): a grid of a few dozen configurations in one process would reach the kernel's limit of maps per process
+  (``vm.max_map_count``, 65,530 by default), where the next compile dies of a segmentation fault.
+  """
+  jax.clear_caches()
 
 
 def write_summary(out: pathlib.Path, summary: str) -> str:

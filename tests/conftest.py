@@ -1,8 +1,10 @@
 """Shared fixtures: the real Omniglot data beside the checkout, and a private tfds dir."""
 
+import gc
 import os
 import pathlib
 import signal
+import sys
 import threading
 
 import pytest
@@ -58,6 +60,20 @@ def shared_compilation_cache(tmp_path_factory):
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   compilation_cache.enable()
   yield str(path)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def release_compiled_programs():
+  """Each test module's compiled programs are released after it. A jitted function keeps a program per static
+  argument (a learner per configuration) for the life of the process, and XLA:CPU maps each program's kernels into
+  memory maps of their own (about 1,500 for a small seed group's chunk): a long-lived test worker compiling hundreds
+  of configurations reached the kernel's limit of maps per process (``vm.max_map_count``, 65,530 by default), where
+  LLVM's next allocation fails and the worker dies of a segmentation fault (BUILD_NOTES, "Test suite").
+  """
+  yield
+  if "jax" in sys.modules:
+    sys.modules["jax"].clear_caches()
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 
+import jax
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ from fewshot.records.rundir import RunDir
 
 import dataset_fixtures as fixtures
 import omniglot_fixtures
-from experiments import omniglot_oneshot, reality_check, reproduce_dr
+from experiments import grid, omniglot_oneshot, reality_check, reproduce_dr
 
 NUMBER = r"-?\d+\.\d+"
 PROTO_MODELS = ("ProtoNet_S", "ProtoNet_DR")
@@ -166,6 +167,26 @@ def test_reproduce_dr_smoke_with_seed_groups(tmp_path, capsys):
   capsys.readouterr()
   reproduce_dr.main(argv)  # a finished grid of groups is read back, not retrained
   assert capsys.readouterr().out.count("done, skipped") == 2
+
+
+def test_a_grid_drops_each_configuration_s_compiled_programs(tmp_path):
+  """A grid of many configurations in one process would otherwise keep every one's programs (XLA:CPU's memory maps
+  per process are limited: BUILD_NOTES, "Test suite"); a finished run's records are read back, not retrained.
+  """
+  step = jax.jit(lambda x: x + 1)
+  cached = []
+
+  def train(config, workdir, resume, progress):
+    cached.append(step._cache_size())
+    step(np.float32(config.seed))
+    return {"test_accuracy": 0.5}
+
+  configs = {seed: (f"run{seed}", Config(dataset="strokes", seed=seed)) for seed in range(2)}
+  assert grid.run_all(configs, tmp_path, train) == {0: {"test_accuracy": 0.5}, 1: {"test_accuracy": 0.5}}
+  assert grid.run_groups([Config(dataset="strokes")], (0, 1), tmp_path / "groups",
+                         lambda config, seeds, dirs, resume, progress: [train(config, d, resume, progress)
+                                                                        for d in dirs])
+  assert cached == [0, 0, 0, 1] and step._cache_size() == 0  # a group's runs share one configuration's programs
 
 
 @pytest.mark.slow  # a seed group trained by python -m fewshot.train in a subprocess: 14 s idle, 35 s under load

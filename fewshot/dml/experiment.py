@@ -10,7 +10,6 @@ on all of ``train`` and validates on ``val``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import numpy as np
@@ -81,6 +80,7 @@ class Experiment:
     self.loss = get_loss(config.loss if loss is None else loss)
     config = config if loss is None else dataclasses.replace(config, loss=self.loss.label)  # what the run records
     self.config, self.placement = config, placement
+    self._learners: dict[int, MetricLearner] = {}
     self.folds, self.test, splits = load_data(config)
     self.data = data_record(splits, config.data_dir)  # how the dataset was split (what config.json records)
     self.stored_shape = self.test.image_shape  # the images as stored: the learners transform them for the model
@@ -100,16 +100,20 @@ class Experiment:
     """What the backbone sees: the stored images after the evaluation transform (what ``config.json`` records)."""
     return jax.eval_shape(self.augmentation.eval, jax.ShapeDtypeStruct((1, *self.stored_shape), np.uint8)).shape[1:]
 
-  @functools.lru_cache(maxsize=None)
   def learner(self, num_classes: int) -> MetricLearner:
+    """The learner of a fold with ``num_classes`` training classes: one per count, so that folds share compiles
+    (kept by the experiment: a cache on the method would keep every experiment, and its images, alive).
+    """
+    if num_classes in self._learners:
+      return self._learners[num_classes]
     c = self.config
     model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
     sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
-    return MetricLearner(model, BatchShape(c.classes, c.per_class), loss=self.loss,
-                         miner=None if c.miner == "none" else c.miner, num_classes=num_classes,
-                         optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
-                         augmentation=self.augmentation, batch_sharding=sharding,
-                         precision=c.precision)
+    self._learners[num_classes] = MetricLearner(
+        model, BatchShape(c.classes, c.per_class), loss=self.loss, miner=None if c.miner == "none" else c.miner,
+        num_classes=num_classes, optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
+        augmentation=self.augmentation, batch_sharding=sharding, precision=c.precision)
+    return self._learners[num_classes]
 
   def fold_learner(self, fold: int) -> MetricLearner:
     return self.learner(self.folds[fold][0].num_classes)

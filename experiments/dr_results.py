@@ -4,8 +4,8 @@
     python -m experiments.dr_results --train --data_dir ../shared/data/omniglot  # trains what is missing first
     python -m experiments.dr_results --smoke --train --data_dir DIR --out /tmp/page  # a tiny grid
 
-The grid is {ProtoNet, 1-NN} x {softmax, DR} x {1-shot, 5-shot}, 5-way, Conv4, seeds 0-4 on Omniglot (default
-protocol), each arm one seed group trained by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be
+The grid is {ProtoNet, 1-NN} x {softmax, DR} x {1-shot, 5-shot}, 5-way, Conv4, on Omniglot (default class
+splits), seeds 0-9 for the claims' six arms and 0-4 for the 1-shot 1-NN replicate, each arm one seed group trained by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be
 trained over several sittings). The page is built from the runs' records alone (``config.json``,
 ``metrics.jsonl``, ``results.json``; no checkpoints), kept in ``<out>/results/<dataset>/``: with them present,
 the command trains nothing and writes the same page byte for byte (the figures beside it aside).
@@ -27,11 +27,13 @@ from fewshot import analyze
 from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
+from fewshot.records.rundir import RunDir
 
 from experiments import dr_claims, reproduce_dr
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
-SEEDS = "0-4"
+SEEDS = "0-9"  # the claims' six arms
+REPLICATE_SEEDS = "0-4"  # the 1-shot 1-NN replicate
 RECORDS = ("config.json", "metrics.jsonl", "results.json")
 SMOKE = dict(episodes=4, eval_every=2, seeds="0-2")
 OMNIGLOT_CHARACTERS = 1623  # background 964 + evaluation 659 (Lake et al. 2015)
@@ -218,10 +220,17 @@ def _paper_tables(arms: dict) -> str:
   return "\n".join(parts)
 
 
+def _training_minutes(runs: list) -> float:
+  """An arm's minutes of training and validation. A seed group's runs share one compiled chunk, so each run's
+  seconds are its group's: the runs of one group (one provenance: the process that trained them) count once.
+  """
+  groups = {json.dumps(RunDir(run.path).read_config().get("provenance"), sort_keys=True): run for run in runs}
+  return sum(sum(row.get("seconds", 0.0) for row in run.rows) for run in groups.values()) / 60
+
+
 def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
-  # A seed group's runs share one compiled chunk, so each row's seconds are the group's: count one run per arm.
-  minutes = {f"{setting} {head}": sum(row.get("seconds", 0.0) for row in runs[0].rows) / 60
-             for setting, heads in arms.items() for head, runs in heads.items()}
+  minutes = {f"{setting} {head}": _training_minutes(runs) for setting, heads in arms.items()
+             for head, runs in heads.items()}
   per_arm = ", ".join(f"{arm} {m:.0f} min" for arm, m in minutes.items())
   lines = [f"- page: `{made.get('command', '')}`", f"- grid: `{made.get('grid', '')}`",
            f"- versions: {', '.join(f'{k} {v}' for k, v in made.get('versions', {}).items())}",
@@ -229,7 +238,7 @@ def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
            *(f"- later sitting: `{later['command']}` (grid: `{later['grid']}`; {later['machine']})"
              for later in made.get("later_sittings", [])),
            f"- wall time of training and validation, from the runs' records: {sum(minutes.values()) / 60:.1f} h "
-           f"(each arm's seeds train as one compiled group: {per_arm}); testing is not included",
+           f"(each sitting trains an arm's seeds as one compiled group: {per_arm}); testing is not included",
            f"- records: `{records}` (config, metrics and results of every run; no checkpoints)"]
   return "## How this page was made\n\n" + "\n".join(lines) + "\n"
 
@@ -240,8 +249,10 @@ def parse_args(argv):
   parser.add_argument("--data_dir", default=None)
   parser.add_argument("--out", default="docs", help="where results.md and results/ go (default docs)")
   parser.add_argument("--runs", default=None, help="where the grid trains (default runs/dr_<dataset>)")
-  parser.add_argument("--seeds", default=SEEDS, help="the claims' arms' seeds")
-  parser.add_argument("--replicate_seeds", default=None, help="the 1-shot 1-NN replicate's seeds (default --seeds)")
+  parser.add_argument("--seeds", default=None, help=f"the claims' arms' seeds (default {SEEDS})")
+  parser.add_argument("--replicate_seeds", default=None,
+                      help=f"the 1-shot 1-NN replicate's seeds (default {REPLICATE_SEEDS} with the default --seeds, else "
+                           "--seeds)")
   parser.add_argument("--episodes", type=int, default=EPISODES)
   parser.add_argument("--eval_every", type=int, default=100)
   parser.add_argument("--smoke", action="store_true", help="a tiny grid: checks the generator, not the paper")
@@ -249,7 +260,9 @@ def parse_args(argv):
   args = parser.parse_args(argv)
   if args.smoke:
     args.episodes, args.eval_every, args.seeds = SMOKE["episodes"], SMOKE["eval_every"], SMOKE["seeds"]
-  args.replicate_seeds = args.replicate_seeds or args.seeds
+  default_seeds = args.seeds is None
+  args.seeds = args.seeds or SEEDS
+  args.replicate_seeds = args.replicate_seeds or (REPLICATE_SEEDS if default_seeds else args.seeds)
   args.out = pathlib.Path(args.out)
   args.runs = pathlib.Path(args.runs or f"runs/dr_{args.dataset}")
   return args

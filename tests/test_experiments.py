@@ -246,7 +246,8 @@ def _write_dr_records(records, seeds=10, replicate_seeds=None):
                    "seconds": 60.0}
                   for k, e in enumerate(range(100, 601, 100))]
           rundir = RunDir(records / config.run_name)
-          rundir.write_config({**config.to_dict(), "input_shape": [28, 28, 1]})
+          sitting = {"started": "first sitting" if seed < 5 else "later sitting"}  # more seeds, trained later
+          rundir.write_config({**config.to_dict(), "input_shape": [28, 28, 1], "provenance": sitting})
           rundir.write_metrics(rows)
           rundir.write_results({"test_accuracy": 80.0 + 3.0 * seed + lift / 20, "test_ci95": 1.0})
 
@@ -284,8 +285,10 @@ def test_dr_results_page_gives_each_claim_its_paired_test_and_verdict_and_rebuil
       mean, half = stats.t_interval(values)
       assert f"| {setting} | {runs[0].config.model_name} | 10 | {', '.join(f'{v:.2f}' for v in values)} | " \
              f"{mean:.2f} ± {half:.2f} |" in page
-  # 6 checkpoints of 60 s per arm, shared by its seeds: 6 min per arm, 48 min for the 8 arms (not 10 times that).
-  assert "records: 0.8 h (each arm's seeds train as one compiled group: 1-shot ProtoNet DR 6 min, 1-shot ProtoNet softmax 6 min," in page
+  # 6 checkpoints of 60 s per group, shared by the seeds it trained: two sittings of 6 min per arm, 1.6 h for the 8
+  # arms (not 10 times that).
+  assert "records: 1.6 h (each sitting trains an arm's seeds as one compiled group: 1-shot ProtoNet DR 12 min, " \
+         "1-shot ProtoNet softmax 12 min," in page
   assert dr_results.main(argv) == page == (tmp_path / "docs" / "results.md").read_text()
 
 
@@ -308,6 +311,9 @@ def test_more_seeds_train_only_the_missing_ones_as_one_group_per_arm(tmp_path):
   (grid,) = dr_results.grid_argvs(args, kept)  # the replicate has its 5 seeds: nothing of it trains
   assert grid[grid.index("--seeds") + 1] == "5,6,7,8,9" and grid[grid.index("--nn_shots") + 1] == "5"
   assert dr_results.expected_runs(args) == 6 * 10 + 2 * 5
+  defaults = dr_results.parse_args([])  # the page's grid: 10 seeds where the claims are decided, 5 for the replicate
+  assert (defaults.seeds, defaults.replicate_seeds) == ("0-9", "0-4")
+  assert dr_results.parse_args(["--seeds", "0-2"]).replicate_seeds == "0-2"
   assert len(dr_results.grid_argvs(args)) == 2 and dr_results.grid_argvs(args, kept | {
       (shot, c, h, seed) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
       for seed in range(10)}) == []
@@ -318,7 +324,7 @@ def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, c
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records, seeds=4)
-  with pytest.raises(SystemExit, match=rf"error: {records} holds 32 of the grid's 40 runs' records; pass --train"):
+  with pytest.raises(SystemExit, match=rf"error: {records} holds 32 of the grid's 70 runs' records; pass --train"):
     dr_results.main(["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")])
   assert not (tmp_path / "runs").exists() and not (tmp_path / "docs" / "results.md").exists()
 

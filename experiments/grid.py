@@ -63,9 +63,10 @@ def run_groups(configs: list, seeds: tuple[int, ...], out: pathlib.Path, train_g
 
 def release_compiled_programs() -> None:
   """Drops the finished configuration's compiled programs. JAX keeps a program per learner for the life of the
-  process, and XLA:CPU maps each program's kernels into memory maps of their own (about 2,700 for a Conv4 arm of
-  5 seeds): a grid of a few dozen configurations in one process would reach the kernel's limit of maps per process
-  (``vm.max_map_count``, 65,530 by default), where the next compile dies of a segmentation fault.
+  process, and XLA:CPU maps each program's kernels into memory maps of their own (a process that had trained one
+  Conv4 arm of 5 seeds and begun the next held about 3,600): a grid of a few dozen configurations in one process
+  would reach the kernel's limit of maps per process (``vm.max_map_count``, 65,530 by default), where the next
+  compile dies of a segmentation fault.
   """
   jax.clear_caches()
 

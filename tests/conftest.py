@@ -66,9 +66,10 @@ def shared_compilation_cache(tmp_path_factory):
 def release_compiled_programs():
   """Each test module's compiled programs are released after it. A jitted function keeps a program per static
   argument (a learner per configuration) for the life of the process, and XLA:CPU maps each program's kernels into
-  memory maps of their own (about 1,500 for a small seed group's chunk): a long-lived test worker compiling hundreds
-  of configurations reached the kernel's limit of maps per process (``vm.max_map_count``, 65,530 by default), where
-  LLVM's next allocation fails and the worker dies of a segmentation fault (BUILD_NOTES, "Test suite").
+  memory maps of their own (about 1,560 for a small seed group and its run alone, trained 3 steps each): a
+  long-lived test worker compiling hundreds of configurations reached the kernel's limit of maps per process
+  (``vm.max_map_count``, 65,530 by default), where LLVM's next allocation fails and the worker dies of a
+  segmentation fault (BUILD_NOTES, "Test suite").
   """
   yield
   if "jax" in sys.modules:

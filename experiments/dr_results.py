@@ -5,10 +5,11 @@
     python -m experiments.dr_results --smoke --train --data_dir DIR --out /tmp/page  # a tiny grid
 
 The grid is {ProtoNet, 1-NN} x {softmax, DR} x {1-shot, 5-shot}, 5-way, Conv4, on Omniglot (default class
-splits), seeds 0-9 for the claims' six arms and 0-4 for the 1-shot 1-NN replicate, each arm one seed group trained by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be
-trained over several sittings). The page is built from the runs' records alone (``config.json``,
-``metrics.jsonl``, ``results.json``; no checkpoints), kept in ``<out>/results/<dataset>/``: with them present,
-the command trains nothing and writes the same page byte for byte (the figures beside it aside).
+splits), seeds 0-9 for the claims' six arms and 0-4 for the 1-shot 1-NN replicate, each arm one seed group trained
+by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be trained over several sittings). The page is
+built from the runs' records alone (``config.json``, ``metrics.jsonl``, ``results.json``; no checkpoints), kept in
+``<out>/results/<dataset>/``: with them present, the command trains nothing and writes the same page byte for byte
+(the figures beside it aside).
 """
 
 from __future__ import annotations
@@ -251,8 +252,8 @@ def parse_args(argv):
   parser.add_argument("--runs", default=None, help="where the grid trains (default runs/dr_<dataset>)")
   parser.add_argument("--seeds", default=None, help=f"the claims' arms' seeds (default {SEEDS})")
   parser.add_argument("--replicate_seeds", default=None,
-                      help=f"the 1-shot 1-NN replicate's seeds (default {REPLICATE_SEEDS} with the default --seeds, else "
-                           "--seeds)")
+                      help=f"the 1-shot 1-NN replicate's seeds (default {REPLICATE_SEEDS} with the default "
+                           "--seeds, else --seeds)")
   parser.add_argument("--episodes", type=int, default=EPISODES)
   parser.add_argument("--eval_every", type=int, default=100)
   parser.add_argument("--smoke", action="store_true", help="a tiny grid: checks the generator, not the paper")

@@ -28,7 +28,6 @@ from fewshot import analyze
 from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
-from fewshot.records.rundir import RunDir
 
 from experiments import dr_claims, reproduce_dr
 
@@ -225,7 +224,7 @@ def _training_minutes(runs: list) -> float:
   """An arm's minutes of training and validation. A seed group's runs share one compiled chunk, so each run's
   seconds are its group's: the runs of one group (one provenance: the process that trained them) count once.
   """
-  groups = {json.dumps(RunDir(run.path).read_config().get("provenance"), sort_keys=True): run for run in runs}
+  groups = {json.dumps(run.provenance, sort_keys=True): run for run in runs}
   return sum(sum(row.get("seconds", 0.0) for row in run.rows) for run in groups.values()) / 60
 
 

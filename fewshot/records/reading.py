@@ -28,8 +28,13 @@ class Run:
   config: Any
   rows: tuple[dict, ...]
   results: dict | None
-  backend: str | None = None  # what config.json's provenance names (None for runs from before it was recorded)
   measurements: tuple[tuple[str, dict], ...] = ()  # python -m fewshot.evaluate's records: (file name, record)
+  provenance: dict | None = None  # config.json's: the code, versions and devices (None for runs from before it)
+
+  @property
+  def backend(self) -> str | None:
+    """The backend the run trained on, as its provenance names it."""
+    return self.provenance.get("backend") if isinstance(self.provenance, dict) else None
 
   def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
@@ -76,9 +81,8 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
   if odd is not None:
     raise RunDirError(f"{path}/metrics.jsonl has a row at episode {odd!r}, not a whole number of episodes (it was "
                       "edited); retrain or repair it.")
-  provenance = record.get("provenance")
-  backend = provenance.get("backend") if isinstance(provenance, dict) else None
-  return Run(path=str(path), config=config, rows=rows, results=results, backend=backend, measurements=measurements)
+  return Run(path=str(path), config=config, rows=rows, results=results, measurements=measurements,
+             provenance=record.get("provenance"))
 
 
 def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement: str | None = None) -> list[Run]:

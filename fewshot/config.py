@@ -8,6 +8,7 @@ that a saved configuration names its data exactly.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from fewshot import choices
 from fewshot.data import catalog
@@ -21,6 +22,7 @@ PAPER_EPISODES = {1: 60_000, 5: 50_000}
 # test episodes.
 PAPER_QUERY, PAPER_TEST_QUERY = 16, 15
 SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
+TRAIN_SPLITS = ("train", "train+val")
 # The headings of --help the options are listed under, with options.DATA and options.RUNS.
 MODEL, TRAINING, EVALUATION = "model and head", "episodes and training", "evaluation"
 
@@ -56,6 +58,13 @@ class Config(RunOptions):
                                 "and validate and test 5-way", positive=True, heading=EVALUATION)
   episodes: int | None = option(None, "training episodes (default: the paper's 60,000/50,000, or 2,000 on small "
                                 "datasets)", positive=True, heading=TRAINING)
+  patience: int | None = option(None, "stop training once this many checkpoints in a row bring no better validation "
+                                "accuracy (the best checkpoint is tested, as always; results.json records where it "
+                                "stopped); default: train all --episodes", positive=True, heading=TRAINING)
+  train_splits: str = option("train", "what training episodes are drawn from: train, or train+val (retraining on "
+                             "both for a length chosen on val, as Snell et al. and Ravi & Larochelle did: nothing "
+                             "validates then, and the last checkpoint is tested)", choices=TRAIN_SPLITS,
+                             heading=TRAINING)
   eval_every: int = option(100, "episodes between checkpoints (validation, metrics row, checkpoint)", positive=True,
                            heading=TRAINING)
   val_episodes: int = option(100, "validation episodes per checkpoint", positive=True, heading=EVALUATION)
@@ -75,14 +84,20 @@ class Config(RunOptions):
                                   "datasets are stored at int(1.15*size)", heading=DATA)
   class_splits: str | None = option(None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
                                 "dml (train/test halves; val holds out every 4th training class); of omniglot: "
-                                "default (60/20/20), vinyals (1028/172/423 in a --split_seed order), "
+                                "default (60/20/20), vinyals_published (Vinyals et al.'s split as published: 1028/172/423 "
+                                "characters, 13 evaluation alphabets tested), vinyals_sizes (a --split_seed order cut "
+                                "at those sizes; before 0.2 named vinyals), lists (--split_lists), "
                                 "background_evaluation (Lake's alphabets; val held out as under dml) or "
                                 "all_characters (every background character found trains but every fourth, which "
                                 "validates; test: the evaluation alphabets if found, else that validation quarter); "
                                 "default the dataset's", heading=DATA)
+  split_lists: str | None = option(None, "omniglot --class_splits lists: a folder of train.txt, val.txt and test.txt, "
+                                   "one Alphabet/characterNN a line (a rotation suffix /rotDDD is read as its "
+                                   "character); the run records the lists' SHA-256", heading=DATA)
   class_order: str = option("default", "default, or random: classes permuted by --split_seed before splitting",
                             choices=catalog.CLASS_ORDERS, heading=DATA)
-  split_seed: int = option(0, "seed of --class_order random", heading=DATA)
+  split_seed: int = option(0, "seed of --class_order random and of omniglot's --class_splits vinyals_sizes",
+                           heading=DATA)
   bbox_crop: bool = option(False, "crop images to their bounding boxes before resizing (cub, cars196)", heading=DATA)
   rotations: bool = option(False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)",
                            heading=DATA)
@@ -106,6 +121,7 @@ class Config(RunOptions):
                                 rotations=self.rotations)
     object.__setattr__(self, "image_size", data.image_size)
     object.__setattr__(self, "class_splits", data.class_splits)
+    self._check_lists_and_lengths(data)
     self.set_default("augment", data.is_image_dataset)
     self.set_default("test_way", self.way)
     for name in ("way", "test_way"):
@@ -129,6 +145,27 @@ class Config(RunOptions):
     self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, paper))
     self.check_fields()  # the resolved defaults too
     self.resolve_locations()
+
+  def _check_lists_and_lengths(self, data: catalog.DataOptions) -> None:
+    """One-line ``ConfigError`` for --split_lists without --class_splits lists (or the reverse), --train_splits
+    train+val without a validation split of the class splits' own, and --patience with nothing to validate on.
+    """
+    if (self.class_splits == "lists") != (self.split_lists is not None):
+      raise ConfigError("--split_lists names the lists of --class_splits lists (omniglot); pass both or neither.")
+    if self.split_lists is not None:
+      object.__setattr__(self, "split_lists", os.path.abspath(os.path.expanduser(self.split_lists)))
+    if self.train_splits == "train+val":
+      if "val" not in data.split_names:
+        raise ConfigError(f"--train_splits train+val needs class splits with a validation split of their own; "
+                          f"--class_splits {data.class_splits} of {self.dataset} has {'/'.join(data.split_names)}.")
+      if self.patience is not None:
+        raise ConfigError("--patience stops on the validation split, which --train_splits train+val trains on; "
+                          "choose the length with a --train_splits train run and pass it as --episodes.")
+
+  @property
+  def validates(self) -> bool:
+    """Whether checkpoints are chosen on a validation split (not when it is trained on: the last is tested)."""
+    return self.train_splits == "train"
 
   @property
   def is_image_dataset(self) -> bool:

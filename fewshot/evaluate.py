@@ -34,6 +34,7 @@ from fewshot import cli, options
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
+from fewshot.records.measurements import record_name
 from fewshot.records.rundir import existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
@@ -41,9 +42,6 @@ LAKE_FILE = "lake_runs.json"
 # What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there.
 EPISODE_FLAGS = ("test_episodes", "test_way", "shot", "test_query", "seed", "data_dir", "tfds_dir", "test_by",
                  "cached_episodes")
-# The test episode's options a measurement may change, and their short names in its file's name.
-NAMED_OPTIONS = (("test_way", "way"), ("shot", "shot"), ("test_query", "query"), ("test_shifts", "shifts"),
-                 ("seed", "seed"))
 
 
 def define_flags() -> None:
@@ -140,17 +138,6 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   return results
 
 
-def record_name(run: Config, used: Config, checkpoint: str, step: int, test_by: str, cached: int) -> str:
-  """The file a measurement is written to (the rule of this module's docstring): every option that changes it."""
-  parts = [f"test_{checkpoint}@{step}", f"{cached if test_by == 'cached' else used.test_episodes}ep"]
-  if test_by != "episode":
-    parts.append(test_by + (f"_cached{cached}ep" if test_by == "both" and cached != used.test_episodes else ""))
-  for field, short in NAMED_OPTIONS:
-    if getattr(used, field) != getattr(run, field):
-      parts.append(f"{short}{getattr(used, field)}")
-  return "_".join(parts) + ".json"
-
-
 def record_path(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
                 check: bool = True, **overrides) -> tuple[pathlib.Path, dict]:
   """Where :func:`evaluate`'s measurement of these options is written, and the options it records; with ``check``,
@@ -229,17 +216,25 @@ def main_lake():
     print(f"wrote {existing_run(FLAGS.workdir).path / LAKE_FILE}")
 
 
+def measure(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
+            record: bool = True, progress: bool = True, **overrides) -> tuple[dict, dict, pathlib.Path | None]:
+  """:func:`evaluate`, written (with ``record``) where :func:`record_path` says: ``(results, the options used, the
+  file written or None)``.
+  """
+  # Where it will be written (checked before the test starts, with record) and the options it records.
+  target, options_used = record_path(workdir, checkpoint, test_by, cached_episodes, check=record, **overrides)
+  results = evaluate(workdir, checkpoint, test_by, cached_episodes, progress, **overrides)
+  if record:
+    write_json_atomic(target, finite_json({**results, "options": options_used}))
+  return results, options_used, target if record else None
+
+
 def main_test():
   overrides = dict(test_episodes=FLAGS.test_episodes, test_way=FLAGS.test_way, shot=FLAGS.shot,
                    test_query=FLAGS.test_query, seed=FLAGS.seed,
                    data_dir=FLAGS.data_dir, tfds_dir=FLAGS.tfds_dir, test_shifts=FLAGS.test_shifts)
-  # Where it will be written (checked before the test starts, with --record) and the options it records.
-  target, options_used = record_path(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes,
-                                     check=FLAGS.record, **overrides)
-  target = target if FLAGS.record else None
-  results = evaluate(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes, **overrides)
-  if target is not None:
-    write_json_atomic(target, finite_json({**results, "options": options_used}))
+  results, options_used, target = measure(FLAGS.workdir, FLAGS.checkpoint, FLAGS.test_by, FLAGS.cached_episodes,
+                                          FLAGS.record, **overrides)
   shape = f"{options_used['test_way']}-way {options_used['shot']}-shot {options_used['test_query']}-query"
   where = f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}, {shape})"
   lines = [("", results["test_by"] == "cached")] + [("cached_", True)] * (results["test_by"] == "both")

@@ -33,6 +33,12 @@ RECORDED_EXTRAS = ("input_shape", "provenance", "data")
 # Names a run's config.json used before a word got one meaning: a record of either age reads the same
 # (current_names), and the old flag is refused naming the new one (fewshot.cli).
 RENAMED = {"protocol": "class_splits", "image_shape": "input_shape"}
+# Options a resumed run may raise: a finished run trained further (--resume --episodes 4000 on a 2,000-episode run),
+# identical to one trained that long from the start (episodes are drawn by their index, the schedule does not
+# depend on the total).
+EXTENDABLE_FIELDS = ("episodes",)
+# Values a record's option held before they got names of their own: read under today's (current_names).
+RENAMED_VALUES = {"class_splits": {"vinyals": "vinyals_sizes"}}
 # The --help heading of each flag the commands define, in definition order (which orders the headings).
 FLAG_HEADINGS: dict[str, str] = {}
 OTHER_FLAGS = "other flags"  # the heading of a flag defined without one
@@ -57,12 +63,17 @@ def precision_option():
 
 
 def current_names(record: dict) -> dict:
-  """A config.json's object under today's names (:data:`RENAMED`); a name given both ways keeps the new one's value.
+  """A config.json's object under today's names (:data:`RENAMED`, :data:`RENAMED_VALUES`); a name given both ways
+  keeps the new one's value.
 
   >>> current_names({"protocol": "vinyals", "way": 5})
-  {'class_splits': 'vinyals', 'way': 5}
+  {'class_splits': 'vinyals_sizes', 'way': 5}
   """
-  return {RENAMED.get(name, name): value for name, value in record.items() if RENAMED.get(name) not in record}
+  named = {RENAMED.get(name, name): value for name, value in record.items() if RENAMED.get(name) not in record}
+  for name, renamed in RENAMED_VALUES.items():
+    if isinstance(named.get(name), str) and named[name] in renamed:
+      named[name] = renamed[named[name]]
+  return named
 
 
 class RunOptions:

@@ -5,12 +5,13 @@
     test = data.load_split('omniglot', 'test', data_dir='/path/to/omniglot')
     cub = data.load_splits('cub', '/data', image_size=84)            # {'train', 'val', 'test'}: 96x96x3
     cars = data.load_splits('cars196', '/data', class_order='random', seed=1, bbox_crop=True)
-    vinyals = data.load_splits('omniglot', '/data', class_splits='vinyals', rotations=True)
+    vinyals = data.load_splits('omniglot', '/data', class_splits='vinyals_published', rotations=True)
 
 Each dataset is prepared once into array_record files under the tfds dir
 (``default_tfds_dir``) and read back by random access; later loads reuse it.
 strokes and omniglot are 28x28x1 (ink 255 on background 0) with fixed 60/20/20
-class splits; omniglot also has Vinyals's and Lake's splits and 90-degree rotations
+class splits; omniglot also has Vinyals's (as published) and Lake's splits, class lists of
+one's own (``class_lists``) and 90-degree rotations
 as new classes (``omniglot.character_splits``, ``omniglot.rotated``). The image datasets
 (cub, mini_imagenet, cars196, sop) are RGB, stored at int(1.15 * image_size) px, and
 split by ``class_splits`` and ``class_order`` (see ``class_splits``); ``memory_plan`` says which
@@ -18,7 +19,7 @@ splits fit on the device. What each dataset can be asked for is ``catalog``.
 
 Its modules by role: what can be asked for (``catalog``, ``split``), reading the files a researcher
 has (``archives`` and its parts, ``readers/`` for the image datasets, ``omniglot``, ``strokes`` built here),
-class splits (``class_splits``, ``holdout``), preparing and reading back (``tfds_io``, ``images``,
+class splits (``class_splits``, ``class_lists``, ``holdout``), preparing and reading back (``tfds_io``, ``images``,
 ``image_decoding``, ``prepared``, ``loading``), and device memory (``memory``).
 
 It imports only ``fewshot.errors`` of the package: everything else stands on it. The loaders (and
@@ -36,7 +37,8 @@ from fewshot.data.catalog import DATASETS, IMAGE_DATASETS, SPLITS
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 
-_LAZY = {"load_splits": "loading", "load_split": "loading", "default_tfds_dir": "loading", "memory_plan": "memory"}
+_LAZY = {"load_splits": "loading", "load_split": "loading", "default_tfds_dir": "loading", "files_read": "loading",
+         "memory_plan": "memory"}
 
 __all__ = ["DATASETS", "IMAGE_DATASETS", "SPLITS", "DataError", "Split", *_LAZY]
 

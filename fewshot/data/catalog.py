@@ -20,15 +20,22 @@ BBOX_DATASETS = ("cub", "cars196")
 CLASS_ORDERS = ("default", "random")
 
 # The class splits each dataset can be divided into (--class_splits), with the splits each defines. Omniglot: the stored
-# 60/20/20 split, Vinyals et al.'s sizes in a seeded order, Lake et al.'s background /
-# evaluation alphabets, or every background character found (a quarter held out for
-# validation); the image datasets: few-shot train/val/test or the DML halves
+# 60/20/20 split, Vinyals et al.'s published lists (fewshot/data/lists/vinyals), a seeded permutation cut at Vinyals et
+# al.'s sizes, Lake et al.'s background / evaluation alphabets, every background character found (a quarter held out
+# for validation), or a user's own lists (--split_lists); the image datasets: few-shot train/val/test or the DML halves
 # (fewshot.data.class_splits).
-CLASS_SPLITS = {"omniglot": ("default", "vinyals", "background_evaluation", "all_characters"), "cub": ("fewshot", "dml"),
-             "mini_imagenet": ("fewshot",), "cars196": ("dml",), "sop": ("dml",)}
+CLASS_SPLITS = {"omniglot": ("default", "vinyals_published", "vinyals_sizes", "background_evaluation", "all_characters",
+                             "lists"),
+                "cub": ("fewshot", "dml"), "mini_imagenet": ("fewshot",), "cars196": ("dml",), "sop": ("dml",)}
 DEFAULT_CLASS_SPLITS = {dataset: names[0] for dataset, names in CLASS_SPLITS.items()}
-SPLITS_OF = {"default": SPLITS, "vinyals": SPLITS, "background_evaluation": ("train", "test"),
-                   "all_characters": SPLITS, "fewshot": SPLITS, "dml": ("train", "test")}
+SPLITS_OF = {"default": SPLITS, "vinyals_published": SPLITS, "vinyals_sizes": SPLITS, "lists": SPLITS,
+             "background_evaluation": ("train", "test"), "all_characters": SPLITS, "fewshot": SPLITS,
+             "dml": ("train", "test")}
+# Class splits read from lists of class names (fewshot.data.class_lists).
+LISTED_CLASS_SPLITS = ("vinyals_published", "lists")
+# Names a class split had before it got one that says what it is: a record naming the old one reads under the new
+# (fewshot.options.current_names); on the command line the old name is refused, naming both.
+RENAMED_CLASS_SPLITS = {"vinyals": "vinyals_sizes"}
 
 SMALL_IMAGE_SIZE = 28  # strokes and omniglot are stored and used at 28x28 by default
 # Omniglot's 105x105 originals can also be box-filtered to a larger side (strokes is drawn at 28 only); below 28
@@ -117,6 +124,10 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
   fixed = {"class_order": (class_order, "default"), "bbox_crop": (bbox_crop, False)}
   if dataset == "omniglot":
     class_splits = DEFAULT_CLASS_SPLITS[dataset] if class_splits is None else class_splits
+    if class_splits in RENAMED_CLASS_SPLITS:
+      raise ConfigError(f"--class_splits {class_splits} is now named {RENAMED_CLASS_SPLITS[class_splits]} (a seeded "
+                        "permutation cut at Vinyals et al.'s sizes, not their split; runs that recorded it read as "
+                        "that); Vinyals et al.'s published split is vinyals_published.")
     if class_splits not in CLASS_SPLITS[dataset]:
       raise ConfigError(f"--class_splits {class_splits} is not defined for omniglot; choose one of "
                         f"{', '.join(CLASS_SPLITS[dataset])}.")

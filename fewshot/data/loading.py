@@ -26,7 +26,7 @@ def _builder(dataset: str, data_dir: str | None, tfds_dir: str | None, size: int
 
 
 def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | None, seed: int,
-          wanted: tuple[str, ...]) -> dict[str, Split]:
+          wanted: tuple[str, ...], split_lists: str | None = None) -> dict[str, Split]:
   """The splits ``wanted`` of the class splits, as stored or split again."""
   if resolved.is_image_dataset:
     prepared = images.prepare(resolved.dataset, data_dir, tfds_dir, size=catalog.stored_size(resolved.image_size),
@@ -39,14 +39,14 @@ def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | N
     return {split: tfds_io.read_split(b, split) for split in wanted}
   # Omniglot's other class splits: the stored default split's characters, pooled and split again.
   pooled = Split.concatenate(tfds_io.read_split(b, split) for split in catalog.SPLITS)
-  characters = omniglot.character_splits(list(pooled.class_names), resolved.class_splits, seed)
+  characters = omniglot.character_splits(list(pooled.class_names), resolved.class_splits, seed, split_lists)
   return {split: omniglot.by_characters(pooled, characters[split]) for split in wanted}
 
 
 def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None = None,
                 splits: Sequence[str] | None = None, *, image_size: int | None = None, class_splits: str | None = None,
                 class_order: str = "default", seed: int = 0, bbox_crop: bool = False,
-                rotations: bool = False) -> dict[str, Split]:
+                rotations: bool = False, split_lists: str | None = None) -> dict[str, Split]:
   """Loads several class splits of ``dataset`` at once (one preparation check).
 
   Args:
@@ -63,14 +63,17 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
     class_splits: image datasets: 'fewshot' (train/val/test; default for cub and
       mini_imagenet) or 'dml' (train/test: first and second half of the classes;
       default for cars196 and sop); see class_splits. omniglot: 'default' (the
-      stored 60/20/20), 'vinyals', 'background_evaluation' (train/test) or
-      'all_characters'; see omniglot.character_splits.
+      stored 60/20/20), 'vinyals_published' (Vinyals et al.'s lists), 'vinyals_sizes'
+      (a seeded order cut at their sizes), 'background_evaluation' (train/test),
+      'all_characters' or 'lists' (``split_lists``); see omniglot.character_splits.
     class_order: 'default' or 'random' (the class order permuted by ``seed`` before
       the split is taken).
-    seed: the class order's seed; omniglot's 'vinyals' order.
+    seed: the class order's seed; omniglot's 'vinyals_sizes' order.
     bbox_crop: crop each image to its bounding box before resizing (cub, cars196).
     rotations: omniglot: each character at 0/90/180/270 degrees, four classes, made
       after any hold-out, so a character and its rotations stay in one split.
+    split_lists: omniglot's class splits 'lists': a folder of train.txt, val.txt and
+      test.txt (fewshot.data.class_lists).
 
   Raises:
     ConfigError: unknown dataset, class splits or order; an option the dataset does not have.
@@ -90,10 +93,19 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
       raise DataError(f"Unknown split {split!r} for {dataset}; choose one of {', '.join(valid)}.")
   held_out = "val" in splits and "val" not in own
   wanted = tuple(s for s in own if s in splits or (held_out and s == "train"))
-  loaded = _read(resolved, data_dir, tfds_dir, seed, wanted)
+  loaded = _read(resolved, data_dir, tfds_dir, seed, wanted, split_lists)
   if held_out:
     loaded["train"], loaded["val"] = holdout.every_fourth_class(loaded["train"])
   return {split: omniglot.rotated(loaded[split]) if rotations else loaded[split] for split in splits}
+
+
+def files_read(dataset: str, data_dir: str | None) -> list[str] | None:
+  """The files of ``data_dir`` a dataset's images are read from, where its reader knows them (omniglot: the zips and
+  folders holding characters); None where it does not (the run then names what the folder holds at its top).
+  """
+  if dataset == "omniglot":
+    return list(omniglot.scan(data_dir).sources)
+  return None
 
 
 def load_split(dataset: str, split: str, data_dir: str | None = None, tfds_dir: str | None = None,

@@ -18,21 +18,22 @@ import numpy as np
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from fewshot.data import archives, catalog, tfds_io
+from fewshot.data import archives, catalog, class_lists, tfds_io
 from fewshot.data.split import Split
-from fewshot.errors import DataError, one_line
+from fewshot.errors import ConfigError, DataError, one_line
 
 # The default class split is a property of the dataset, not of a run: a fixed seed.
 SPLIT_SEED = 0
 SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 
 # Class splits (`character_splits`, named in `catalog.CLASS_SPLITS`): the stored 60/20/20
-# split; Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train +
-# 172 val, and 423 test, of 1,623) in a seeded random order, as Vinyals drew them; Lake et al.'s
-# alphabets: the 30 background alphabets train, the 20 evaluation alphabets test; or every
-# background character found, every fourth (in name order) held out for validation as under
-# `background_evaluation`, tested on the evaluation alphabets when they were found and else on
-# the validation quarter (background-only data has nothing else held out).
+# split; Vinyals et al.'s split as published (fewshot/data/lists/vinyals: 1,028 / 172 / 423 characters, the test split
+# 13 evaluation alphabets held out whole) or a user's own lists (fewshot.data.class_lists); a seeded random order cut
+# at Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train + 172 val, and 423 test, of
+# 1,623), which is not their split; Lake et al.'s alphabets: the 30 background alphabets train, the 20 evaluation
+# alphabets test; or every background character found, every fourth (in name order) held out for validation as under
+# `background_evaluation`, tested on the evaluation alphabets when they were found and else on the validation quarter
+# (background-only data has nothing else held out).
 VINYALS_SIZES = (1028, 172, 423)
 EVALUATION_ALPHABETS = frozenset({
     "Angelic", "Atemayar_Qelisayer", "Atlantean", "Aurek-Besh", "Avesta", "Ge_ez", "Glagolitic", "Gurmukhi",
@@ -51,6 +52,7 @@ class Characters:
   tree: archives.FileTree
   classes: dict[str, tuple[str, ...]]
   fingerprint: str
+  sources: tuple[str, ...] = ()  # the zips (and top folders, ``name/``) the images were found in, in name order
 
   @property
   def class_names(self) -> list[str]:
@@ -103,7 +105,19 @@ def scan(data_dir: str | None) -> Characters:
     classes.setdefault(cls, []).append(member)
   if len(classes) < 3:
     raise DataError(f"Found only {len(classes)} characters in {root}, need at least 3 (one per split); {_LAYOUT}.")
-  return Characters(str(root), tree, {k: tuple(v) for k, v in classes.items()}, _fingerprint(tree))
+  return Characters(str(root), tree, {k: tuple(v) for k, v in classes.items()}, _fingerprint(tree),
+                    _sources(tree, first.values()))
+
+
+def _sources(tree: archives.FileTree, members) -> tuple[str, ...]:
+  """The zips and top folders of the data folder that hold ``members``: what a run says it read (a folder of lists
+  or a README beside them is not among them).
+  """
+  found = set()
+  for member in members:
+    part, name = tree._find(member)
+    found.add(part.path.name if part.kind == "zip" else name.split("/")[0] + "/")
+  return tuple(sorted(found))
 
 
 def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:
@@ -137,19 +151,24 @@ def class_split(class_names: list[str]) -> dict[str, list[str]]:
   return {split: sorted(names[i] for i in p) for split, p in zip(catalog.SPLITS, parts)}
 
 
-def character_splits(class_names: list[str], class_splits: str, seed: int = 0) -> dict[str, list[str]]:
+def character_splits(class_names: list[str], class_splits: str, seed: int = 0,
+                     split_lists: str | None = None) -> dict[str, list[str]]:
   """{split: sorted character names} of the characters ``class_names`` ('alphabet/character') under ``class_splits``.
 
-  'vinyals' cuts a permutation of the sorted names (seeded by ``seed``) in Vinyals's
-  proportions, which are exactly 1,028 / 172 / 423 on the full 1,623 characters;
-  'background_evaluation' splits by alphabet; 'all_characters' trains on every background
-  character but every fourth, which validates (and tests, unless evaluation alphabets were
-  found). 'default' is ``class_split``.
+  'vinyals_published' and 'lists' are the characters listed in Vinyals et al.'s published lists or in the folder
+  ``split_lists`` (:mod:`fewshot.data.class_lists`), every listed character required; 'vinyals_sizes' cuts a
+  permutation of the sorted names (seeded by ``seed``) in Vinyals's proportions, which are exactly 1,028 / 172 /
+  423 on the full 1,623 characters; 'background_evaluation' splits by alphabet; 'all_characters' trains on every
+  background character but every fourth, which validates (and tests, unless evaluation alphabets were found).
+  'default' is ``class_split``.
   """
   catalog.resolve("omniglot", class_splits=class_splits)  # refuses unknown class splits
   names = sorted(class_names)
   if class_splits == "default":
     return class_split(names)
+  if class_splits in catalog.LISTED_CLASS_SPLITS:
+    return class_lists.chosen(listed(class_splits, split_lists), names, "--data_dir needs images_background.zip and "
+                              "images_evaluation.zip (all 1,623 characters)")
   test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
   background = [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS]
   if class_splits == "background_evaluation":
@@ -157,7 +176,7 @@ def character_splits(class_names: list[str], class_splits: str, seed: int = 0) -
   elif class_splits == "all_characters":
     val = background[3::4]  # holdout.every_fourth_class's rule, on the names in order
     chosen = {"train": [n for i, n in enumerate(background) if i % 4 != 3], "val": val, "test": test or val}
-  else:
+  else:  # vinyals_sizes
     perm = np.random.default_rng(seed).permutation(len(names))
     bounds = np.round(np.cumsum(VINYALS_SIZES)[:-1] / sum(VINYALS_SIZES) * len(names)).astype(int)
     chosen = {split: sorted(names[i] for i in part) for split, part in zip(catalog.SPLITS, np.split(perm, bounds))}
@@ -168,6 +187,16 @@ def character_splits(class_names: list[str], class_splits: str, seed: int = 0) -
       raise DataError(f"Omniglot's --class_splits {class_splits} leaves split {split!r} without characters among the "
                       f"{len(names)} found; {fix}.")
   return chosen
+
+
+def listed(class_splits: str, split_lists: str | None) -> class_lists.ClassLists:
+  """The lists a listed class split reads: Vinyals et al.'s published ones, or the folder ``split_lists``."""
+  if class_splits == "vinyals_published":
+    return class_lists.read(class_lists.VINYALS)
+  if not split_lists:
+    raise ConfigError("--class_splits lists reads the folder --split_lists names (train.txt, val.txt, test.txt, one "
+                      "Alphabet/characterNN a line); pass it.")
+  return class_lists.read(split_lists)
 
 
 def rotated(split: Split) -> Split:

@@ -17,7 +17,7 @@ from fewshot.analysis import stats
 from fewshot.augment.affine import Distortion
 from fewshot.augment.augmentation import Augmentation
 from fewshot.config import Config
-from fewshot.data import SPLITS, Split, omniglot
+from fewshot.data import SPLITS, Split, catalog, omniglot
 from fewshot.data.catalog import fits_on_device
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
@@ -108,10 +108,17 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
 
 
 def load_data(config: Config, splits: tuple[str, ...] = SPLITS) -> dict[str, Split]:
-  """The requested splits of the config's dataset (class splits without val hold out training classes)."""
-  return data.load_splits(config.dataset, config.data_dir, config.tfds_dir, splits, image_size=config.image_size,
-                          class_splits=config.class_splits, class_order=config.class_order, seed=config.split_seed,
-                          bbox_crop=config.bbox_crop, rotations=config.rotations)
+  """The requested splits of the config's dataset (class splits without val hold out training classes); under
+  ``--train_splits train+val``, 'train' holds the validation classes too and there is no 'val'.
+  """
+  pooled = not config.validates and "train" in splits
+  wanted = tuple(dict.fromkeys((*splits, "val") if pooled else splits))
+  loaded = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, wanted, image_size=config.image_size,
+                            class_splits=config.class_splits, class_order=config.class_order, seed=config.split_seed,
+                            bbox_crop=config.bbox_crop, rotations=config.rotations, split_lists=config.split_lists)
+  if pooled:
+    loaded["train"] = Split.concatenate([loaded["train"], loaded.pop("val")])
+  return {name: split for name, split in loaded.items() if name in splits and (config.validates or name != "val")}
 
 
 @dataclasses.dataclass
@@ -162,8 +169,10 @@ class Experiment:
             "measures psi with Euclidean prototypes instead).", file=sys.stderr)
 
   def schedule(self) -> loop.Schedule:
-    return loop.Schedule(self.config.episodes, self.config.eval_every, best_by="val_accuracy", step_key="episode",
-                         loss_key="train_loss", unit="ep")
+    # Without validation the last checkpoint is the one tested: the best by its episode.
+    best_by = "val_accuracy" if self.config.validates else "episode"
+    return loop.Schedule(self.config.episodes, self.config.eval_every, best_by=best_by, step_key="episode",
+                         loss_key="train_loss", unit="ep", patience=self.config.patience)
 
   def initial_state(self, model: int = 0) -> TrainState:
     del model  # one model per run
@@ -177,8 +186,11 @@ class Experiment:
     return state, (metrics, diagnosed)
 
   def rows(self, model: int, state: TrainState, outputs, written: tuple[int, ...]) -> list[dict]:
-    val = 100.0 * self.accuracies(state, "val", self.config.val_episodes, written)
-    val = [val] if self.group is None else list(val)
+    if self.config.validates:
+      val = 100.0 * self.accuracies(state, "val", self.config.val_episodes, written)
+      val = [val] if self.group is None else list(val)
+    else:
+      val = [None] * len(written)
     per_run = seed_groups.each_run({"metrics": outputs[0], "diagnosed": outputs[1], "rho": state.params.get("rho")},
                                    self.group, written)
     # The chunk's mean loss and accuracy are taken on the device (as runs before seed groups did: same bits).
@@ -186,11 +198,15 @@ class Experiment:
     return [_row(seed_groups.local_step(state.step), {**v, "val": run_val}) for v, run_val in zip(per_run, val)]
 
   def progress_fields(self, row: dict, best: dict) -> dict:
+    if row["val_accuracy"] is None:  # trained on train+val: nothing validates
+      return dict(loss=f"{row['train_loss']:.3f}")
     return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
 
   def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
     tested = self.test(best_states[0], written)
-    return [{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"]}
+    stopped = {} if self.config.patience is None else {"stopped_at": None}
+    return [{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"],
+             **{key: best.get(key) for key in stopped}}
             for result, best in zip([tested] if self.group is None else tested, best_rows[0])]
 
   # ---- evaluation -------------------------------------------------------------------------------------------------
@@ -234,8 +250,8 @@ def _row(episode: int, v: dict) -> dict:
       "train_loss": float(jnp.mean(v["metrics"]["loss"])),
       "train_accuracy": float(100.0 * jnp.mean(v["metrics"]["accuracy"])),
       "theta": None if v["rho"] is None else float(np.exp(v["rho"])),  # a head without the DR's rho has no theta
-      "val_accuracy": float(v["val"].mean()),
-      "val_ci95": stats.mean_confidence_interval(v["val"])[1],
+      "val_accuracy": None if v["val"] is None else float(v["val"].mean()),
+      "val_ci95": None if v["val"] is None else stats.mean_confidence_interval(v["val"])[1],
       # Undefined diagnostics (e.g. an update that did not move the embedding) are recorded as null: JSON has no NaN.
       **{name: stats.finite_or_none(float(value)) for name, value in v["diagnosed"].items()},
   }
@@ -269,4 +285,15 @@ def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple
             for name, split in loaded.items()}
   keys = run_keys(config.seed) if group is None else {
       stream: group.stack([run_keys(seed)[stream] for seed in padded]) for stream in KEY_STREAMS}
-  return learner, placed, config.input_shape, keys, group, padded, data_record(loaded, config.data_dir)
+  return learner, placed, config.input_shape, keys, group, padded, _data(config, loaded)
+
+
+def _data(config: Config, loaded: dict[str, Split]) -> dict:
+  """How the dataset was split (provenance.data_record), with the files it was truly read from and, for class
+  splits read from lists, the lists' SHA-256 (two runs on different lists are not one protocol).
+  """
+  files = data.files_read(config.dataset, config.data_dir)
+  record = data_record(loaded, config.data_dir, files)
+  if config.class_splits in catalog.LISTED_CLASS_SPLITS:
+    record["class_lists_sha256"] = omniglot.listed(config.class_splits, config.split_lists).sha256
+  return record

@@ -13,7 +13,7 @@ import os
 import pathlib
 
 from fewshot.errors import RunDirError
-from fewshot.options import LOCATION_FIELDS
+from fewshot.options import EXTENDABLE_FIELDS, LOCATION_FIELDS
 from fewshot.records.files import check_writable
 from fewshot.records.rundir import RUN_KINDS, RunDir, run_kind
 
@@ -80,7 +80,7 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
     if saved != wanted:
       raise RunDirError(f"{rundir.path} holds a {RUN_KINDS[saved][0]} run ({RUN_KINDS[saved][1]}), not a "
                         f"{RUN_KINDS[wanted][0]} one; choose another --workdir.")
-    changed = rundir.differences(config, ignore=LOCATION_FIELDS)
+    changed = rundir.differences(config, ignore=LOCATION_FIELDS + (EXTENDABLE_FIELDS if resume else ()))
     if changed:
       raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
                         "choose another --workdir or repeat that run's options.")
@@ -88,9 +88,23 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
       raise RunDirError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another "
                         "--workdir.")
     _check_resumable(rundir)
+    _check_extension(rundir, config)
   elif not rundir.is_empty():
     raise RunDirError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
   return rundir
+
+
+def _check_extension(rundir: RunDir, config) -> None:
+  """A resumed run's raised :data:`EXTENDABLE_FIELDS` (``--episodes``) lengthen it; shortening one is refused in one
+  line: checkpoints past the new end would be another run's.
+  """
+  saved = rundir.read_config()
+  for name in EXTENDABLE_FIELDS:
+    before, now = saved.get(name), getattr(config, name, None)
+    reached = max(saved_steps(rundir.path).values(), default=0)
+    if isinstance(before, int) and isinstance(now, int) and now < before and now < reached:
+      raise RunDirError(f"{rundir.path} trained to {reached} of its --{name} {before}; --{name} {now} would end it "
+                        f"before its last checkpoint: pass --{name} {reached} or more, or choose another --workdir.")
 
 
 def _new(path: str | os.PathLike, folders: dict[str, pathlib.Path]) -> RunDir:

@@ -26,7 +26,7 @@ import pathlib
 from typing import Any, Callable
 
 from fewshot.errors import ConfigError, RunDirError, one_line
-from fewshot.options import LOCATION_FIELDS, current_names
+from fewshot.options import EXTENDABLE_FIELDS, LOCATION_FIELDS, current_names
 from fewshot.records import writer_lock
 from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import finite_json, make_dirs, write_json_atomic
@@ -119,11 +119,16 @@ class RunDir:
     write_json_atomic(self.config_path, finite_json(config))
 
   def record_config(self, record: dict) -> None:
-    """Write the run's configuration where the run is new (no ``last`` checkpoint yet), or where it now reads its
-    data from another place (a resumed run may: :data:`LOCATION_FIELDS` are not part of the run).
+    """Write the run's configuration where the run is new (no ``last`` checkpoint yet), where it now reads its
+    data from another place (a resumed run may: :data:`LOCATION_FIELDS` are not part of the run), or where it is
+    trained further (:data:`EXTENDABLE_FIELDS`; its results, of the shorter run, are removed until it is tested).
     """
-    moved = self.holds_run() and any(self.read_config().get(f) != record.get(f) for f in LOCATION_FIELDS)
-    if not self.checkpoints.has("last") or moved:
+    saved = self.read_config() if self.holds_run() else {}
+    moved = bool(saved) and any(saved.get(f) != record.get(f) for f in LOCATION_FIELDS)
+    extended = bool(saved) and any(saved.get(f) != record.get(f) for f in EXTENDABLE_FIELDS)
+    if extended and self.results_path.exists():
+      self.results_path.unlink()
+    if not self.checkpoints.has("last") or moved or extended:
       self.write_config(record)
 
   def read_metrics(self) -> list[dict]:

@@ -41,6 +41,10 @@ class Schedule:
   step_key: str = "step"  # the row's field holding the step count ("episode" for few-shot runs)
   loss_key: str = "loss"  # the row's training loss ("train_loss" for few-shot runs): a non-finite one stops the run
   unit: str = "step"  # what the progress bar counts ("ep" for few-shot runs)
+  # Stop a run once this many checkpoints in a row bring no better score (None: train all total_steps). A seed group
+  # trains on until every run has stopped; a stopped run keeps its best and writes its rows and last checkpoint on
+  # (its slot of the group trains on), so it resumes with the group.
+  patience: int | None = None
 
 
 def finite(value) -> bool:
@@ -54,14 +58,42 @@ def score(row: dict, best_by: str) -> float:
   return -math.inf if value is None else value
 
 
+def stopped_at(rows: list[dict], schedule: Schedule) -> int | None:
+  """The step at which a run stops for want of a better score: the row ``schedule.patience`` rows after its best so
+  far (the earliest of ties); None where it never does (or the schedule has no patience).
+
+  >>> rows = [{"step": s, "val": v} for s, v in zip((1, 2, 3, 4), (0.5, 0.7, 0.6, 0.7))]
+  >>> stopped_at(rows, Schedule(4, 1, best_by="val", patience=2))
+  4
+  """
+  if schedule.patience is None:
+    return None
+  best, since = None, 0
+  for row in rows:
+    if best is None or score(row, schedule.best_by) > score(best, schedule.best_by):
+      best, since = row, 0
+    else:
+      since += 1
+    if since >= schedule.patience:
+      return row[schedule.step_key]
+  return None
+
+
+def best_row(rows: list[dict], schedule: Schedule) -> dict | None:
+  """A run's best row (the earliest of ties; an undefined score ranks lowest) up to where it stopped."""
+  stop = stopped_at(rows, schedule)
+  kept = rows if stop is None else [row for row in rows if row[schedule.step_key] <= stop]
+  return max(kept, key=lambda row: score(row, schedule.best_by), default=None)  # max keeps the earliest of ties
+
+
 def train_until(runs: Runs, state: TrainState, schedule: Schedule,
                 train_chunk: Callable[[TrainState, int], tuple[TrainState, object]],
                 make_rows: Callable[[TrainState, object], list[dict]],
                 postfix: Callable[[dict, dict], dict] = lambda row, best: {},
                 progress: bool = True, desc: str | None = None,
-                start: tuple[str, ...] = ()) -> tuple[TrainState, list[dict]]:
-  """Train ``state`` to ``schedule.total_steps``, writing each run's directory; returns the state and each run's
-  best row.
+                start: tuple[str, ...] = ()) -> tuple[TrainState, list[dict], list[int | None]]:
+  """Train ``state`` to ``schedule.total_steps`` (or until every run stopped, :func:`stopped_at`), writing each run's
+  directory; returns the state, each run's best row and the step each stopped at (None: it trained them all).
 
   ``train_chunk(state, steps)`` trains that many steps (donating ``state``), ``make_rows(state,
   chunk_outputs)`` validates and returns each run's metrics row (in the order of ``runs.written``);
@@ -76,8 +108,8 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
              for rundir, like in zip(runs.written_dirs, runs.states(state))]
   state = runs.join([s for s, _ in resumed])
   rows = [r for _, r in resumed]
-  # max keeps the earliest of ties
-  bests = [max(r, key=lambda row: score(row, schedule.best_by), default=None) for r in rows]
+  bests = [best_row(r, schedule) for r in rows]
+  stops = [stopped_at(r, schedule) for r in rows]
   done = seed_groups.local_step(state.step)
   _set_position(runs, schedule, done)
   shown = progress and jax.process_index() == 0  # one bar (or line) for all processes
@@ -86,7 +118,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   bar = Progress(schedule.total_steps, done, desc, schedule.unit, schedule.step_key, shown)
   events = [EventWriter(rundir.path, schedule.step_key, done) for rundir in runs.written_dirs]
   try:
-    while done < schedule.total_steps:
+    while done < schedule.total_steps and None in stops:
       started = time.perf_counter()
       steps = min(schedule.checkpoint_every, schedule.total_steps - done)
       state, outputs = train_chunk(state, steps)
@@ -94,7 +126,8 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
       new_rows = [{**row, "seconds": time.perf_counter() - started} for row in make_rows(state, outputs)]
       _record_rows(runs, rows, new_rows, events)
       _stop_if_diverged(runs, schedule, new_rows, done, steps)
-      _save_checkpoints(runs, schedule, state, new_rows, bests, done)
+      _save_checkpoints(runs, schedule, state, new_rows, bests, done, stops)
+      stops = [stop if stop is not None else stopped_at(r, schedule) for stop, r in zip(stops, rows)]
       _set_position(runs, schedule, done)
       bar.update(steps, _first_runs_fields(runs, postfix(rows[0][-1], bests[0])) if rows else {})
   except KeyboardInterrupt:
@@ -106,7 +139,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   # Marked once training is done, not on an error: a peer's exit fails this process's collective while its signal
   # watcher still writes the line saying where training stopped. A stop from here on stops the test.
   _position["testing"] = True
-  return state, bests
+  return state, bests, stops
 
 
 def _first_runs_fields(runs: Runs, fields: dict) -> dict:
@@ -137,10 +170,13 @@ def _stop_if_diverged(runs: Runs, schedule: Schedule, new_rows: list[dict], done
 
 
 def _save_checkpoints(runs: Runs, schedule: Schedule, state: TrainState, new_rows: list[dict], bests: list,
-                      done: int) -> None:
-  """``best`` where the row beats the best so far (the earliest of ties stays), and ``last``, for each run."""
+                      done: int, stops: list[int | None]) -> None:
+  """``best`` where the row beats the best so far (the earliest of ties stays) in a run not yet stopped, and
+  ``last``, for each run.
+  """
   for k, (rundir, run_state) in enumerate(zip(runs.written_dirs, runs.states(state))):
-    if bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by):
+    improves = bests[k] is None or score(new_rows[k], schedule.best_by) > score(bests[k], schedule.best_by)
+    if stops[k] is None and improves:
       bests[k] = new_rows[k]
       rundir.checkpoints.save("best", done, run_state)
     rundir.checkpoints.save("last", done, run_state)

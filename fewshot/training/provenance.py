@@ -98,21 +98,22 @@ def data_files(data_dir: str | None) -> list[str]:
                   (entry.is_dir() or entry.name.lower().endswith(DATA_FILE_ENDINGS)))
 
 
-def data_record(splits: dict, data_dir: str | None = None) -> dict:
+def data_record(splits: dict, data_dir: str | None = None, files: list[str] | None = None) -> dict:
   """How the dataset was split: classes and images of each split (:class:`fewshot.data.Split`), and in all; and the
-  files of ``data_dir`` it was read from (:func:`data_files`; none for the embedded strokes).
+  files of ``data_dir`` it was read from: ``files`` where the reader knows them, else :func:`data_files` (none for
+  the embedded strokes).
   """
   record = {name: {"classes": int(split.num_classes), "images": int(len(split.labels))} for name, split in
             splits.items()}
   record["total"] = {key: sum(r[key] for r in record.values()) for key in ("classes", "images")}
-  files = data_files(data_dir)
+  files = data_files(data_dir) if files is None else files
   return {**record, "files": files} if files else record
 
 
 def describe_data(dataset: str, record: dict) -> str:
   """One line: ``omniglot: 242 classes, 4840 images: train 145 classes / 2900 images, val ..., test ...``."""
   parts = ", ".join(f"{name} {r['classes']} classes / {r['images']} images" for name, r in record.items()
-                    if name not in ("total", "files"))
+                    if name != "total" and isinstance(r, dict))
   total = record["total"]
   files = f" (read from {', '.join(record['files'])})" if record.get("files") else ""
   return f"data: {dataset}{files}, {total['classes']} classes and {total['images']} images in use: {parts}"

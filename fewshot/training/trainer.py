@@ -72,13 +72,15 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   models = [runs.under(folder) for folder in experiment.models]
   bests = []  # [model][run]
   for k, (folder, model_runs) in enumerate(zip(experiment.models, models)):
-    _, best = loop.train_until(
+    _, best, stops = loop.train_until(
         model_runs, experiment.initial_state(k), experiment.schedule(),
         lambda state, steps, k=k: experiment.train_chunk(k, state, steps),
         lambda state, outputs, k=k: experiment.rows(k, state, outputs, runs.written),
         experiment.progress_fields, progress=progress, desc=desc if folder is None else f"{desc} {folder}",
         start=tuple(start) if k == 0 else ())
-    bests.append(best)
+    # Where a run stopped for want of a better score, its results say so (stopped_at); else it trained them all.
+    bests.append([row if experiment.schedule().patience is None else {**row, "stopped_at": stop}
+                  for row, stop in zip(best, stops)])
   checkpoints = "checkpoints" if len(models) > 1 else "checkpoint"
   say(f"{desc}: testing the best {checkpoints} on {experiment.tested_on}", progress and jax.process_index() == 0)
   states = [model_runs.restore("best", experiment.initial_state(k)) for k, model_runs in enumerate(models)]

@@ -1,0 +1,119 @@
+"""Which runs reproduce an entry, where they live, and what their records say: the command's plan, read again by the
+page. Nothing here trains or imports JAX.
+
+The runs of an entry under a schedule live under ``<out>/<entry>/<schedule>/<model>_<head>/``: ``select/seed<k>``
+(trained on the training classes, stopped on the validation split) and, where the entry retrains, ``final/seed<k>``
+(trained on train + val for the length ``select`` chose); a cell is tested on the final run's last checkpoint (its
+``best`` there) or, without retraining, on the select run's best one. Each is an ordinary run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from fewshot.published.registry import Cell, Entry, Model, Schedule
+from fewshot.records.measurements import measurement_name
+
+SELECT, FINAL = "select", "final"
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+  """A seed group to train: the options of its runs (less the seed), its seeds and their run directories."""
+
+  model: Model
+  head: str
+  stage: str
+  options: dict
+  seeds: tuple[int, ...]
+  workdirs: tuple[str, ...]
+
+
+def arm_folder(out: str, entry: Entry, schedule: Schedule, model: Model, head: str) -> str:
+  return os.path.join(out, entry.name, schedule.name, f"{model.name}_{head}")
+
+
+def run_dir(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, stage: str, seed: int) -> str:
+  return os.path.join(arm_folder(out, entry, schedule, model, head), stage, f"seed{seed}")
+
+
+def tested_stage(entry: Entry) -> str:
+  return FINAL if entry.retrain else SELECT
+
+
+def read_json(path: str) -> dict | None:
+  """A record's JSON object, or None where there is none yet (or it is not one)."""
+  try:
+    with open(path) as f:
+      value = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return value if isinstance(value, dict) else None
+
+
+def select_group(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seeds) -> Group:
+  """The group that trains ``model`` with ``head`` on the training classes (stopped on val where it retrains)."""
+  options = entry.run_options(model, schedule, head)
+  dirs = tuple(run_dir(out, entry, schedule, model, head, SELECT, s) for s in seeds)
+  return Group(model, head, SELECT, options, tuple(seeds), dirs)
+
+
+def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seeds) -> list[Group]:
+  """The groups that train on train + val, one per length chosen (the select runs' best episodes): only the seeds
+  whose select run has finished.
+  """
+  lengths: dict[int, list[int]] = {}
+  for seed in seeds:
+    chosen = read_json(os.path.join(run_dir(out, entry, schedule, model, head, SELECT, seed), "results.json"))
+    if chosen is not None:
+      lengths.setdefault(int(chosen["best_episode"]), []).append(seed)
+  base = {k: v for k, v in entry.run_options(model, schedule, head).items() if k != "patience"}
+  return [Group(model, head, FINAL, {**base, "episodes": length, "train_splits": "train+val"}, tuple(group),
+                tuple(run_dir(out, entry, schedule, model, head, FINAL, s) for s in group))
+          for length, group in sorted(lengths.items())]
+
+
+def own_test(entry: Entry, model: Model, cell: Cell) -> bool:
+  """Whether a cell is the run's own test (results.json) rather than an evaluate measurement."""
+  options = {**entry.options, **model.options}
+  return all(options.get(k) == v for k, v in cell.test.items())
+
+
+def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell) -> str | None:
+  """The file holding a cell's measurement of a tested run (None where the run has not been tested yet)."""
+  results = read_json(os.path.join(workdir, "results.json"))
+  if results is None:
+    return None
+  if own_test(entry, model, cell):
+    return os.path.join(workdir, "results.json")
+  options = {**entry.options, **model.options}
+  name = measurement_name(options, {**options, **cell.test}, "best", int(results["best_episode"]),
+                          int(cell.test.get("test_episodes", options["test_episodes"])))
+  return os.path.join(workdir, name)
+
+
+def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str, seeds) -> dict[int, float]:
+  """{seed: test accuracy in %} of a cell for the seeds measured so far."""
+  model = entry.model(cell.model)
+  values = {}
+  for seed in seeds:
+    workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry), seed)
+    record = cell_record(workdir, entry, model, cell)
+    measured = None if record is None else read_json(record)
+    if measured is not None and measured.get("test_accuracy") is not None:
+      values[seed] = float(measured["test_accuracy"])
+  return values
+
+
+def seeds_found(out: str, entry: Entry, schedule: Schedule) -> list[int]:
+  """Every seed with a run directory under the entry's schedule, in order."""
+  found = set()
+  for model in entry.models:
+    for head in entry.heads:
+      for stage in (SELECT, FINAL):
+        folder = os.path.join(arm_folder(out, entry, schedule, model, head), stage)
+        if os.path.isdir(folder):
+          found.update(int(n[4:]) for n in os.listdir(folder) if n.startswith("seed") and n[4:].isdigit())
+  return sorted(found)

@@ -1,0 +1,95 @@
+"""What a published result is, as data: its source, its protocol as published, its numbers, and what fewshot's run of
+it does otherwise.
+
+An :class:`Entry` trains one or more models (:class:`Model`: a run's options beside the entry's ``options``) under a
+named :class:`Schedule` with each of its heads, then tests each :class:`Cell` on a model's final checkpoint. Where
+``retrain`` is set the protocol is Snell et al.'s: a run on the training classes chooses its length on the validation
+split (``--patience``), and a second run trains that long on train + val (``--train_splits train+val``); its last
+checkpoint is what the cells test. Nothing here imports JAX: the command (:mod:`fewshot.reproduce`) trains, the page
+(:mod:`fewshot.published.page`) reads the records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fewshot.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """A model the protocol trains: its name (``1-shot``) and its options (``shot``, ``way``, ...)."""
+
+  name: str
+  options: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """How long a protocol trains: its options (``episodes``, ``patience``, ...) and what it is, in words."""
+
+  name: str
+  options: dict
+  about: str
+  published: bool  # the paper's own schedule, or a shorter one (the verdict says "shorter schedule")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """A published number and how it is tested: on ``model``'s final checkpoint, with ``test`` (evaluate's options:
+  ``test_way``, ``test_episodes``, ...), against ``value`` (accuracy in %, ± ``ci95`` where published).
+  """
+
+  name: str
+  model: str
+  test: dict
+  value: float
+  ci95: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """A published figure of another method on the same task: a point to set ours beside, not a reproduction."""
+
+  name: str
+  value: float
+  source: str
+  verified: bool = True  # False: taken from a secondary source, not the paper's own text
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One published table (or part of one) that fewshot can run: see the module docstring."""
+
+  name: str
+  source: str  # paper and table
+  protocol: str  # the protocol as published, in words
+  dataset: str
+  needs: str  # the files --data_dir must hold, in words (named in the refusal where they are missing)
+  options: dict  # the options every model shares (fewshot.config.Config fields)
+  models: tuple[Model, ...]
+  schedules: tuple[Schedule, ...]
+  cells: tuple[Cell, ...]
+  differences: tuple[str, ...]  # what fewshot's run does otherwise than the paper, each in a sentence
+  heads: tuple[str, ...] = ("softmax", "dr")
+  retrain: bool = False
+  comparisons: tuple[Comparison, ...] = ()
+  not_comparable: str | None = None  # why fewshot cannot run the published protocol at all, where it cannot
+  notes: tuple[str, ...] = ()
+
+  def schedule(self, name: str | None) -> Schedule:
+    """The schedule named ``name`` (None: the first, the paper's); a one-line ``ConfigError`` for another name."""
+    if name is None:
+      return self.schedules[0]
+    for schedule in self.schedules:
+      if schedule.name == name:
+        return schedule
+    raise ConfigError(f"{self.name} has no schedule {name!r}; choose one of "
+                      f"{', '.join(s.name for s in self.schedules)}.")
+
+  def model(self, name: str) -> Model:
+    return next(m for m in self.models if m.name == name)
+
+  def run_options(self, model: Model, schedule: Schedule, head: str) -> dict:
+    """A model's training options under ``schedule`` with ``head``: the entry's, the model's, the schedule's."""
+    return {**self.options, **model.options, **schedule.options, "head": head}

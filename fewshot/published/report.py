@@ -1,0 +1,79 @@
+"""Ours beside the paper's, cell by cell, from the records of an entry's runs: what the command prints and the page
+shows.
+
+For each cell and head: the published value, ours per seed, their mean ± 95% t-interval, the prediction test's p and
+its verdict (:mod:`fewshot.analysis.verdicts`); where the entry has two heads, their difference paired by seed (a
+softmax and a DR run of one seed share every episode: exact sign-flip p).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fewshot.analysis import paired, verdicts
+from fewshot.choices import model_name
+from fewshot.published.plan import cell_values
+from fewshot.published.registry import Cell, Entry, Schedule
+
+
+@dataclasses.dataclass(frozen=True)
+class CellReport:
+  """One cell: the verdict of each head (by --head) and the heads' paired difference (second minus first)."""
+
+  cell: Cell
+  by_head: dict[str, verdicts.Verdict]
+  seeds: dict[str, tuple[int, ...]]
+  paired: tuple[float, float | None, float | None, int] | None  # mean, half-width, sign-flip p, pairs
+
+
+def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[CellReport]:
+  """Every cell's report from the records under ``out`` for ``seeds``."""
+  reports = []
+  for cell in entry.cells:
+    values = {head: cell_values(out, entry, schedule, cell, head, seeds) for head in entry.heads}
+    by_head = {head: verdicts.verdict(list(v.values()), cell.value, shorter=not schedule.published,
+                                      not_comparable=entry.not_comparable) for head, v in values.items()}
+    pair = None
+    if len(entry.heads) == 2:
+      first, second = (values[h] for h in entry.heads)
+      common = sorted(set(first) & set(second))
+      if common:
+        differences = [second[s] - first[s] for s in common]
+        mean, half = paired.paired_interval(differences)
+        pair = (mean, half, paired.sign_flip_p(differences), len(common))
+    reports.append(CellReport(cell, by_head, {h: tuple(sorted(v)) for h, v in values.items()}, pair))
+  return reports
+
+
+def _label(entry: Entry, head: str) -> str:
+  return model_name(entry.options.get("classifier", "proto"), head, entry.options.get("distance", "squared_euclidean"))
+
+
+def _ours(v: verdicts.Verdict) -> str:
+  if v.mean is None:
+    return "no runs measured"
+  interval = "" if v.ci95 is None else f" ± {v.ci95:.2f}"
+  seeds = ", ".join(f"{x:.2f}" for x in v.values)
+  p = "" if v.p is None else f", p = {v.p:.3g}"
+  return f"{v.mean:.2f}{interval} ({len(v.values)} seeds: {seeds}{p})"
+
+
+def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport]) -> str:
+  """The command's printout: the source, the schedule, then a block per cell."""
+  lines = [f"{entry.name}: {entry.source}", f"schedule {schedule.name}: {schedule.about}"]
+  if entry.not_comparable:
+    lines.append(f"not comparable: {entry.not_comparable}")
+  for report in reports:
+    published = "–" if report.cell.value is None else f"{report.cell.value:.2f}"
+    if report.cell.ci95 is not None:
+      published += f" ± {report.cell.ci95:.2f}"
+    lines.append(f"{report.cell.name}: published {published}")
+    for head, v in report.by_head.items():
+      lines.append(f"  {_label(entry, head)}: {_ours(v)}: {v.words}")
+    if report.paired is not None:
+      mean, half, p, n = report.paired
+      interval = "" if half is None else f" ± {half:.2f}"
+      p_text = "" if p is None else f", sign-flip p = {p:.3g} (its floor at {n} pairs: {2 / 2 ** n:.3g})"
+      first, second = (_label(entry, h) for h in entry.heads)
+      lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({n} pairs{p_text})")
+  return "\n".join(lines)

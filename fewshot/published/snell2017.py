@@ -1,0 +1,82 @@
+"""Snell, Swersky & Zemel 2017, Prototypical Networks for Few-shot Learning (NeurIPS), Tables 1 and 2: Conv4 ProtoNet
+on Omniglot (Vinyals et al.'s split) and on mini-ImageNet (Ravi & Larochelle's split).
+
+The protocol as the paper and its code (github.com/jakesnell/prototypical-networks, MIT) run it: Adam 1e-3 halved
+every 2,000 episodes; validation every 100 episodes (an "epoch"), stopping after 200 epochs without a better
+validation loss; then trained again on train + val; tested on 1,000 (Omniglot) or 600 (mini-ImageNet) episodes with 15
+queries per class.
+"""
+
+from __future__ import annotations
+
+from fewshot.published.registry import Cell, Entry, Model, Schedule
+
+_SCHEDULE = dict(learning_rate=1e-3, lr_halve_every=2000, eval_every=100, val_episodes=100)
+_STOPPING = ("Stopping: on the validation accuracy (the paper's code stops on the validation loss), after --patience "
+             "checkpoints of 100 episodes without a better one; the best checkpoint's episode is the length trained "
+             "again on train + val (the code trains best + patience epochs there).")
+
+OMNIGLOT = Entry(
+    name="snell2017_omniglot",
+    source="Snell, Swersky & Zemel 2017, Prototypical Networks for Few-shot Learning, Table 1 (Omniglot)",
+    protocol=("Conv4 ProtoNet (squared Euclidean) on Vinyals et al.'s split of the 1,623 characters (1,028 / 172 / "
+              "423, the 423 test characters 13 evaluation alphabets held out whole), 28 px, each rotation by 90 "
+              "degrees a class; the 1-shot model trained on 60-way 1-shot episodes, the 5-shot model on 60-way "
+              "5-shot, 5 queries per class; Adam 1e-3 halved every 2,000 episodes; stopped on the validation split "
+              "(5-way episodes), then trained on train + val for that length; 1,000 test episodes of 5-way and "
+              "20-way, 15 queries per class."),
+    dataset="omniglot",
+    needs="images_background.zip and images_evaluation.zip of the Omniglot repository (folder python/)",
+    options=dict(dataset="omniglot", class_splits="vinyals_published", rotations=True, backbone="conv4",
+                 classifier="proto", distance="squared_euclidean", way=60, query=5, test_way=5, test_query=15,
+                 test_episodes=1000, **_SCHEDULE),
+    models=(Model("1-shot", dict(shot=1)), Model("5-shot", dict(shot=5))),
+    schedules=(
+        Schedule("published", dict(episodes=1_000_000, patience=200), "the paper's code: up to 10,000 epochs of 100 "
+                 "episodes, stopped after 200 without a better validation score", published=True),
+        Schedule("short", dict(episodes=2000, patience=5), "at most 2,000 episodes, stopped after 5 checkpoints "
+                 "(500 episodes) without a better validation accuracy: what a 2-core CPU trains for 3 seeds per "
+                 "model and head in hours", published=False),
+    ),
+    cells=(
+        Cell("5-way 1-shot", "1-shot", dict(test_way=5), 98.8),
+        Cell("5-way 5-shot", "5-shot", dict(test_way=5), 99.7),
+        Cell("20-way 1-shot", "1-shot", dict(test_way=20), 96.0),
+        Cell("20-way 5-shot", "5-shot", dict(test_way=20), 98.9),
+    ),
+    differences=(
+        _STOPPING,
+        "Images: box-filtered from 105 to 28 px (the code resizes with PIL's default filter of its time).",
+        "Validation episodes: 5-way with the training episodes' 5 queries per class (the code's: 15).",
+        "Test episodes: drawn from each run's own seed (the code draws them under torch seed 1234).",
+    ),
+    retrain=True,
+)
+
+MINI_IMAGENET = Entry(
+    name="snell2017_mini_imagenet",
+    source="Snell, Swersky & Zemel 2017, Prototypical Networks for Few-shot Learning, Table 2 (mini-ImageNet)",
+    protocol=("Conv4 ProtoNet (squared Euclidean) on Ravi & Larochelle's split of mini-ImageNet (64 / 16 / 20 "
+              "classes), 84 px; the 1-shot model trained on 30-way 1-shot episodes, the 5-shot model on 20-way "
+              "5-shot, 15 queries per class; Adam 1e-3 halved every 2,000 episodes; stopped on the validation split, "
+              "then trained on train + val for that length; 600 test episodes of 5-way, 15 queries per class."),
+    dataset="mini_imagenet",
+    needs="mini-ImageNet's images with Ravi & Larochelle's train.csv / val.csv / test.csv (docs/protocol.md)",
+    options=dict(dataset="mini_imagenet", class_splits="fewshot", backbone="conv4", classifier="proto",
+                 distance="squared_euclidean", query=15, test_way=5, test_query=15, test_episodes=600, augment=False,
+                 **_SCHEDULE),
+    models=(Model("1-shot", dict(shot=1, way=30)), Model("5-shot", dict(shot=5, way=20))),
+    schedules=(
+        Schedule("published", dict(episodes=1_000_000, patience=200), "the paper's code: up to 10,000 epochs of 100 "
+                 "episodes, stopped after 200 without a better validation score", published=True),
+        Schedule("short", dict(episodes=2000, patience=5), "at most 2,000 episodes, stopped after 5 checkpoints "
+                 "without a better validation accuracy", published=False),
+    ),
+    cells=(
+        Cell("5-way 1-shot", "1-shot", dict(test_way=5), 49.42, 0.78),
+        Cell("5-way 5-shot", "5-shot", dict(test_way=5), 68.20, 0.66),
+    ),
+    differences=(_STOPPING, "Images: resized to 84 px as fewshot stores mini-ImageNet (docs/protocol.md); no "
+                 "augmentation, as the paper."),
+    retrain=True,
+)

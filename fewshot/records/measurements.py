@@ -1,0 +1,36 @@
+"""Where ``python -m fewshot.evaluate`` writes a measurement: one file name per set of options, so none is overwritten.
+
+``test_<checkpoint>@<its episode>_<N>ep[_cached | _both[_cached<M>ep]][_way<W>][_shot<S>][_query<Q>][_shifts<S>]
+[_seed<K>].json``: the checkpoint and the episode it was saved at, the episodes tested, then only the options that
+differ from the run's own (:data:`NAMED_OPTIONS`).
+
+    >>> measurement_name({"test_way": 5, "shot": 1}, {"test_way": 20, "shot": 1}, "best", 900, 1000)
+    'test_best@900_1000ep_way20.json'
+"""
+
+from __future__ import annotations
+
+# The test episode's options a measurement may change, and their short names in its file's name.
+NAMED_OPTIONS = (("test_way", "way"), ("shot", "shot"), ("test_query", "query"), ("test_shifts", "shifts"),
+                 ("seed", "seed"))
+
+
+def measurement_name(run: dict, used: dict, checkpoint: str, step: int, episodes: int, test_by: str = "episode",
+                     cached: int | None = None) -> str:
+  """The file of a measurement of ``checkpoint`` (saved at ``step``) over ``episodes`` episodes with the options
+  ``used`` (a mapping of :data:`NAMED_OPTIONS`' fields) of a run whose own are ``run``.
+  """
+  parts = [f"test_{checkpoint}@{step}", f"{cached if test_by == 'cached' else episodes}ep"]
+  if test_by != "episode":
+    parts.append(test_by + (f"_cached{cached}ep" if test_by == "both" and cached != episodes else ""))
+  for field, short in NAMED_OPTIONS:
+    if used.get(field, run.get(field)) != run.get(field):
+      parts.append(f"{short}{used[field]}")
+  return "_".join(parts) + ".json"
+
+
+def record_name(run, used, checkpoint: str, step: int, test_by: str, cached: int) -> str:
+  """:func:`measurement_name` of two configurations (the run's and the one tested)."""
+  fields = [field for field, _ in NAMED_OPTIONS]
+  return measurement_name({f: getattr(run, f) for f in fields}, {f: getattr(used, f) for f in fields}, checkpoint,
+                          step, used.test_episodes, test_by, cached)

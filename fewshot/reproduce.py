@@ -1,0 +1,143 @@
+"""Reproduce a published result: ``python -m fewshot.reproduce snell2017_omniglot --seeds 0-2 --data_dir DIR``.
+
+Trains the entry's protocol (:mod:`fewshot.published`) under each seed, each model and head a seed group, tests it as
+the paper did, and prints for each cell the published value beside ours: mean ± 95% t-interval with the per-seed
+values, the test of the published value as one more seed of ours, and a verdict in fixed words
+(:mod:`fewshot.analysis.verdicts`). Where the entry retrains on train + val (Snell et al.), each seed's select run
+chooses the length on the validation split and its final run trains that long.
+
+Run it again to continue: finished runs are kept, interrupted ones resume, measurements already made are read back.
+The runs are ordinary run directories under ``--out`` that ``evaluate``, ``analyze`` and ``plot`` read.
+``--notrain`` prints what the records hold so far; ``--list`` names the entries.
+"""
+
+from __future__ import annotations
+
+import os
+
+from absl import flags
+
+from fewshot import cli, options
+from fewshot.errors import ConfigError
+from fewshot.published import ENTRIES, plan, report
+
+
+def define_flags() -> None:
+  """Define the command-line flags (only when run as a program, so importing this module defines none)."""
+  with options.flag_heading("what to reproduce"):
+    flags.DEFINE_string("seeds", "0-2", "the seeds (0-4, 0,3,5): each trains the whole protocol once")
+    flags.DEFINE_string("schedule", None, "the entry's schedule: published (the paper's, the default) or a shorter "
+                        "one it names (short)")
+    flags.DEFINE_list("models", None, "the entry's models to run (default all, in its order), e.g. 1-shot")
+    flags.DEFINE_list("heads", None, "the heads to run (default the entry's: softmax and dr)")
+    flags.DEFINE_bool("train", True, "train and test what is missing; --notrain: report what the records hold")
+    flags.DEFINE_bool("list", False, "list the entries and exit")
+  with options.flag_heading(options.DATA):
+    flags.DEFINE_string("data_dir", None, "the dataset's files (the entry says which)")
+    flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or "
+                        "~/tensorflow_datasets)")
+    flags.DEFINE_string("out", "runs/reproduce", "where the runs live: <out>/<entry>/<schedule>/<model>_<head>/")
+
+
+def entry_named(name: str):
+  if name not in ENTRIES:
+    raise ConfigError(f"no published entry {name!r}; choose one of {', '.join(ENTRIES)} (--list says what each is).")
+  return ENTRIES[name]
+
+
+def chosen(entry, models: list[str] | None, heads: list[str] | None):
+  """The entry's models and heads a run asked for, in the entry's order; a one-line ``ConfigError`` for others."""
+  names = [m.name for m in entry.models]
+  for given, known, flag in ((models, names, "models"), (heads, list(entry.heads), "heads")):
+    unknown = [g for g in given or () if g not in known]
+    if unknown:
+      raise ConfigError(f"{entry.name} has no {flag[:-1]} {unknown[0]!r}; choose from {', '.join(known)}.")
+  return ([m for m in entry.models if models is None or m.name in models],
+          [h for h in entry.heads if heads is None or h in heads])
+
+
+def check_data(entry, data_dir: str | None) -> None:
+  """A one-line refusal naming the files an entry needs where --data_dir is missing or not a folder."""
+  if entry.dataset == "strokes":
+    return
+  if not data_dir or not os.path.isdir(data_dir):
+    given = "no --data_dir" if not data_dir else f"--data_dir {data_dir} is not a folder"
+    raise ConfigError(f"{entry.name} trains on {entry.dataset}, and {given}: pass --data_dir DIR holding "
+                      f"{entry.needs}.")
+
+
+def _config(group: plan.Group, data_dir: str | None, tfds_dir: str | None):
+  from fewshot.config import Config
+
+  return Config(**group.options, data_dir=data_dir, tfds_dir=tfds_dir)
+
+
+def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -> None:
+  """Train the group's runs that have no results yet (resuming those begun); finished ones are kept."""
+  from fewshot import train
+
+  todo = [(s, w) for s, w in zip(group.seeds, group.workdirs) if plan.read_json(os.path.join(w, "results.json")) is None]
+  if not todo:
+    return
+  seeds, workdirs = zip(*todo)
+  begun = any(os.path.exists(os.path.join(w, "config.json")) for w in workdirs)
+  print(f"{group.model.name} {group.head} {group.stage}: seeds {', '.join(map(str, seeds))} "
+        f"({group.options['episodes']} episodes at most)", flush=True)
+  train.train_group(_config(group, data_dir, tfds_dir), tuple(seeds), list(workdirs), resume=begun)
+
+
+def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: str | None,
+                  tfds_dir: str | None) -> None:
+  """Evaluate each of ``model``'s cells that is not the run's own test, on every tested run that lacks it."""
+  from fewshot import evaluate
+
+  for cell in (c for c in entry.cells if c.model == model.name and not plan.own_test(entry, model, c)):
+    for seed in seeds:
+      workdir = plan.run_dir(out, entry, schedule, model, head, plan.tested_stage(entry), seed)
+      record = plan.cell_record(workdir, entry, model, cell)
+      if record is not None and not os.path.exists(record):
+        evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **cell.test)
+
+
+def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tfds_dir: str | None = None,
+              out: str = "runs/reproduce", schedule: str | None = None, models: list[str] | None = None,
+              heads: list[str] | None = None, train: bool = True) -> str:
+  """Train and test what is missing of an entry (with ``train``) and return the report of what its records hold."""
+  entry = entry_named(name)
+  chosen_schedule = entry.schedule(schedule)
+  chosen_models, chosen_heads = chosen(entry, models, heads)
+  if train and entry.not_comparable is None:
+    check_data(entry, data_dir)
+    for model in chosen_models:
+      for head in chosen_heads:
+        train_group(plan.select_group(out, entry, chosen_schedule, model, head, seeds), data_dir, tfds_dir)
+        if entry.retrain:
+          for group in plan.final_groups(out, entry, chosen_schedule, model, head, seeds):
+            train_group(group, data_dir, tfds_dir)
+        measure_cells(out, entry, chosen_schedule, model, head, seeds, data_dir, tfds_dir)
+  return report.format_reports(entry, chosen_schedule, report.cell_reports(out, entry, chosen_schedule, seeds))
+
+
+def list_entries() -> str:
+  return "\n".join(f"{e.name}: {e.source} (schedules: {', '.join(s.name for s in e.schedules)})"
+                   for e in ENTRIES.values())
+
+
+def main(argv):
+  from absl import logging
+
+  logging.set_verbosity(logging.WARNING)
+  values = flags.FLAGS
+  if values.list:
+    print(list_entries())
+    return
+  if len(argv) != 2:
+    raise ConfigError(f"name one entry to reproduce, e.g. python -m fewshot.reproduce snell2017_omniglot; one of "
+                      f"{', '.join(ENTRIES)}.")
+  print(reproduce(argv[1], cli.parse_seeds(values.seeds), values.data_dir, values.tfds_dir, values.out,
+                  values.schedule, values.models, values.heads, values.train))
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main, takes_paths=True)

@@ -8,7 +8,8 @@ chooses the length on the validation split and its final run trains that long.
 
 Run it again to continue: finished runs are kept, interrupted ones resume, measurements already made are read back.
 The runs are ordinary run directories under ``--out`` that ``evaluate``, ``analyze`` and ``plot`` read.
-``--notrain`` prints what the records hold so far; ``--list`` names the entries.
+``--notrain`` prints what the records hold so far; ``--list`` names the entries; ``--page`` rebuilds
+``docs/reproductions.md`` from the records kept in ``docs/reproductions/`` (:mod:`fewshot.published.page`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def define_flags() -> None:
     flags.DEFINE_list("heads", None, "the heads to run (default the entry's: softmax and dr)")
     flags.DEFINE_bool("train", True, "train and test what is missing; --notrain: report what the records hold")
     flags.DEFINE_bool("list", False, "list the entries and exit")
+  with options.flag_heading("the page"):
+    flags.DEFINE_bool("page", False, "write --page_file from the records kept in --records (every entry) and exit")
+    flags.DEFINE_string("keep", None, "with --page: first copy the records of the runs under this folder (the --out "
+                        "of runs made) into --records")
+    flags.DEFINE_string("records", "docs/reproductions", "where the page's records are kept")
+    flags.DEFINE_string("page_file", "docs/reproductions.md", "the page written by --page")
   with options.flag_heading(options.DATA):
     flags.DEFINE_string("data_dir", None, "the dataset's files (the entry says which)")
     flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or "
@@ -130,6 +137,15 @@ def main(argv):
   values = flags.FLAGS
   if values.list:
     print(list_entries())
+    return
+  if values.page:
+    from fewshot.published import page
+
+    if values.keep:
+      print(f"kept the records of {len(page.keep(values.keep, values.records))} runs in {values.records}")
+    with open(values.page_file, "w") as f:
+      f.write(page.build(values.records, list(ENTRIES.values())))
+    print(f"wrote {values.page_file}")
     return
   if len(argv) != 2:
     raise ConfigError(f"name one entry to reproduce, e.g. python -m fewshot.reproduce snell2017_omniglot; one of "

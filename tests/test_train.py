@@ -131,7 +131,7 @@ def test_omniglot_background_evaluation_with_rotations_keeps_each_character_in_o
   for split in loaded.values():
     assert split.num_classes == 4 * len({c.rsplit("/", 1)[0] for c in split.class_names})
   assert Config(dataset="omniglot").class_splits == "default"
-  for bad, fragment in ((dict(dataset="omniglot", class_splits="fewshot"), "default, vinyals, background_evaluation"),
+  for bad, fragment in ((dict(dataset="omniglot", class_splits="fewshot"), "default, vinyals_published, vinyals_sizes"),
                         (dict(dataset="cub", rotations=True), "--rotations"),
                         (dict(dataset="strokes", rotations=True), "--rotations applies to")):
     with pytest.raises(ConfigError, match=fragment):

@@ -28,7 +28,7 @@ SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 
 # Class splits (`character_splits`, named in `catalog.CLASS_SPLITS`): the stored 60/20/20
 # split; Vinyals et al.'s split as published (fewshot/data/lists/vinyals: 1,028 / 172 / 423 characters, the test split
-# 13 evaluation alphabets held out whole) or a user's own lists (fewshot.data.class_lists); a seeded random order cut
+# 12 evaluation alphabets whole and 4 of Gurmukhi's 45 characters) or a user's own lists (fewshot.data.class_lists); a seeded random order cut
 # at Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train + 172 val, and 423 test, of
 # 1,623), which is not their split; Lake et al.'s alphabets: the 30 background alphabets train, the 20 evaluation
 # alphabets test; or every background character found, every fourth (in name order) held out for validation as under

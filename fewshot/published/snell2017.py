@@ -20,7 +20,7 @@ OMNIGLOT = Entry(
     name="snell2017_omniglot",
     source="Snell, Swersky & Zemel 2017, Prototypical Networks for Few-shot Learning, Table 1 (Omniglot)",
     protocol=("Conv4 ProtoNet (squared Euclidean) on Vinyals et al.'s split of the 1,623 characters (1,028 / 172 / "
-              "423, the 423 test characters 13 evaluation alphabets held out whole), 28 px, each rotation by 90 "
+              "423; the test characters are 12 evaluation alphabets whole and 4 of Gurmukhi's 45), 28 px, each rotation by 90 "
               "degrees a class; the 1-shot model trained on 60-way 1-shot episodes, the 5-shot model on 60-way "
               "5-shot, 5 queries per class; Adam 1e-3 halved every 2,000 episodes; stopped on the validation split "
               "(5-way episodes), then trained on train + val for that length; 1,000 test episodes of 5-way and "

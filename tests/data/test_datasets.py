@@ -190,13 +190,13 @@ def test_omniglot_changed_source_is_not_stale(tmp_path):
   assert sum(s.num_classes for s in second.values()) == 6
 
 
-def test_vinyals_protocol_has_vinyals_sizes_on_the_full_character_set():
+def test_vinyals_sizes_cut_a_seeded_order_at_vinyals_sizes_on_the_full_character_set():
   names = [f"alphabet{i // 40:02d}/character{i % 40:02d}" for i in range(1623)]
-  splits = omniglot.character_splits(names, "vinyals", seed=0)
+  splits = omniglot.character_splits(names, "vinyals_sizes", seed=0)
   assert [len(splits[s]) for s in data.SPLITS] == [1028, 172, 423]
   assert sorted(sum(splits.values(), [])) == sorted(names)  # disjoint, and every character somewhere
-  assert omniglot.character_splits(names[::-1], "vinyals", seed=0) == splits  # a property of the names alone
-  assert omniglot.character_splits(names, "vinyals", seed=1)["test"] != splits["test"]
+  assert omniglot.character_splits(names[::-1], "vinyals_sizes", seed=0) == splits  # a property of the names alone
+  assert omniglot.character_splits(names, "vinyals_sizes", seed=1)["test"] != splits["test"]
 
 
 def test_background_evaluation_character_splits_by_alphabet():
@@ -207,7 +207,7 @@ def test_background_evaluation_character_splits_by_alphabet():
   with pytest.raises(data.DataError, match="images_evaluation.zip") as err:
     omniglot.character_splits(["Latin/character01", "Greek/character01"], "background_evaluation")
   assert "\n" not in str(err.value)
-  with pytest.raises(ConfigError, match="default, vinyals, background_evaluation"):
+  with pytest.raises(ConfigError, match="default, vinyals_published, vinyals_sizes, background_evaluation"):
     omniglot.character_splits(names, "lake")
 
 
@@ -229,8 +229,8 @@ def test_rotations_are_new_classes_of_the_turned_images():
 
 def test_omniglot_protocols_on_the_real_zips(omniglot_zips, omniglot_dir):
   tfds_dir, default = omniglot_zips
-  vinyals = data.load_splits("omniglot", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir), class_splits="vinyals",
-                             seed=3)
+  vinyals = data.load_splits("omniglot", data_dir=str(omniglot_dir), tfds_dir=str(tfds_dir),
+                             class_splits="vinyals_sizes", seed=3)
   sizes = [vinyals[s].num_classes for s in data.SPLITS]
   assert sizes == [153, 26, 63]  # 242 characters cut at round(242 * 1028/1623) and round(242 * 1200/1623)
   assert set().union(*(s.class_names for s in vinyals.values())) == set().union(

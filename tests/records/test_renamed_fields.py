@@ -40,8 +40,8 @@ def test_a_published_record_of_the_old_names_reads_under_the_new_ones():
 
 
 def test_a_new_name_given_beside_its_old_one_keeps_its_own_value():
-  assert current_names({"class_splits": "vinyals", "protocol": "default", "way": 5}) == {"class_splits": "vinyals",
-                                                                                         "way": 5}
+  assert current_names({"class_splits": "all_characters", "protocol": "default", "way": 5}) == {
+      "class_splits": "all_characters", "way": 5}
 
 
 def test_an_old_run_resumes_loads_and_replays_as_the_same_run(tmp_path):

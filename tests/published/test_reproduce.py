@@ -1,0 +1,104 @@
+"""python -m fewshot.reproduce end to end on strokes, and its page (issue 37)."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fewshot import published, reproduce
+from fewshot.errors import ConfigError
+from fewshot.published import page, plan, report
+from fewshot.published.registry import Cell, Entry, Model, Schedule
+
+TINY = Entry(
+    name="tiny_strokes", source="a test", protocol="Snell et al.'s steps on strokes, tiny", dataset="strokes",
+    needs="nothing", options=dict(dataset="strokes", way=3, query=2, test_way=2, test_query=2, test_episodes=3,
+                                  eval_every=2, val_episodes=2),
+    models=(Model("1-shot", dict(shot=1)),),
+    schedules=(Schedule("tiny", dict(episodes=6, patience=1), "six episodes", published=False),),
+    cells=(Cell("2-way 1-shot", "1-shot", dict(test_way=2), 60.0), Cell("3-way 1-shot", "1-shot", dict(test_way=3),
+                                                                          50.0)),
+    differences=("tiny",), heads=("softmax",), retrain=True)
+
+
+def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_path, monkeypatch):
+  monkeypatch.setitem(published.ENTRIES, TINY.name, TINY)
+  out = str(tmp_path / "runs")
+  text = reproduce.reproduce(TINY.name, (0, 1), out=out)
+  model, schedule = TINY.models[0], TINY.schedules[0]
+  for seed in (0, 1):
+    chosen = json.loads((tmp_path / f"runs/tiny_strokes/tiny/1-shot_softmax/select/seed{seed}/results.json").read_text())
+    final = plan.run_dir(out, TINY, schedule, model, "softmax", plan.FINAL, seed)
+    config = json.loads(open(f"{final}/config.json").read())
+    assert config["train_splits"] == "train+val" and config["episodes"] == chosen["best_episode"]
+    assert config["patience"] is None
+    own = json.loads(open(f"{final}/results.json").read())
+    measured = json.loads(open(plan.cell_record(final, TINY, model, TINY.cells[1])).read())
+    assert measured["options"]["test_way"] == 3 and measured["test_episodes"] == 3
+    assert plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0, 1))[seed] == own["test_accuracy"]
+  assert "2-way 1-shot: published 60.00" in text and "(shorter schedule)" in text
+  before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("results.json")}
+  assert reproduce.reproduce(TINY.name, (0, 1), out=out) == text  # all kept: nothing trains again
+  assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("results.json")} == before
+  records = tmp_path / "kept"
+  assert len(page.keep(out, str(records))) == 4
+  assert not list(records.rglob("checkpoints"))
+  built = page.build(str(records), [TINY])
+  assert built == page.build(str(records), [TINY]) and "| 2-way 1-shot | 60.00 |" in built
+  assert report.cell_reports(str(records), TINY, schedule, (0, 1))[0].by_head["softmax"].values == tuple(
+      plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0, 1)).values())
+
+
+def _fake_run(root, entry, schedule, model, head, seed, accuracy):
+  folder = root / plan.run_dir("", entry, schedule, model, head, plan.tested_stage(entry), seed)
+  folder.mkdir(parents=True)
+  (folder / "config.json").write_text(json.dumps({"provenance": {"backend": "cpu", "started": str(seed)}}))
+  (folder / "metrics.jsonl").write_text(json.dumps({"episode": 2, "seconds": 1800.0}) + "\n")
+  (folder / "results.json").write_text(json.dumps({"test_accuracy": accuracy, "best_episode": 2}))
+
+
+def test_the_report_pairs_the_heads_by_seed(tmp_path):
+  entry = dataclasses.replace(TINY, heads=("softmax", "dr"), retrain=False, cells=TINY.cells[:1])
+  schedule, model = entry.schedules[0], entry.models[0]
+  for seed, (s, d) in enumerate([(90.0, 91.0), (92.0, 92.5), (91.0, 93.0)]):
+    _fake_run(tmp_path, entry, schedule, model, "softmax", seed, s)
+    _fake_run(tmp_path, entry, schedule, model, "dr", seed, d)
+  _fake_run(tmp_path, entry, schedule, model, "dr", 3, 95.0)  # an unpaired seed counts for its head alone
+  [cell] = report.cell_reports(str(tmp_path), entry, schedule, (0, 1, 2, 3))
+  assert cell.by_head["dr"].values == (91.0, 92.5, 93.0, 95.0) and len(cell.by_head["softmax"].values) == 3
+  mean, half, p, n = cell.paired
+  assert (n, mean, p) == (3, pytest.approx((1.0 + 0.5 + 2.0) / 3), 0.25)
+  text = page.build(str(tmp_path), [entry])
+  assert "+1.17 ±" in text and "3 pairs, sign-flip p = 0.25, floor 0.25" in text
+  assert "3.50 h of training" in text  # seven runs, each its own group (started apart), 1800 s each
+
+
+def test_bad_names_and_missing_data_are_one_line_refusals(tmp_path):
+  with pytest.raises(ConfigError, match="no published entry 'nope'; choose one of snell2017_omniglot"):
+    reproduce.reproduce("nope", (0,))
+  with pytest.raises(ConfigError, match="has no schedule 'long'; choose one of published, short"):
+    reproduce.reproduce("snell2017_omniglot", (0,), schedule="long")
+  with pytest.raises(ConfigError, match="has no model '2-shot'"):
+    reproduce.reproduce("snell2017_omniglot", (0,), models=["2-shot"])
+  with pytest.raises(ConfigError, match="pass --data_dir DIR holding images_background.zip and images_evaluation.zip"):
+    reproduce.reproduce("snell2017_omniglot", (0,), out=str(tmp_path))
+  with pytest.raises(ConfigError, match="mini-ImageNet's images with Ravi & Larochelle's train.csv"):
+    reproduce.reproduce("snell2017_mini_imagenet", (0,), data_dir=str(tmp_path / "absent"), out=str(tmp_path))
+  done = subprocess.run([sys.executable, "-m", "fewshot.reproduce", "nope"], capture_output=True, text=True)
+  assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_every_entry_is_well_formed():
+  for entry in published.ENTRIES.values():
+    names = {m.name for m in entry.models}
+    assert all(cell.model in names for cell in entry.cells), entry.name
+    assert entry.schedules[0].published, f"{entry.name}: its first schedule is the paper's"
+    if entry.not_comparable is None:
+      from fewshot.config import Config
+
+      for model in entry.models:
+        for schedule in entry.schedules:
+          for head in entry.heads:
+            Config(**entry.run_options(model, schedule, head))  # every run's options are valid

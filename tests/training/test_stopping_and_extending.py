@@ -1,0 +1,97 @@
+"""Stopping on the validation split, retraining on train + val, and a finished run trained further (issue 37)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fewshot.config import Config
+from fewshot.errors import ConfigError, RunDirError
+from fewshot.records.rundir import RunDir
+from fewshot.train import train, train_group
+from fewshot.training import loop
+
+TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=8, eval_every=2, val_episodes=2, test_episodes=2)
+
+
+def _stop_by_hand(values, patience):
+  """The rule as written in words: stop at the first checkpoint that is the patience-th in a row without a strictly
+  better value than every one before it.
+  """
+  without = 0
+  for k, value in enumerate(values):
+    without = 0 if k == 0 or value > max(values[:k]) else without + 1
+    if without == patience:
+      return k
+  return None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stopped_at_follows_the_rule_on_random_curves(seed):
+  rng = np.random.default_rng(seed)
+  values = [float(v) for v in rng.integers(0, 5, 12)]  # ties are common: the earliest of them is the best
+  patience = int(rng.integers(1, 4))
+  rows = [{"step": 10 * (k + 1), "val": v} for k, v in enumerate(values)]
+  schedule = loop.Schedule(120, 10, best_by="val", patience=patience)
+  k = _stop_by_hand(values, patience)
+  assert loop.stopped_at(rows, schedule) == (None if k is None else rows[k]["step"])
+  kept = values if k is None else values[:k + 1]
+  assert loop.best_row(rows, schedule)["step"] == 10 * (int(np.argmax(kept)) + 1)
+  assert loop.stopped_at(rows, loop.Schedule(120, 10, best_by="val")) is None  # no patience: never
+
+
+def test_a_run_with_patience_stops_there_and_tests_its_best(tmp_path):
+  results = train(Config(**{**TINY, "episodes": 40, "patience": 1}), tmp_path / "run", progress=False)
+  rows = RunDir(tmp_path / "run").read_metrics()
+  vals = [r["val_accuracy"] for r in rows]
+  stop = _stop_by_hand(vals, 1)
+  assert results["stopped_at"] == (None if stop is None else rows[stop]["episode"])
+  assert len(rows) == (20 if stop is None else stop + 1)  # alone, it trains no further than its stop
+  assert results["best_episode"] == rows[int(np.argmax(vals))]["episode"]
+
+
+@pytest.mark.slow
+def test_a_group_stops_when_every_run_has_and_each_keeps_the_best_a_run_alone_keeps(tmp_path):
+  config = Config(**{**TINY, "episodes": 30, "patience": 1})
+  grouped = train_group(config, (0, 1), [str(tmp_path / "g0"), str(tmp_path / "g1")], progress=False)
+  for seed, result in zip((0, 1), grouped):
+    alone = train(config.with_seed(seed), tmp_path / f"alone{seed}", progress=False)
+    for key in ("best_episode", "stopped_at", "best_val_accuracy"):
+      assert result[key] == alone[key], (seed, key)
+    assert result["test_accuracy"] == pytest.approx(alone["test_accuracy"], abs=1e-4)
+
+
+def test_train_plus_val_trains_on_both_validates_nothing_and_tests_the_last_checkpoint(tmp_path):
+  results = train(Config(**{**TINY, "train_splits": "train+val"}), tmp_path / "run", progress=False)
+  rundir = RunDir(tmp_path / "run")
+  record = json.loads(rundir.config_path.read_text())
+  assert "val" not in record["data"]
+  pooled = Config(**TINY)  # the same data with its validation classes held out
+  from fewshot.episodic.experiment import load_data
+
+  split = load_data(pooled)
+  assert record["data"]["train"]["classes"] == split["train"].num_classes + split["val"].num_classes
+  assert all(r["val_accuracy"] is None for r in rundir.read_metrics())
+  assert results["best_episode"] == TINY["episodes"] == rundir.checkpoints.step("best")
+
+
+def test_train_plus_val_is_refused_with_patience_and_without_a_validation_split():
+  with pytest.raises(ConfigError, match="--patience stops on the validation split"):
+    Config(**TINY, train_splits="train+val", patience=3)
+  with pytest.raises(ConfigError, match="needs class splits with a validation split of their own"):
+    Config(dataset="omniglot", class_splits="background_evaluation", train_splits="train+val")
+
+
+def test_a_finished_run_trained_further_is_the_run_trained_that_long_from_the_start(tmp_path):
+  short, long = Config(**TINY), Config(**{**TINY, "episodes": 16})
+  train(short, tmp_path / "extended", progress=False)
+  extended = train(long, tmp_path / "extended", resume=True, progress=False)
+  whole = train(long, tmp_path / "whole", progress=False)
+  strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+  assert strip(RunDir(tmp_path / "extended").read_metrics()) == strip(RunDir(tmp_path / "whole").read_metrics())
+  assert {k: v for k, v in extended.items() if k != "workdir"} == {k: v for k, v in whole.items() if k != "workdir"}
+  assert json.loads((tmp_path / "extended" / "config.json").read_text())["episodes"] == 16
+  with pytest.raises(RunDirError, match="would end it before its last checkpoint: pass --episodes 16 or more"):
+    train(short, tmp_path / "extended", resume=True, progress=False)
+  with pytest.raises(RunDirError, match="differs in --episodes"):  # without --resume, another length is another run
+    train(Config(**{**TINY, "episodes": 20}), tmp_path / "extended", progress=False)

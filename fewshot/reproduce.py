@@ -102,8 +102,30 @@ def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: 
     for seed in seeds:
       workdir = plan.run_dir(out, entry, schedule, model, head, plan.tested_stage(entry), seed)
       record = plan.cell_record(workdir, entry, model, cell)
-      if record is not None and not os.path.exists(record):
+      if record is None or os.path.exists(record):
+        continue
+      if entry.scored_on == "lake_runs":
+        score_drawn_runs(workdir, record, cell.test, data_dir, tfds_dir)
+      else:
         evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **cell.test)
+
+
+def score_drawn_runs(workdir: str, record: str, test: dict, data_dir: str | None, tfds_dir: str | None) -> None:
+  """Score a run's best checkpoint on Lake-style runs drawn from its test split (unrotated), written to ``record``."""
+  import dataclasses
+
+  from fewshot import api
+  from fewshot.episodic import lake
+  from fewshot.episodic.experiment import load_data
+  from fewshot.records.files import finite_json, write_json_atomic
+
+  model = api.load(workdir)
+  config = dataclasses.replace(model.config, rotations=False, data_dir=data_dir or model.config.data_dir,
+                               tfds_dir=tfds_dir or model.config.tfds_dir)
+  runs = lake.draw_runs(load_data(config, ("test",))["test"], test["runs"], test["way"], test["seed"])
+  print(f"scoring {workdir} on {len(runs)} drawn {test['way']}-way one-shot runs", flush=True)
+  results = lake.score_runs(model, runs)
+  write_json_atomic(record, finite_json({**results, "drawn": dict(test)}))
 
 
 def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tfds_dir: str | None = None,

@@ -22,17 +22,19 @@ CLASS_ORDERS = ("default", "random")
 # The class splits each dataset can be divided into (--class_splits), with the splits each defines. Omniglot: the stored
 # 60/20/20 split, Vinyals et al.'s published lists (fewshot/data/lists/vinyals), a seeded permutation cut at Vinyals et
 # al.'s sizes, Lake et al.'s background / evaluation alphabets, every background character found (a quarter held out
-# for validation), or a user's own lists (--split_lists); the image datasets: few-shot train/val/test or the DML halves
+# for validation), Lake et al.'s minimal settings (one background-small zip's characters train, a quarter held out,
+# the evaluation alphabets test: fewshot/data/lists/lake_small*), or a user's own lists (--split_lists); the image datasets: few-shot train/val/test or the DML halves
 # (fewshot.data.class_splits).
 CLASS_SPLITS = {"omniglot": ("default", "vinyals_published", "vinyals_sizes", "background_evaluation", "all_characters",
-                             "lists"),
+                             "lake_small1", "lake_small2", "lists"),
                 "cub": ("fewshot", "dml"), "mini_imagenet": ("fewshot",), "cars196": ("dml",), "sop": ("dml",)}
 DEFAULT_CLASS_SPLITS = {dataset: names[0] for dataset, names in CLASS_SPLITS.items()}
 SPLITS_OF = {"default": SPLITS, "vinyals_published": SPLITS, "vinyals_sizes": SPLITS, "lists": SPLITS,
+             "lake_small1": SPLITS, "lake_small2": SPLITS,
              "background_evaluation": ("train", "test"), "all_characters": SPLITS, "fewshot": SPLITS,
              "dml": ("train", "test")}
 # Class splits read from lists of class names (fewshot.data.class_lists).
-LISTED_CLASS_SPLITS = ("vinyals_published", "lists")
+LISTED_CLASS_SPLITS = ("vinyals_published", "lake_small1", "lake_small2", "lists")
 # Names a class split had before it got one that says what it is: a record naming the old one reads under the new
 # (fewshot.options.current_names); on the command line the old name is refused, naming both.
 RENAMED_CLASS_SPLITS = {"vinyals": "vinyals_sizes"}

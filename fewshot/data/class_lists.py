@@ -21,8 +21,12 @@ import pathlib
 
 from fewshot.errors import ConfigError, DataError
 
+LISTS = pathlib.Path(__file__).with_name("lists")
 # Vinyals et al.'s split as published with the Prototypical Networks code (MIT; lists/vinyals/README.md).
-VINYALS = pathlib.Path(__file__).with_name("lists") / "vinyals"
+VINYALS = LISTS / "vinyals"
+# The class splits whose lists ship with the package (each folder's README says where they come from): Vinyals et
+# al.'s, and Lake et al.'s "minimal" settings (one background-small zip trains, the evaluation alphabets test).
+SHIPPED = {"vinyals_published": VINYALS, "lake_small1": LISTS / "lake_small1", "lake_small2": LISTS / "lake_small2"}
 FILES = ("train.txt", "val.txt", "test.txt")
 _ROTATION_PREFIX = "rot"
 

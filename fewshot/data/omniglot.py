@@ -167,8 +167,10 @@ def character_splits(class_names: list[str], class_splits: str, seed: int = 0,
   if class_splits == "default":
     return class_split(names)
   if class_splits in catalog.LISTED_CLASS_SPLITS:
-    return class_lists.chosen(listed(class_splits, split_lists), names, "--data_dir needs images_background.zip and "
-                              "images_evaluation.zip (all 1,623 characters)")
+    needs = {"lake_small1": "images_background_small1.zip", "lake_small2": "images_background_small2.zip"}.get(
+        class_splits, "images_background.zip")
+    return class_lists.chosen(listed(class_splits, split_lists), names, f"--data_dir needs {needs} and "
+                              "images_evaluation.zip")
   test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
   background = [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS]
   if class_splits == "background_evaluation":
@@ -191,8 +193,8 @@ def character_splits(class_names: list[str], class_splits: str, seed: int = 0,
 
 def listed(class_splits: str, split_lists: str | None) -> class_lists.ClassLists:
   """The lists a listed class split reads: Vinyals et al.'s published ones, or the folder ``split_lists``."""
-  if class_splits == "vinyals_published":
-    return class_lists.read(class_lists.VINYALS)
+  if class_splits in class_lists.SHIPPED:
+    return class_lists.read(class_lists.SHIPPED[class_splits])
   if not split_lists:
     raise ConfigError("--class_splits lists reads the folder --split_lists names (train.txt, val.txt, test.txt, one "
                       "Alphabet/characterNN a line); pass it.")

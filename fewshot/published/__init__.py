@@ -1,5 +1,5 @@
 """Published results fewshot can run, as data (``registry``), one module per source (``snell2017``, ...), the runs
-that reproduce them (``plan``) and the page that sets ours beside theirs (``page``).
+that reproduce them (``plan``), ours beside theirs (``report``) and the page that sets ours beside theirs (``page``).
 
     from fewshot import published
     entry = published.ENTRIES["snell2017_omniglot"]
@@ -13,9 +13,11 @@ May import: kernel, records, analysis (docs/architecture.md, "Layers").
 
 from __future__ import annotations
 
-from fewshot.published import snell2017
+from fewshot.published import kim2022, lake, musgrave2020, snell2017
 from fewshot.published.registry import Cell, Comparison, Entry, Model, Schedule
 
-ENTRIES: dict[str, Entry] = {entry.name: entry for entry in (snell2017.OMNIGLOT, snell2017.MINI_IMAGENET)}
+ENTRIES: dict[str, Entry] = {entry.name: entry for entry in (
+    snell2017.OMNIGLOT, lake.BACKGROUND, lake.SMALL1, lake.SMALL2, snell2017.MINI_IMAGENET, kim2022.CUB,
+    kim2022.MINI_IMAGENET, musgrave2020.CUB, musgrave2020.CARS196, musgrave2020.SOP)}
 
 __all__ = ["ENTRIES", "Cell", "Comparison", "Entry", "Model", "Schedule"]

@@ -61,8 +61,7 @@ def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
     header.append(f"{heads[1]} − {heads[0]} (paired by seed)")
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for r in reports:
-    published = "–" if r.cell.value is None else f"{r.cell.value:.2f}" + (
-        "" if r.cell.ci95 is None else f" ± {r.cell.ci95:.2f}")
+    published = report.published_text(r.cell)
     ours = [report._ours(v) for v in r.by_head.values()]
     words = [v.words for v in r.by_head.values()]
     row = [r.cell.name, published, *ours, *words]

@@ -75,8 +75,15 @@ def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head:
           for length, group in sorted(lengths.items())]
 
 
+def drawn_runs_name(test: dict) -> str:
+  """The file holding a model's score on drawn Lake-style runs (:func:`fewshot.episodic.lake.draw_runs`)."""
+  return f"lake_drawn_{test['runs']}runs_{test['way']}way_seed{test['seed']}.json"
+
+
 def own_test(entry: Entry, model: Model, cell: Cell) -> bool:
   """Whether a cell is the run's own test (results.json) rather than an evaluate measurement."""
+  if entry.scored_on == "lake_runs":
+    return False
   options = {**entry.options, **model.options}
   return all(options.get(k) == v for k, v in cell.test.items())
 
@@ -86,6 +93,8 @@ def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell) -> str | N
   results = read_json(os.path.join(workdir, "results.json"))
   if results is None:
     return None
+  if entry.scored_on == "lake_runs":
+    return os.path.join(workdir, drawn_runs_name(cell.test))
   if own_test(entry, model, cell):
     return os.path.join(workdir, "results.json")
   options = {**entry.options, **model.options}
@@ -102,8 +111,10 @@ def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: st
     workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry), seed)
     record = cell_record(workdir, entry, model, cell)
     measured = None if record is None else read_json(record)
-    if measured is not None and measured.get("test_accuracy") is not None:
-      values[seed] = float(measured["test_accuracy"])
+    accuracy = None if measured is None else measured.get("test_accuracy", measured.get("rules", {}).get(
+        "head", {}).get("accuracy"))
+    if accuracy is not None:
+      values[seed] = float(accuracy)
   return values
 
 

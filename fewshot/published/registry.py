@@ -43,8 +43,10 @@ class Cell:
   name: str
   model: str
   test: dict
-  value: float
+  value: float | None  # None: the paper's number is not at hand (the page shows ``direction``, what its text says)
   ci95: float | None = None
+  direction: str | None = None  # what the paper's text states of this cell, where its number is not at hand
+  measure: str = "test accuracy (%)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Entry:
   retrain: bool = False
   comparisons: tuple[Comparison, ...] = ()
   not_comparable: str | None = None  # why fewshot cannot run the published protocol at all, where it cannot
+  scored_on: str = "episodes"  # or "lake_runs": the cells score Lake-style one-shot runs (fewshot.episodic.lake)
   notes: tuple[str, ...] = ()
 
   def schedule(self, name: str | None) -> Schedule:

@@ -58,15 +58,20 @@ def _ours(v: verdicts.Verdict) -> str:
   return f"{v.mean:.2f}{interval} ({len(v.values)} seeds: {seeds}{p})"
 
 
+def published_text(cell: Cell) -> str:
+  """The published value (± its interval), or what the paper's text states where its number is not at hand."""
+  if cell.value is None:
+    return f"– (the paper's text: {cell.direction})" if cell.direction else "–"
+  return f"{cell.value:.2f}" + ("" if cell.ci95 is None else f" ± {cell.ci95:.2f}")
+
+
 def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport]) -> str:
   """The command's printout: the source, the schedule, then a block per cell."""
   lines = [f"{entry.name}: {entry.source}", f"schedule {schedule.name}: {schedule.about}"]
   if entry.not_comparable:
     lines.append(f"not comparable: {entry.not_comparable}")
   for report in reports:
-    published = "–" if report.cell.value is None else f"{report.cell.value:.2f}"
-    if report.cell.ci95 is not None:
-      published += f" ± {report.cell.ci95:.2f}"
+    published = published_text(report.cell)
     lines.append(f"{report.cell.name}: published {published}")
     for head, v in report.by_head.items():
       lines.append(f"  {_label(entry, head)}: {_ours(v)}: {v.words}")

@@ -12,6 +12,8 @@ from fewshot.errors import ConfigError
 from fewshot.published import page, plan, report
 from fewshot.published.registry import Cell, Entry, Model, Schedule
 
+import dataset_fixtures as fixtures
+
 TINY = Entry(
     name="tiny_strokes", source="a test", protocol="Snell et al.'s steps on strokes, tiny", dataset="strokes",
     needs="nothing", options=dict(dataset="strokes", way=3, query=2, test_way=2, test_query=2, test_episodes=3,
@@ -102,3 +104,43 @@ def test_every_entry_is_well_formed():
         for schedule in entry.schedules:
           for head in entry.heads:
             Config(**entry.run_options(model, schedule, head))  # every run's options are valid
+
+
+def _tiny(entry: Entry, **options) -> Entry:
+  """The entry's protocol cut to a smoke run: its first model, one head, a few episodes of small images."""
+  small = dict(episodes=2, eval_every=2, val_episodes=1, test_episodes=2, way=2, test_way=2, query=2, test_query=2,
+               image_size=16, patience=None)
+  schedule = Schedule("smoke", {k: v for k, v in small.items() if k in ("episodes", "patience")}, "a smoke run",
+                      published=False)
+  model = dataclasses.replace(entry.models[0], options={**entry.models[0].options, **{
+      k: v for k, v in small.items() if k in ("way", "episodes")}})
+  cell = dataclasses.replace(next(c for c in entry.cells if c.model == model.name), test=dict(test_way=2))
+  return dataclasses.replace(entry, name=f"{entry.name}_smoke", models=(model,), schedules=(schedule,), cells=(cell,),
+                             heads=entry.heads[:1], options={**entry.options, **small, **options})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,write", [
+    ("snell2017_mini_imagenet", lambda root: fixtures.write_mini_imagenet(root, classes=(4, 2, 2), per_class=6,
+                                                                           size=(24, 24)).data_dir),
+    ("kim2022_cub", lambda root: fixtures.write_cub(root, classes=8, per_class=6, size=(24, 28)).data_dir),
+])
+def test_an_entry_for_the_data_users_bring_runs_on_its_fixture(name, write, tmp_path, monkeypatch):
+  tiny = _tiny(published.ENTRIES[name])
+  monkeypatch.setitem(published.ENTRIES, tiny.name, tiny)
+  text = reproduce.reproduce(tiny.name, (0,), str(write(tmp_path / "data")), str(tmp_path / "tfds"),
+                             str(tmp_path / "runs"))
+  [cell] = report.cell_reports(str(tmp_path / "runs"), tiny, tiny.schedules[0], (0,))
+  assert len(cell.by_head[tiny.heads[0]].values) == 1 and "1 seeds" in text
+
+
+def test_entries_for_the_data_users_bring_refuse_without_it_naming_it(tmp_path):
+  for name, needs in (("snell2017_mini_imagenet", "train.csv"), ("kim2022_cub", "CUB_200_2011"),
+                      ("kim2022_mini_imagenet", "Ravi & Larochelle")):
+    with pytest.raises(ConfigError, match=f"pass --data_dir DIR holding .*{needs}"):
+      reproduce.reproduce(name, (0,), out=str(tmp_path))
+  text = reproduce.reproduce("musgrave2020_sop", (0,), out=str(tmp_path))  # not comparable: nothing trains
+  assert "not comparable: the published protocol fine-tunes an ImageNet-pretrained" in text
+  assert "N. Softmax MAP@R: published 42.35 ± 0.16" in text and not (tmp_path / "musgrave2020_sop").exists()
+  assert "the paper's text: comparable (the paper's exception)" in reproduce.reproduce("kim2022_cub", (0,),
+                                                                                        train=False)

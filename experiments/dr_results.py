@@ -60,29 +60,60 @@ def grid_argvs(args, kept: set | frozenset = frozenset()) -> list[list[str]]:
   return argvs
 
 
+def _arm_key(config: dict) -> tuple:
+  return (config["shot"], config["classifier"], config["head"], config["seed"])
+
+
 def kept_runs(records: pathlib.Path) -> set[tuple]:
-  """``(shot, classifier, head, seed)`` of every run whose records are kept."""
-  kept = set()
-  for path in records.glob("*/results.json"):
-    c = json.loads((path.parent / "config.json").read_text())
-    kept.add((c["shot"], c["classifier"], c["head"], c["seed"]))
-  return kept
+  """``(shot, classifier, head, seed)`` of every run whose records are kept (read as :func:`read_kept` reads them)."""
+  return {_arm_key(_kept_config(path.parent)) for path in records.glob("*/results.json")}
+
+
+def _kept_config(folder: pathlib.Path) -> dict:
+  """A kept run's config.json; one that cannot be read is refused in one line naming it."""
+  try:
+    config = json.loads((folder / "config.json").read_text())
+    _arm_key(config)
+    return config
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit(f"error: the kept record {folder} cannot be read ({type(e).__name__}: {e}); restore it from git "
+             "(git checkout -- docs/results) or move it out of the page's records.")
+
+
+def grid_runs(args) -> list[tuple]:
+  """``(shot, classifier, head, seed)`` of every run of the grid, in the page's order."""
+  claims = [(shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr") if (shot, c) != (1, "nn")]
+  parse = reproduce_dr.cli.parse_seeds
+  return ([(*arm, s) for arm in claims for s in parse(args.seeds)]
+          + [(1, "nn", h, s) for h in ("softmax", "dr") for s in parse(args.replicate_seeds)])
+
+
+def describe_run(key: tuple) -> str:
+  shot, classifier, head, seed = key
+  return f"{shot}-shot {'ProtoNet' if classifier == 'proto' else '1-NN'} {'DR' if head == 'dr' else 'softmax'} seed {seed}"
 
 
 def expected_runs(args) -> int:
   """The grid's runs: 6 claim arms under ``--seeds``, the 2 replicate arms under ``--replicate_seeds``."""
-  return 6 * len(reproduce_dr.cli.parse_seeds(args.seeds)) + 2 * len(reproduce_dr.cli.parse_seeds(args.replicate_seeds))
+  return len(grid_runs(args))
 
 
 def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
   """Train (or finish) the grid, then keep its records and how they were made under ``records``."""
   started = time.time()
-  grids = grid_argvs(args, kept_runs(records))
+  before = kept_runs(records)
+  grids = grid_argvs(args, before)
   for grid in grids:
     reproduce_dr.main(grid)
+  # Only the records that were missing join the kept ones: a seed trained again for another arm's sake (a group
+  # trains a seed in every arm) never replaces a kept record.
+  wanted = set(grid_runs(args)) - before
   for results in sorted(args.runs.glob("*/results.json")):
+    key = _arm_key(json.loads((results.parent / "config.json").read_text()))
     kept = records / results.parent.name
-    kept.mkdir(parents=True, exist_ok=True)
+    if key not in wanted or kept.exists():
+      continue
+    kept.mkdir(parents=True)
     for name in RECORDS:
       shutil.copyfile(results.parent / name, kept / name)
   import jax
@@ -107,12 +138,35 @@ def _cpu_model() -> str:
   return f"{model}, {sum(line.startswith('processor') for line in lines)} cores"
 
 
-def load_arms(records: pathlib.Path) -> dict[str, dict[str, list]]:
-  """``{setting: {"softmax": runs, "DR": runs}}`` from the kept records, runs in seed order."""
+# The options every run of the grid shares with the others of its page: a run that differs in one is not the grid's.
+SAME_PROTOCOL = ("dataset", "way", "episodes", "eval_every", "backbone", "distance", "class_splits", "test_episodes")
+
+
+def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
+  """``{setting: {"softmax": runs, "DR": runs}}`` from the kept records, runs in seed order; with ``args``, only
+  the grid's runs. A record that cannot be read, or a run of another protocol than the others, is refused in one
+  line naming it (it would join an arm by its shot, head and classifier alone).
+  """
+  from fewshot.errors import FewshotError
+
   arms: dict[str, dict[str, list]] = {}
+  grid = None if args is None else set(grid_runs(args))
+  first = None
   for path in sorted(records.glob("*/config.json")):
-    run = read_run(path.parent, Config.from_dict)
+    try:
+      run = read_run(path.parent, Config.from_dict)
+    except (FewshotError, ValueError, KeyError, OSError) as e:
+      sys.exit(f"error: the kept record {path.parent} cannot be read ({str(e).rstrip('.')}); restore it from git "
+               "(git checkout -- docs/results) or move it out of the page's records.")
     c = run.config
+    if grid is not None and _arm_key(c.to_dict()) not in grid:
+      continue
+    first = first or run
+    differs = [f for f in SAME_PROTOCOL if getattr(c, f) != getattr(first.config, f)]
+    if differs:
+      sys.exit(f"error: the kept record {path.parent} is not a run of the page's grid (its --{differs[0]} "
+               f"{getattr(c, differs[0])}, {first.path}'s {getattr(first.config, differs[0])}); move it out of "
+               f"{records}.")
     setting = f"{c.shot}-shot {'ProtoNet' if c.classifier == 'proto' else '1-NN'}"
     arms.setdefault(setting, {}).setdefault("DR" if c.head == "dr" else "softmax", []).append(run)
   order = lambda s: (int(s.split("-")[0]), s.endswith("1-NN"))  # noqa: E731
@@ -273,14 +327,19 @@ def main(argv=None) -> str:
   args = parse_args(argv)
   records = args.out / "results" / args.dataset
   expected = expected_runs(args)
-  found = len(list(records.glob("*/results.json")))
-  if found < expected and not args.train:
-    sys.exit(f"error: {records} holds {found} of the grid's {expected} runs' records; pass --train to train the "
-             f"missing ones into {args.runs} (hours on a CPU; they resume), or --out a folder that holds them.")
-  if found < expected:
+  missing = [key for key in grid_runs(args) if key not in kept_runs(records)]
+  if missing and not args.train:
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    sys.exit(f"error: {records} holds {expected - len(missing)} of the grid's {expected} runs' records and lacks "
+             f"{describe_run(missing[0])}{more}; pass --train to train the missing ones into {args.runs} (hours on a "
+             "CPU; they resume; kept records are never replaced), or --out a folder that holds them.")
+  if missing:
     train_grid(args, argv, records)
-  made = json.loads((records / "made.json").read_text()) if (records / "made.json").exists() else {}
-  arms = load_arms(records)
+  if not (records / "made.json").is_file():
+    sys.exit(f"error: {records / 'made.json'} is missing: the page says how its runs were made from it; restore it "
+             "(git checkout -- docs/results) or train the grid again with --train into a new --out.")
+  made = json.loads((records / "made.json").read_text())
+  arms = load_arms(records, args)
   figure = plot_curves(arms, args.out / "results")
   text = page(arms, made, records.relative_to(args.out), f"results/{figure}")
   (args.out / "results.md").write_text(text)

@@ -231,6 +231,8 @@ def _write_dr_records(records, seeds=10, replicate_seeds=None):
   """
   from fewshot.records.rundir import RunDir  # noqa: PLC0415
 
+  records.mkdir(parents=True, exist_ok=True)
+  (records / "made.json").write_text(json.dumps({"command": "python -m experiments.dr_results --train", "grid": "g"}))
   for shot in (1, 5):
     for classifier in ("proto", "nn"):
       for head in ("softmax", "dr"):
@@ -324,9 +326,54 @@ def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, c
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records, seeds=4)
-  with pytest.raises(SystemExit, match=rf"error: {records} holds 32 of the grid's 70 runs' records; pass --train"):
+  with pytest.raises(SystemExit, match=rf"error: {records} holds 32 of the grid's 70 runs' records and lacks 1-shot "
+                     r"ProtoNet softmax seed 4 and 37 more; pass --train"):
     dr_results.main(["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")])
   assert not (tmp_path / "runs").exists() and not (tmp_path / "docs" / "results.md").exists()
+
+
+def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmade_ones(tmp_path, monkeypatch):
+  """Issue 42, item 3: --train copied every run over the kept ones; damage and strangers were tracebacks."""
+  from experiments import dr_results  # noqa: PLC0415
+
+  records = tmp_path / "docs" / "results" / "strokes"
+  _write_dr_records(records, seeds=3)
+  argv = ["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs"), "--seeds", "0-2",
+          "--train"]
+  lost = records / "strokes_conv4_ProtoNet_DR_5w1s_seed2"
+  shutil.rmtree(lost)
+  kept = {p: p.read_bytes() for p in records.glob("*/*.json*")}  # the runs' records (made.json gains a sitting)
+
+  def train_the_seed_in_every_arm(grid):  # as a group does: seed 2 again in all arms, the others' values changed
+    for key in dr_results.grid_runs(dr_results.parse_args(argv)):
+      if key[3] == 2:
+        shot, classifier, head, seed = key
+        name = f"strokes_conv4_{'ProtoNet' if classifier == 'proto' else '1-NN'}_{'DR' if head == 'dr' else 'S'}_5w{shot}s_seed{seed}"
+        shutil.copytree(records / name if (records / name).exists() else records / name.replace("_DR_", "_S_"),
+                        tmp_path / "runs" / name)
+        results = tmp_path / "runs" / name / "results.json"
+        results.write_text(json.dumps({**json.loads(results.read_text()), "test_accuracy": 1.0}))
+        config = tmp_path / "runs" / name / "config.json"
+        config.write_text(json.dumps({**json.loads(config.read_text()), "head": head}))
+
+  monkeypatch.setattr(dr_results.reproduce_dr, "main", train_the_seed_in_every_arm)
+  dr_results.main(argv)
+  assert {p: p.read_bytes() for p in kept} == kept  # not one kept record replaced
+  assert json.loads((lost / "results.json").read_text())["test_accuracy"] == 1.0  # the missing one joined
+  argv.remove("--train")
+  stranger = records / "strokes_conv4_ProtoNet_S_5w1s_seed9"
+  shutil.copytree(records / "strokes_conv4_ProtoNet_S_5w1s_seed0", stranger)
+  config = json.loads((stranger / "config.json").read_text())
+  (stranger / "config.json").write_text(json.dumps({**config, "seed": 1, "episodes": 300}))
+  with pytest.raises(SystemExit, match=r"is not a run of the page's grid \(its --episodes 300"):
+    dr_results.main(argv)
+  (stranger / "config.json").write_text("{not json")
+  with pytest.raises(SystemExit, match=r"the kept record .*seed9 cannot be read"):
+    dr_results.main(argv)
+  shutil.rmtree(stranger)
+  (records / "made.json").unlink()
+  with pytest.raises(SystemExit, match=r"made.json is missing: the page says how its runs were made from it"):
+    dr_results.main(argv)
 
 
 @pytest.mark.slow

@@ -69,8 +69,24 @@ def _trained_anything(rundir: RunDir) -> bool:
   return rows or any(p.name.isdigit() for p in rundir.path.rglob("checkpoints/*/*")) or rundir.results_path.exists()
 
 
+# Characters orbax reads as a glob pattern where it gathers a checkpoint's files: under a path holding one, every
+# checkpoint is written but none can be read back.
+GLOB_CHARACTERS = "[]*?"
+
+
+def check_path_characters(path: str | os.PathLike) -> None:
+  """A one-line ``RunDirError`` for a run directory whose absolute path holds a :data:`GLOB_CHARACTERS` character."""
+  absolute = os.path.abspath(path)
+  found = [c for c in GLOB_CHARACTERS if c in absolute]
+  if found:
+    raise RunDirError(f"--workdir {absolute} holds {' '.join(found)}, which orbax reads as a glob pattern where it "
+                      "gathers a checkpoint's files, so no checkpoint of the run could be read back; choose a name "
+                      f"without {' '.join(GLOB_CHARACTERS)} (sweep_lr_0.001 for sweep_lr[0.001]).")
+
+
 def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   """The rule for one existing or new directory, without the check that ``--resume`` finds a run to continue."""
+  check_path_characters(path)
   rundir = RunDir(path)
   check_writable(rundir.path, "--workdir")
   if rundir.holds_run() and not resume and not _trained_anything(rundir):
@@ -109,6 +125,7 @@ def _check_extension(rundir: RunDir, config) -> None:
 
 def _new(path: str | os.PathLike, folders: dict[str, pathlib.Path]) -> RunDir:
   """The directory of a run that does not exist yet, its parent folder resolved and checked once per ``folders``."""
+  check_path_characters(path)
   parent, name = os.path.split(os.path.abspath(path))
   if parent not in folders:
     check_writable(parent, "--workdir")

@@ -69,6 +69,8 @@ class Runs:
       # One writer per directory; checked again under its lock, since another command may have written it since open.
       writer_lock.hold(self.dirs[i].path)
       check_for_training(self.dirs[i].path, self.configs[i], self.resume)
+      if "data" in recorded:
+        self.dirs[i].check_same_data(recorded["data"])
       self.dirs[i].record_config({**self.configs[i].to_dict(), **recorded})
 
   def states(self, tree) -> list:

@@ -1,0 +1,41 @@
+"""What a resume or a run path must not do to a record (issue 42): train on other data, or lose every checkpoint."""
+
+import json
+import shutil
+
+import pytest
+
+from fewshot.config import Config
+from fewshot.errors import RunDirError
+from fewshot.train import train
+
+from omniglot_fixtures import characters, write_background_zip
+
+TINY = dict(dataset="omniglot", way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1,
+            test_episodes=2)
+
+
+def test_a_resume_on_other_data_is_refused_in_one_line_and_a_moved_copy_resumes(tmp_path):
+  write_background_zip(characters({"Latin": 6, "Greek": 6}, drawers=4), tmp_path / "a")
+  write_background_zip(characters({"Latin": 9, "Greek": 9}, drawers=4, seed=1), tmp_path / "b")
+  tfds = str(tmp_path / "tfds")
+  first = Config(**{**TINY, "episodes": 2}, data_dir=str(tmp_path / "a"), tfds_dir=tfds)
+  train(first, tmp_path / "run", progress=False)
+  before = (tmp_path / "run" / "config.json").read_bytes()
+  other = Config(**TINY, data_dir=str(tmp_path / "b"), tfds_dir=tfds)
+  with pytest.raises(RunDirError) as raised:
+    train(other, tmp_path / "run", resume=True, progress=False)
+  said = str(raised.value)
+  assert "\n" not in said and "trained on data whose train was" in said and str(tmp_path / "a") in said
+  assert (tmp_path / "run" / "config.json").read_bytes() == before  # nothing rewritten
+  shutil.copytree(tmp_path / "a", tmp_path / "moved")
+  moved = Config(**TINY, data_dir=str(tmp_path / "moved"), tfds_dir=tfds)
+  assert train(moved, tmp_path / "run", resume=True, progress=False)["best_episode"] in (2, 4)
+  assert json.loads((tmp_path / "run" / "config.json").read_text())["data_dir"] == str(tmp_path / "moved")
+
+
+@pytest.mark.parametrize("name", ["sweep_lr[0.001]", "a*b", "what?"])
+def test_a_run_path_with_glob_characters_is_refused_before_anything_is_written(tmp_path, name):
+  with pytest.raises(RunDirError, match=r"which orbax reads as a glob pattern .* choose a name without"):
+    train(Config(way=2, episodes=2, eval_every=2), tmp_path / "runs" / name, progress=False)
+  assert not (tmp_path / "runs").exists()

@@ -8,6 +8,8 @@
 * :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;
 * :mod:`~fewshot.analysis.arm_tables`: runs grouped into arms by configuration, one arm's tables and several arms';
 * :mod:`~fewshot.analysis.listing`: a row per run, the options in which the runs differ, and its results;
+* :mod:`~fewshot.analysis.paired`: the paired per-seed tests (exact sign-flip, Holm, power);
+* :mod:`~fewshot.analysis.verdicts`: ours beside a published number (prediction interval, verdict in fixed words);
 * :mod:`~fewshot.analysis.figures`: what a figure of runs says in words (labels, seed groups and bands, caption,
   colours by model), for :mod:`fewshot.plot` to draw; no matplotlib here.
 

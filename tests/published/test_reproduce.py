@@ -144,3 +144,9 @@ def test_entries_for_the_data_users_bring_refuse_without_it_naming_it(tmp_path):
   assert "N. Softmax MAP@R: published 42.35 ± 0.16" in text and not (tmp_path / "musgrave2020_sop").exists()
   assert "the paper's text: comparable (the paper's exception)" in reproduce.reproduce("kim2022_cub", (0,),
                                                                                         train=False)
+
+
+def test_the_kept_page_rebuilds_byte_for_byte_from_its_records():
+  root = __import__("pathlib").Path(__file__).resolve().parents[2]
+  built = page.build(str(root / "docs" / "reproductions"), list(published.ENTRIES.values()))
+  assert built == (root / "docs" / "reproductions.md").read_text(), "run python -m fewshot.reproduce --page"

@@ -223,7 +223,8 @@ def measure(workdir: str, checkpoint: str = "best", test_by: str = "episode", ca
   """
   # Where it will be written (checked before the test starts, with record) and the options it records.
   target, options_used = record_path(workdir, checkpoint, test_by, cached_episodes, check=record, **overrides)
-  results = evaluate(workdir, checkpoint, test_by, cached_episodes, progress, **overrides)
+  quiet = {} if progress else {"progress": False}
+  results = evaluate(workdir, checkpoint, test_by, cached_episodes, **quiet, **overrides)
   if record:
     write_json_atomic(target, finite_json({**results, "options": options_used}))
   return results, options_used, target if record else None

@@ -12,7 +12,8 @@ would call any gap significant once there are enough seeds, though a single publ
     ('matches', 96.13)
 
 Verdicts: ``matches`` (p at or above ``level``), ``above by x points`` / ``below by x points`` (x = |mean - published|,
-to one decimal), each followed by ``(shorter schedule)`` where ours trained less than the paper did;
+to one decimal), each (and ``one seed: no interval``) followed by ``(shorter schedule)`` where ours trained less than
+the paper did;
 ``not comparable: why`` where the protocols differ too much to set side by side; ``one seed: no interval`` and ``no
 seeds yet`` where there is too little to test.
 """
@@ -75,6 +76,6 @@ def verdict(values, published: float | None, *, shorter: bool = False, not_compa
     words = "matches"
   else:
     words = f"{'above' if mean > published else 'below'} by {abs(mean - published):.1f} points"
-  if shorter and (words == "matches" or words.startswith(("above", "below"))):
+  if shorter and (words in ("matches", "one seed: no interval") or words.startswith(("above", "below"))):
     words += " (shorter schedule)"
   return Verdict(values, published, mean, ci95, p, words)

@@ -40,7 +40,7 @@ def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[s
   """
   seconds, where, groups = 0.0, set(), set()
   for folder, _, files in sorted(os.walk(os.path.join(records, entry.name, schedule.name))):
-    if "metrics.jsonl" not in files:
+    if "metrics.jsonl" not in files or "config.json" not in files:
       continue
     config = plan.read_json(os.path.join(folder, "config.json")) or {}
     made = config.get("provenance", {})

@@ -42,6 +42,7 @@ def test_drawn_runs_are_one_alphabet_two_drawers_and_labels_that_name_the_suppor
     lake.draw_runs(split, 1, way=7)
 
 
+@pytest.mark.slow
 def test_a_lake_entry_trains_and_scores_drawn_runs_on_fixture_alphabets(tmp_path, monkeypatch):
   chars = characters({"Latin": 6, "Greek": 6, "Angelic": 4, "Keble": 4}, drawers=4)
   background = {a: chars[a] for a in ("Latin", "Greek")}

@@ -28,9 +28,9 @@ TINY = Entry(
 def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_path, monkeypatch):
   monkeypatch.setitem(published.ENTRIES, TINY.name, TINY)
   out = str(tmp_path / "runs")
-  text = reproduce.reproduce(TINY.name, (0, 1), out=out)
+  text = reproduce.reproduce(TINY.name, (0,), out=out)
   model, schedule = TINY.models[0], TINY.schedules[0]
-  for seed in (0, 1):
+  for seed in (0,):
     chosen = json.loads((tmp_path / f"runs/tiny_strokes/tiny/1-shot_softmax/select/seed{seed}/results.json").read_text())
     final = plan.run_dir(out, TINY, schedule, model, "softmax", plan.FINAL, seed)
     config = json.loads(open(f"{final}/config.json").read())
@@ -39,18 +39,18 @@ def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_pa
     own = json.loads(open(f"{final}/results.json").read())
     measured = json.loads(open(plan.cell_record(final, TINY, model, TINY.cells[1])).read())
     assert measured["options"]["test_way"] == 3 and measured["test_episodes"] == 3
-    assert plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0, 1))[seed] == own["test_accuracy"]
+    assert plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0,))[seed] == own["test_accuracy"]
   assert "2-way 1-shot: published 60.00" in text and "(shorter schedule)" in text
   before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("results.json")}
-  assert reproduce.reproduce(TINY.name, (0, 1), out=out) == text  # all kept: nothing trains again
+  assert reproduce.reproduce(TINY.name, (0,), out=out) == text  # all kept: nothing trains again
   assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("results.json")} == before
   records = tmp_path / "kept"
-  assert len(page.keep(out, str(records))) == 4
+  assert len(page.keep(out, str(records))) == 2
   assert not list(records.rglob("checkpoints"))
   built = page.build(str(records), [TINY])
   assert built == page.build(str(records), [TINY]) and "| 2-way 1-shot | 60.00 |" in built
-  assert report.cell_reports(str(records), TINY, schedule, (0, 1))[0].by_head["softmax"].values == tuple(
-      plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0, 1)).values())
+  assert report.cell_reports(str(records), TINY, schedule, (0,))[0].by_head["softmax"].values == tuple(
+      plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0,)).values())
 
 
 def _fake_run(root, entry, schedule, model, head, seed, accuracy):

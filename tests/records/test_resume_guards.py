@@ -7,6 +7,7 @@ import pytest
 
 from fewshot.config import Config
 from fewshot.errors import RunDirError
+from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
 from omniglot_fixtures import characters, write_background_zip
@@ -15,6 +16,30 @@ TINY = dict(dataset="omniglot", way=2, shot=1, query=2, test_query=2, episodes=4
             test_episodes=2)
 
 
+def test_the_data_check_refuses_other_classes_images_files_or_lists_and_passes_the_same_data(tmp_path):
+  """The rule alone, on records: the end-to-end case below is in the slow tier."""
+  rundir = RunDir(tmp_path / "run")
+  data = {"train": {"classes": 145, "images": 2900}, "total": {"classes": 145, "images": 2900},
+          "files": ["images_background_small1.zip", "images_background_small2.zip"]}
+  rundir.write_config({"data_dir": "/data/omniglot", "data": data})
+  rundir.checkpoints.folder.joinpath("last", "2").mkdir(parents=True)  # trained: a last checkpoint
+  rundir.check_same_data(data)
+  rundir.check_same_data({**data, "files": data["files"][:1]})  # fewer files read than an older run listed: same
+  for changed, said in (({"train": {"classes": 974, "images": 19480}}, "train was 145 classes / 2900 images"),
+                        ({"files": ["images_background.zip"]}, "files was images_background_small1.zip"),
+                        ({"class_lists_sha256": "ab12"}, None)):
+    if said is None:  # a key the run did not record is no difference; one it recorded is
+      rundir.check_same_data({**data, **changed})
+      continue
+    with pytest.raises(RunDirError) as raised:
+      rundir.check_same_data({**data, **changed})
+    assert said in str(raised.value) and "--data_dir /data/omniglot" in str(raised.value)
+  rundir.write_config({"data_dir": "/data/omniglot", "data": {**data, "class_lists_sha256": "ab12"}})
+  with pytest.raises(RunDirError, match="class_lists_sha256 was ab12"):
+    rundir.check_same_data(data)
+
+
+@pytest.mark.slow
 def test_a_resume_on_other_data_is_refused_in_one_line_and_a_moved_copy_resumes(tmp_path):
   write_background_zip(characters({"Latin": 6, "Greek": 6}, drawers=4), tmp_path / "a")
   write_background_zip(characters({"Latin": 9, "Greek": 9}, drawers=4, seed=1), tmp_path / "b")

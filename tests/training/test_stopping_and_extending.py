@@ -61,6 +61,7 @@ def test_a_group_stops_when_every_run_has_and_each_keeps_the_best_a_run_alone_ke
     assert result["test_accuracy"] == pytest.approx(alone["test_accuracy"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_train_plus_val_trains_on_both_validates_nothing_and_tests_the_last_checkpoint(tmp_path):
   results = train(Config(**{**TINY, "train_splits": "train+val"}), tmp_path / "run", progress=False)
   rundir = RunDir(tmp_path / "run")

@@ -158,8 +158,15 @@ def main(argv=None) -> int:
   parser.add_argument("--smoke", action="store_true", help="every step, small (a CPU finishes in minutes)")
   parser.add_argument("--timeout", type=float, default=240, help="seconds each step may take")
   args = parser.parse_args(argv)
+  if not args.out.strip():
+    parser.error("--out names no folder; pass --out DIR (the report, the JSON and the logs go there).")
+  if not args.timeout > 0:
+    parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}.")
   out = pathlib.Path(args.out).resolve()
-  out.mkdir(parents=True, exist_ok=True)
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    parser.error(f"--out {out} cannot be made ({e.strerror or e}); pass a writable folder.")
   shutil.rmtree(out / "main_run", ignore_errors=True)  # this command's own run of an earlier check
   results = {name: run_step(name, command, out, args.timeout) for name, command in steps(out, args.smoke).items()}
   found = findings(results, out)

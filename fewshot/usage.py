@@ -196,15 +196,34 @@ def check_command_line(argv: list[str], takes_paths: bool) -> None:
         raise ConfigError(f"--{name} names no file; pass --{name}=FILE, or leave it out.")
       if name == "flagfile":
         _check_flagfile(value, depth=0)
+  for arg in args:
+    name, has_value, value = arg.lstrip("-").partition("=")
+    if arg.startswith("-") and has_value and not value and name in _PATH_FLAGS:
+      raise ConfigError(f"--{name}= names no path; pass --{name}=PATH, or leave it out for its default.")
   if takes_paths:
     return
-  flag_values = [k + 1 for k, a in enumerate(args) if re.fullmatch(r"--?\w+", a)]  # `--flag value`: value is no path
+  # `--flag value`: the value is no path; a boolean flag takes no value apart (`--nodistort episodes=40`).
+  flag_values = [k + 1 for k, a in enumerate(args) if re.fullmatch(r"--?\w+", a) and not _boolean(a.lstrip("-"))]
   stray = [a for k, a in enumerate(args) if not a.startswith("-") and k not in flag_values]
   if stray:
     name, _, value = stray[0].partition("=")
     fix = f"flags start with two dashes: --{name}={value}" if value and re.fullmatch(r"\w+", name) else \
         f"python -m {command_name()} takes flags only (see --help)"
     raise ConfigError(f"unexpected argument {stray[0]!r}; {fix}.")
+
+
+# Flags that name a file or folder: given empty (``--workdir=``), absl would quietly take its default instead.
+_PATH_FLAGS = ("workdir", "out", "data_dir", "tfds_dir", "split_lists", "records", "keep", "page_file", "runs")
+
+
+def _boolean(name: str) -> bool:
+  """Whether ``--name`` is a boolean flag of the command (``--noname`` too), which takes no value apart."""
+  from absl import flags
+
+  for candidate in (name, name[2:] if name.startswith("no") else None):
+    if candidate and candidate in flags.FLAGS and flags.FLAGS[candidate].boolean:
+      return True
+  return False
 
 
 def _check_flagfile(path: str, depth: int) -> None:

@@ -38,6 +38,12 @@ def _fake_run(path, rows=2, last=True):
     ("fewshot.evaluate", ["--workdir=/nowhere/run"], "does not exist"),
     ("fewshot.plot", ["/nowhere/run"], "does not exist"),
     ("fewshot.analyze", ["/nowhere/run", "/nowhere/other"], "does not exist"),
+    # Issue 42, item 6: the word after a boolean flag was taken as its value and dropped; an empty path its default.
+    ("fewshot.train", ["--nodistort", "episodes=40"], "unexpected argument 'episodes=40'; flags start with two dashes"),
+    ("fewshot.evaluate", ["--norecord", "test_episodes=5", "--workdir=/x"], "unexpected argument 'test_episodes=5'"),
+    ("fewshot.dml.train", ["--nodata_parallel", "epochs=5"], "unexpected argument 'epochs=5'"),
+    ("fewshot.train", ["--workdir="], "--workdir= names no path; pass --workdir=PATH"),
+    ("fewshot.reproduce", ["--out=", "snell2017_omniglot"], "--out= names no path"),
 ])
 def test_bad_flags_are_refused_in_one_line(module, args, fragment, assert_one_line_error):
   assert_one_line_error(_cli(module, *args), fragment)
@@ -56,6 +62,31 @@ def test_flags_are_checked_before_jax_is_imported(module, args):
   assert "numpy" in imported  # the import log was read
   heavy = {"jax", "flax", "tensorflow_datasets", "matplotlib", "scipy"}
   assert not imported & heavy, sorted(imported & heavy)
+
+
+def test_tensorstores_full_disk_is_a_full_disk():
+  """Issue 42, item 5: orbax's writer raises TensorStore's ValueError, which files.out_of_space missed."""
+  store = ValueError('Error writing local file "/r/checkpoints/last/2/d/x": No space left on device '
+                     "[os_error_code='28']")
+  try:
+    try:
+      raise store
+    except ValueError as e:
+      raise RuntimeError("orbax: save failed") from e
+  except RuntimeError as wrapped:
+    assert files.out_of_space(wrapped)
+  assert not files.out_of_space(ValueError("shapes do not match"))
+
+
+@pytest.mark.parametrize("args, fragment", [(["--out", ""], "--out names no folder"),
+                                            (["--out", "/tmp/dc", "--timeout", "-1"], "--timeout must be a positive"),
+                                            (["--out", "/proc/none/dc"], "cannot be made")])
+def test_device_check_refuses_an_empty_out_or_a_bad_timeout_before_any_step(args, fragment, capsys):
+  from experiments import device_check
+
+  with pytest.raises(SystemExit) as exited:
+    device_check.main(args)
+  assert exited.value.code == 2 and fragment in capsys.readouterr().err
 
 
 def test_default_queries_fit_the_dataset_and_are_recorded():

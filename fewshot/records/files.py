@@ -45,10 +45,19 @@ def _cannot_write(path: pathlib.Path, e: OSError) -> OutputError:
   return OutputError(f"cannot write {path} ({reason}); make its folder writable or choose another location.")
 
 
+# How TensorStore (under orbax) says a full disk: a ValueError, not an OSError, e.g. "... No space left on device
+# [os_error_code='28']".
+_FULL_DISK_WORDS = ("No space left on device", "os_error_code='28'", "Disk quota exceeded", "os_error_code='122'")
+
+
 def out_of_space(e: BaseException) -> bool:
-  """Whether ``e``, or an error it wraps (orbax wraps its writers' once or twice), is a full disk (or quota)."""
+  """Whether ``e``, or an error it wraps (orbax wraps its writers' once or twice), is a full disk (or quota): an
+  ``OSError`` of ENOSPC or EDQUOT, or TensorStore's ``ValueError`` saying so.
+  """
   for _ in range(8):
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+      return True
+    if isinstance(e, ValueError) and any(words in str(e) for words in _FULL_DISK_WORDS):
       return True
     e = e.__cause__ or e.__context__
     if e is None:

@@ -50,7 +50,7 @@ from fewshot.analysis.tables import format_p, format_proportion, render_csv  # n
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
-from fewshot.records.reading import Run, expand, numerics_warning, protocol_warning, read_runs
+from fewshot.records.reading import Run, excluded, expand, numerics_warning, protocol_warning, read_runs
 
 FORMATS = ("table", "markdown", "csv", "latex")
 
@@ -63,6 +63,8 @@ def define_flags() -> None:
     flags.DEFINE_bool("list", False, "list the runs instead: a row per run, the options that vary among them, its "
                       "test accuracy, best episode and episodes trained; then python -m fewshot.evaluate's "
                       "measurements recorded in them")
+    flags.DEFINE_multi_string("exclude", [], "leave out the runs this path or shell pattern names (repeatable), e.g. "
+                              "a second run of one configuration and seed: --exclude 'runs/old/*'")
     flags.DEFINE_string("measurement", None, "compare the runs' test accuracy by their python -m fewshot.evaluate "
                         "record whose file name matches this pattern (e.g. 'test_best@*_600ep_shot5.json') instead "
                         "of results.json")
@@ -151,9 +153,13 @@ def analyze_arms(paths_a: list[str], paths_b: list[str], fmt: str = "table", mea
 
 
 def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "table",
-                        measurement: str | None = None) -> tuple[str, str | None]:
+                        measurement: str | None = None, exclude: tuple[str, ...] = ()) -> tuple[str, str | None]:
   found_a, _, warning_a = expand(paths_a)
   found_b, _, warning_b = expand(paths_b)
+  kept, dropped = excluded(found_a + found_b, exclude)  # each pattern must match a run of one arm or the other
+  found_a, found_b = [r for r in found_a if r in kept], [r for r in found_b if r in kept]
+  warning_a = _joined(warning_a, f"warning: left out {len(dropped)} runs: {', '.join(dropped)} (--exclude)."
+                      if dropped else None)
   runs = read_runs([*found_a, *found_b], Config.from_dict, measurement)
   return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b,
                                                                               numerics_warning(runs))
@@ -168,7 +174,8 @@ def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tup
 
 
 def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = None,
-                  list_runs: bool = False, measurement: str | None = None) -> tuple[str, str | None]:
+                  list_runs: bool = False, measurement: str | None = None,
+                  exclude: tuple[str, ...] = ()) -> tuple[str, str | None]:
   """The command's output for ``PATH...`` (no ``--``), by the rules of this module's docstring, and its warnings.
   ``pairing`` None: ``--pairs`` not given (the first run against each other where runs are compared in pairs).
   """
@@ -176,7 +183,7 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
   if not paths:
     raise ConfigError("no run directories given; pass runs or a folder of them: python -m fewshot.analyze runs/A "
                       "runs/B, or python -m fewshot.analyze runs/.")
-  found, folder, warning = expand(paths)
+  found, folder, warning = expand(paths, exclude)
   if list_runs and measurement is not None:
     raise ConfigError("--list lists every measurement of the runs; --measurement chooses one to compare them by: "
                       "pass one of them.")
@@ -225,10 +232,11 @@ def main(argv):
     if FLAGS.list or FLAGS["pairs"].present:
       raise ConfigError("A... -- B... compares two arms; --list and --pairs apply to runs named without --.")
     paths = argv[1:]
-    text, warning = analyze_arms_warned(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format, FLAGS.measurement)
+    text, warning = analyze_arms_warned(paths[: len(paths) - len(arm_b)], arm_b, FLAGS.format, FLAGS.measurement,
+                                        tuple(FLAGS.exclude))
   else:
     pairing = FLAGS.pairs if FLAGS["pairs"].present else None
-    text, warning = analyze_paths(argv[1:], FLAGS.format, pairing, FLAGS.list, FLAGS.measurement)
+    text, warning = analyze_paths(argv[1:], FLAGS.format, pairing, FLAGS.list, FLAGS.measurement, tuple(FLAGS.exclude))
   if warning:
     print(warning, file=sys.stderr)
   if FLAGS.out:

@@ -77,6 +77,7 @@ def define_flags() -> None:
   with options.flag_heading("figures"):
     flags.DEFINE_string("out", "figs", "folder for the figures (created if missing)")
     flags.DEFINE_enum("format", "png", FORMATS, "file format: png (at 200 dpi), or pdf or svg (vector, text as text)")
+    flags.DEFINE_multi_string("exclude", [], "leave out the runs this path or shell pattern names (repeatable)")
     flags.DEFINE_bool("landscape_only", False, "draw only the confidence landscape (no run directories needed)")
 
 
@@ -254,7 +255,8 @@ def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: 
   return _save(fig, out / f"confidence_landscape.{fmt}")
 
 
-def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "png") -> tuple[list[str], str | None]:
+def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "png",
+         exclude: tuple[str, ...] = ()) -> tuple[list[str], str | None]:
   """Write the figures as ``fmt`` files (png, pdf or svg) of the runs the paths name (run directories, or folders of
   them at any depth, by ``analyze``'s rule: :func:`fewshot.records.reading.expand`); return the figures' paths and
   the warnings (runs left out, runs of other protocols), or None.
@@ -263,7 +265,7 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
     raise ConfigError(f"--format {fmt} is not one of {', '.join(FORMATS)}; choose one of them.")
   if not paths and not landscape_only:
     raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
-  found, _, left_out = ([], False, None) if landscape_only else expand(paths)
+  found, _, left_out = ([], False, None) if landscape_only else expand(paths, exclude)
   runs = read_runs(found, Config.from_dict)
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
@@ -280,7 +282,7 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
 
 def main(argv):
   logging.set_verbosity(logging.WARNING)  # jax's INFO line about absent TPUs is noise here
-  written, warning = plot(argv[1:], FLAGS.out, FLAGS.landscape_only, FLAGS.format)
+  written, warning = plot(argv[1:], FLAGS.out, FLAGS.landscape_only, FLAGS.format, tuple(FLAGS.exclude))
   if warning:
     print(warning, file=sys.stderr)
   for path in written:

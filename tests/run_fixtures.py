@@ -32,7 +32,7 @@ def write_curves_run(path, head, n=12, seed=0):
   """A run directory with random diagnostics, one of them null (undefined)."""
   rng = np.random.default_rng(seed)
   rundir = RunDir(path)
-  rundir.write_config(dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1))
+  rundir.write_config(dict(dataset="omniglot", backbone="conv4", head=head, classifier="proto", way=5, shot=1, seed=seed))
   rows = []
   for i in range(n):
     row = dict(episode=100 * (i + 1), val_accuracy=50.0 + 3 * i + rng.normal(), val_ci95=1.0,

@@ -153,7 +153,7 @@ def test_runs_of_their_own_configurations_still_compare_in_pairs_and_pairs_of_ar
   with pytest.raises(ConfigError, match="pass one of them"):
     analyze.analyze_paths([a, b], pairing="all", list_runs=True)
   copy = write_run(tmp_path / "copy" / "s0", "softmax", 0)
-  with pytest.raises(ConfigError, match="the same configuration under seed 0"):
+  with pytest.raises(ConfigError, match="are two runs of one configuration and seed whose records differ"):
     analyze.analyze_paths([*seeds, copy])
 
 
@@ -305,3 +305,27 @@ def test_a_copied_run_is_refused_wherever_arms_are_formed(tmp_path):
   with pytest.raises(ConfigError, match="a copy"):
     plot.plot([a, str(tmp_path / "copy")], str(tmp_path / "figs"))
   assert not (tmp_path / "figs").exists()
+
+
+def test_a_seed_trained_twice_is_refused_everywhere_and_exclude_leaves_one_out(tmp_path):
+  """Issue 42, item 4: two runs of one configuration and seed whose records differ were counted as two seeds by
+  ``analyze A -- B`` and ``plot``; ``analyze runs/`` refused them with no way to leave one out.
+  """
+  from fewshot import plot  # noqa: PLC0415
+
+  a = [write_run(tmp_path / "runs" / f"A_seed{k}", "softmax", k, 90.0 + k) for k in range(2)]
+  again = write_run(tmp_path / "runs" / "old" / "A_seed0", "softmax", 0, 95.0)  # seed 0 trained again: other rows
+  b = [write_run(tmp_path / "runs" / f"B_seed{k}", "dr", k, 92.0 + k) for k in range(2)]
+  fragment = "are two runs of one configuration and seed whose records differ"
+  for call in (lambda: analyze.analyze_arms([*a, again], b), lambda: analyze.analyze_paths([str(tmp_path / "runs")]),
+               lambda: plot.plot([*a, again], str(tmp_path / "figs"))):
+    with pytest.raises(ConfigError, match=fragment):
+      call()
+  text, warning = analyze.analyze_paths([str(tmp_path / "runs")], exclude=(str(tmp_path / "runs" / "old" / "*"),))
+  assert "left out 1 runs" in warning and "old/A_seed0 (--exclude)" in warning
+  text_b, warning_b = analyze.analyze_arms_warned([*a, again], b, exclude=(again,))
+  assert "(--exclude)" in warning_b and text_b == analyze.analyze_arms(a, b)
+  with pytest.raises(ConfigError, match="--exclude nowhere/\\* matches none of the runs named"):
+    analyze.analyze_paths([str(tmp_path / "runs")], exclude=("nowhere/*",))
+  done = _command("--exclude", str(tmp_path / "runs" / "old" / "*"), str(tmp_path / "runs"))
+  assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fewshot.errors import ConfigError, RunDirError
+from fewshot.options import LOCATION_FIELDS
 from fewshot.records.rundir import existing_run
 
 
@@ -103,16 +104,24 @@ def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement:
 
 def _refuse_copies(runs: list[Run]) -> None:
   """One-line ``ConfigError`` for two directories holding the same run (``cp -r``: the same options, seed and
-  records), which every statistic would count twice.
+  records), or two runs of one configuration and seed whose records differ (trained again, resumed elsewhere,
+  partial): every statistic would count that seed twice.
   """
   seen: dict[str, str] = {}
+  configured: dict[str, str] = {}
   for run in runs:
     results = {k: v for k, v in (run.results or {}).items() if k != "workdir"}  # the one field a copy changes
-    key = json.dumps([run.config.to_dict(), run.rows, results], sort_keys=True, default=str)
+    options = {k: v for k, v in run.config.to_dict().items() if k not in LOCATION_FIELDS}
+    key = json.dumps([options, run.rows, results], sort_keys=True, default=str)
     first = seen.setdefault(key, run.path)
     if first != run.path:
       raise ConfigError(f"{run.path} holds the same run as {first} (the same options, seed and records: a copy); "
                         "name each run once (a copy would count as another run, or another seed).")
+    other = configured.setdefault(json.dumps(options, sort_keys=True, default=str), run.path)
+    if other != run.path:
+      raise ConfigError(f"{run.path} and {other} are two runs of one configuration and seed whose records differ "
+                        "(trained again, resumed elsewhere, or one unfinished); every statistic would count the seed "
+                        f"twice: leave one out (--exclude {run.path}).")
 
 
 def measured(run: Run, pattern: str) -> Run:
@@ -157,9 +166,23 @@ def _left_out(path: str) -> str | None:
   return None if metrics.exists() and metrics.stat().st_size else "no metrics row yet"
 
 
-def expand(paths: list[str]) -> tuple[list[str], bool, str | None]:
-  """The run directories the paths name (a folder: every run below it), whether a folder was named, and a warning
-  line naming the runs left out (or None).
+def excluded(found: list[str], patterns: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+  """``(kept, left out)`` of run paths by ``--exclude`` patterns (shell-style, matched against the path as found and
+  as its real path); a pattern that matches no run is a one-line ``ConfigError`` (nothing is silently ignored).
+  """
+  matches = {p: [r for r in found if fnmatch.fnmatchcase(r, p) or fnmatch.fnmatchcase(os.path.realpath(r), p)
+                 or os.path.realpath(r) == os.path.realpath(p)] for p in patterns}
+  unmatched = [p for p, hit in matches.items() if not hit]
+  if unmatched:
+    raise ConfigError(f"--exclude {unmatched[0]} matches none of the runs named; pass a run's path or a pattern "
+                      "such as 'runs/*seed3*'.")
+  out = {r for hit in matches.values() for r in hit}
+  return [r for r in found if r not in out], [r for r in found if r in out]
+
+
+def expand(paths: list[str], exclude: list[str] | tuple[str, ...] = ()) -> tuple[list[str], bool, str | None]:
+  """The run directories the paths name (a folder: every run below it) less those ``exclude`` matches
+  (:func:`excluded`), whether a folder was named, and a warning line naming the runs left out (or None).
   """
   found, folder, left_out = [], False, []
   for path in paths:
@@ -176,6 +199,8 @@ def expand(paths: list[str]) -> tuple[list[str], bool, str | None]:
       held = "holds no run directory (none below it has a config.json)" if not below else "holds no run to analyze"
       raise RunDirError(f"{path} {held}; pass run directories of python -m fewshot.train, or a folder of "
                         "them.")
+  found, dropped = excluded(found, exclude)
+  left_out += [f"{run} (--exclude)" for run in dropped]
   shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
   return found, folder, f"warning: left out {len(left_out)} runs: {shown}." if left_out else None
 

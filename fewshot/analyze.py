@@ -97,7 +97,16 @@ def report(runs: list[Run], pairing: str = "first", fmt: str = "table") -> str:
 
 def arms_tables(a: list[Run], b: list[Run]) -> list[tables_mod.Table]:
   pairs = compare_arms(a, b)
-  return [arms.accuracy_table(a, b), arms.seed_means_table(a, b)] + [measure_table(m, pairs) for m in MEASURES]
+  return [arms.accuracy_table(a, b), arms.seed_means_table(a, b)] + [measure_table(m, pairs, pooled=True)
+                                                                     for m in MEASURES]
+
+
+def _with_verdict(line: str, text: str, fmt: str) -> str:
+  """The arms' verdict line before their tables (a comment in LaTeX, so the file still compiles)."""
+  if fmt == "latex":  # ASCII, after the preamble's comment line (pdflatex reads the file as it is)
+    first, _, rest = text.partition("\n")
+    return f"{first}\n% {line.replace('−', '-').replace('±', '+/-')}\n{rest}"
+  return (f"**{line}**\n\n" if fmt == "markdown" else f"{line}\n\n") + text
 
 
 def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
@@ -110,7 +119,7 @@ def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
     records = arms.csv_records(a, b) + csv_records(compare_arms(a, b))
     return render_csv([{**dict.fromkeys(arms.CSV_EXTRA_FIELDS, ""), **r} for r in records],
                       CSV_FIELDS + arms.CSV_EXTRA_FIELDS)
-  return _render(arms_tables(a, b), fmt)
+  return _with_verdict(arms.verdict_line(a, b), _render(arms_tables(a, b), fmt), fmt)
 
 
 def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str | None]:
@@ -122,7 +131,7 @@ def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, 
       arms.check_arms(*arms_)
       if fmt == "csv":
         return report_arms(*arms_, fmt), None
-      return _render([overview] + arms_tables(*arms_), fmt), None
+      return _with_verdict(arms.verdict_line(*arms_), _render([overview] + arms_tables(*arms_), fmt), fmt), None
     except ConfigError as e:  # two arms of different shapes: each is shown alone
       warning = f"warning: the two arms are not compared ({e})"
   if fmt == "csv":

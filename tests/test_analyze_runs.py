@@ -83,12 +83,13 @@ def test_a_folder_is_read_at_any_depth_grouped_into_arms_and_two_arms_compared(t
   assert done.stderr.count("\n") == 1 and done.stderr.startswith("warning: left out 2 runs:")
   assert "dml (a metric-learning run)" in done.stderr and "started (no metrics row yet)" in done.stderr
   # The overview names arm A (the default softmax head) and arm B; --data_dir does not split an arm.
-  overview = done.stdout.split("\n\n")[0].splitlines()
+  verdict, overview = done.stdout.split("\n\n")[0], done.stdout.split("\n\n")[1].splitlines()
+  assert verdict.startswith("Verdict: ")  # two arms: one line answers first
   assert overview[0] == "2 arms: test accuracy across seeds"
   assert overview[3].startswith("A    ProtoNet_S ") and overview[4].startswith("B    ProtoNet_DR")
-  # Then exactly what A -- B prints.
-  assert done.stdout.endswith(analyze.analyze_arms(s, dr))
-  assert done.stdout.split("\n\n", 1)[1] == analyze.analyze_arms(s, dr)
+  # Then exactly what A -- B prints: the same verdict, then the same tables.
+  verdict_ab, tables_ab = analyze.analyze_arms(s, dr).split("\n\n", 1)
+  assert verdict == verdict_ab and done.stdout.split("\n\n", 2)[2] == tables_ab
   as_csv = _command(folder, "--format=csv")
   assert as_csv.stdout == analyze.analyze_arms(s, dr, fmt="csv")
   # An arm after -- may be a folder of its seeds too.
@@ -329,3 +330,37 @@ def test_a_seed_trained_twice_is_refused_everywhere_and_exclude_leaves_one_out(t
     analyze.analyze_paths([str(tmp_path / "runs")], exclude=("nowhere/*",))
   done = _command("--exclude", str(tmp_path / "runs" / "old" / "*"), str(tmp_path / "runs"))
   assert done.returncode == 0, done.stderr
+
+
+def _sign_flip_by_hand(d):
+  import itertools  # noqa: PLC0415
+
+  d = np.asarray(d)
+  means = [abs(np.mean(np.array(s) * d)) for s in itertools.product((1, -1), repeat=d.size)]
+  return float(np.mean(np.array(means) >= abs(d.mean()) * (1 - 1e-12)))
+
+
+def test_two_arms_lead_with_one_verdict_line_from_the_primary_test(tmp_path):
+  """Issue 42: ``analyze A -- B`` showed a Welch interval excluding 0 beside a Mann-Whitney p of 1/3, with nothing
+  saying 1/3 is the smallest p 2 against 2 seeds can give, and starred pooled-checkpoint tests.
+  """
+  two = ([write_run(tmp_path / f"A{k}", "softmax", k, 90.0 + k) for k in range(2)],
+         [write_run(tmp_path / f"B{k}", "dr", k, 93.0 + k) for k in range(2)])
+  text = analyze.analyze_arms(*two)
+  assert text.splitlines()[0].startswith("Verdict: too few seeds to say: paired by seed (2 shared seeds)")
+  assert "cannot give p below 0.5" in text.splitlines()[0]
+  assert "*" not in "".join(line for line in text.splitlines() if "pooled" in line)  # pooled rows never starred
+  lifts = [1.2, 0.8, 1.1, -0.2, 0.9, 1.4, 0.7]
+  a = [write_run(tmp_path / f"C{k}", "softmax", k, 90.0 + 2 * k) for k in range(7)]
+  b = [write_run(tmp_path / f"D{k}", "dr", k, 90.0 + 2 * k + lift) for k, lift in enumerate(lifts)]
+  line = analyze.analyze_arms(a, b).splitlines()[0]
+  p = _sign_flip_by_hand(lifts)
+  half = scipy.stats.t.ppf(0.975, 6) * np.std(lifts, ddof=1) / np.sqrt(7)
+  assert line == (f"Verdict: B higher than A: paired by seed (7 shared seeds), exact sign-flip p = {p:.4f} (its "
+                  f"floor {2 / 2 ** 7:.3g}); B − A {np.mean(lifts):+.2f} ± {half:.2f} points (t-interval of the paired "
+                  "differences).")
+  other = [write_run(tmp_path / f"E{k}", "dr", 10 + k, 91.0 + k) for k in range(4)]  # no seed shared
+  line = analyze.analyze_arms(a[:4], other).splitlines()[0]
+  u = scipy.stats.mannwhitneyu([90.0, 92.0, 94.0, 96.0], [91.0, 92.0, 93.0, 94.0], method="exact")
+  assert "unpaired (4 and 4 seeds, none shared), Mann-Whitney U" in line and "floor 0.0286" in line
+  assert "no difference detected" in line and u.pvalue > 0.05

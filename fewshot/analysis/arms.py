@@ -37,6 +37,45 @@ def check_arms(a: list[Run], b: list[Run]) -> None:
     raise ConfigError(f"the arms' runs differ in {', '.join(differ)}; compare arms of one dataset and episode shape.")
 
 
+def verdict_line(a: list[Run], b: list[Run], level: float = 0.05) -> str:
+  """One line that answers "does B differ from A in test accuracy?": the primary test chosen by whether the arms
+  share seeds (paired exact sign-flip on the shared seeds, whose runs share every episode; else the exact
+  Mann–Whitney U), the smallest p it can give at this n, the effect B − A with its 95% interval, and the answer in
+  fixed words ("too few seeds to say" where even the most extreme result could not reach ``level``).
+  """
+  import math
+
+  from fewshot.analysis import paired
+
+  acc_a = {r.config.seed: v for r, v in zip(a, _accuracies(a)) if np.isfinite(v)}
+  acc_b = {r.config.seed: v for r, v in zip(b, _accuracies(b)) if np.isfinite(v)}
+  shared = sorted(set(acc_a) & set(acc_b))
+  if len(shared) >= 2:
+    differences = [acc_b[s] - acc_a[s] for s in shared]
+    mean, half = paired.paired_interval(differences)
+    p, floor = paired.sign_flip_p(differences), 2 / 2 ** len(shared)
+    test = f"paired by seed ({len(shared)} shared seeds), exact sign-flip"
+    interval = "t-interval of the paired differences"
+  else:
+    fa, fb = np.array(list(acc_a.values())), np.array(list(acc_b.values()))
+    if not (fa.size and fb.size):
+      return "Verdict: no test accuracy in one of the arms, nothing to compare."
+    mean, half = stats.welch_difference(fa, fb)
+    p = stats.mann_whitney(fa, fb, method="auto")[0]
+    floor = 2 / math.comb(fa.size + fb.size, fa.size)
+    test = f"unpaired ({fa.size} and {fb.size} seeds, none shared), Mann-Whitney U"
+    interval = "Welch interval"
+  effect = f"B − A {mean:+.2f}" + ("" if half is None else f" ± {half:.2f}") + f" points ({interval})"
+  if floor > level:
+    return (f"Verdict: too few seeds to say: {test} cannot give p below {floor:.3g} at this n (level {level}); "
+            f"{effect}.")
+  if p is not None and p < level:
+    answer = f"B {'higher' if mean > 0 else 'lower'} than A"
+  else:
+    answer = "no difference detected (not a proof of none)"
+  return f"Verdict: {answer}: {test} p = {format_p(p)} (its floor {floor:.3g}); {effect}."
+
+
 def arm_label(arm: list[Run]) -> str:
   names = sorted({r.config.model_name for r in arm})
   return "+".join(names)

@@ -75,8 +75,12 @@ def runs_table(runs: list[Run]) -> Table:
   return Table("Runs", headers, tuple(rows))
 
 
-def measure_table(measure: str, pairs: list[Pair]) -> Table:
-  """The paper's table of one measure: a row per pair of runs."""
+def measure_table(measure: str, pairs: list[Pair], pooled: bool = False) -> Table:
+  """The paper's table of one measure: a row per pair of runs. ``pooled``: the pairs are arms' checkpoints pooled
+  over their seeds (and seed by seed), whose checkpoints are not independent replicates: said in the title, and no
+  p is starred.
+  """
+  star = (lambda significant: False) if pooled else bool
   relation = PROPERLY_LEARNED.get(measure)
   name = LABELS[measure]
   headers = ["A", "B", "n A", "n B", "undefined A", "undefined B", "geo. mean A", "geo. mean B",
@@ -89,12 +93,15 @@ def measure_table(measure: str, pairs: list[Pair]) -> Table:
     c = pair.comparisons[measure]
     row = [Cell(str(v)) for v in (pair.label_a, pair.label_b, c.n_a, c.n_b, c.n_undefined_a, c.n_undefined_b)]
     row += [Cell(format_value(c.geometric_mean_a)), Cell(format_value(c.geometric_mean_b)),
-            Cell(format_p(c.mannwhitney_p), bool(c.mannwhitney_significant))]
+            Cell(format_p(c.mannwhitney_p), star(c.mannwhitney_significant))]
     if relation is not None:
       row += [Cell(format_proportion(c.proportion_a)), Cell(format_proportion(c.proportion_b)),
-              Cell(format_p(c.fisher_p), bool(c.fisher_significant))]
+              Cell(format_p(c.fisher_p), star(c.fisher_significant))]
     rows.append(tuple(row) + (Cell(c.note),))
   title = name if relation is None else f"{name} (properly learned: {name} {relation[0]} 1)"
+  if pooled:
+    title += (" — the paper's per-checkpoint tests, checkpoints pooled over seeds (not independent: exploratory, "
+              "never starred; the seeds are the replicates above)")
   return Table(title, tuple(headers), tuple(rows))
 
 

@@ -15,6 +15,8 @@ checks its flags, configuration and run directory in about a second before loadi
 
 from __future__ import annotations
 
+import sys
+
 from fewshot import choices, cli, options
 from fewshot.config import Config
 from fewshot.errors import ConfigError
@@ -59,6 +61,13 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
 
     config = with_values(config, head, backbone)
   runs = Runs.open(config, seeds, workdirs, resume, checkpoint_every=config.eval_every)
+  completed = runs.completed() if resume else None
+  if completed is not None:  # nothing to train or test: said, not silently tested again
+    if progress:
+      which = workdirs[0] if len(workdirs) == 1 else f"the group's {len(workdirs)} runs"
+      print(f"{which}: trained to --episodes {config.episodes} and tested already; its results follow (raise "
+            "--episodes with --resume to train further, python -m fewshot.evaluate to test again).", file=sys.stderr)
+    return completed
   from fewshot.episodic.experiment import Experiment  # the training machinery: once the options and directories passed
   from fewshot.training import trainer
 

@@ -41,6 +41,18 @@ class Runs:
     dirs = open_group_for_training(workdirs, configs, resume, checkpoint_every)
     return cls(tuple(dirs), tuple(configs), resume=resume)
 
+  def completed(self) -> list[dict] | None:
+    """Every run's results where each was trained and tested as configured (``results.json``, the recorded length
+    the configuration's): a ``--resume`` then has nothing left to do. None where any run is not complete.
+    """
+    results = []
+    for rundir, config in zip(self.dirs, self.configs):
+      done = rundir.read_results() if rundir.holds_run() else None
+      if done is None or rundir.read_config().get("episodes") != getattr(config, "episodes", None):
+        return None
+      results.append(done)
+    return results
+
   def on(self, group) -> Runs:
     """These runs laid out as ``group`` (a seed group's layout on the devices; None for one run)."""
     return dataclasses.replace(self, group=group)

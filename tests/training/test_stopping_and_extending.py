@@ -96,3 +96,13 @@ def test_a_finished_run_trained_further_is_the_run_trained_that_long_from_the_st
     train(short, tmp_path / "extended", resume=True, progress=False)
   with pytest.raises(RunDirError, match="differs in --episodes"):  # without --resume, another length is another run
     train(Config(**{**TINY, "episodes": 20}), tmp_path / "extended", progress=False)
+
+
+def test_resuming_a_finished_run_says_it_is_complete_and_tests_nothing_again(tmp_path, capsys, monkeypatch):
+  """Issue 42: ``--resume`` on a finished run re-tested it silently (45 s)."""
+  first = train(Config(**TINY), tmp_path / "run", progress=False)
+  from fewshot.episodic import experiment  # noqa: PLC0415
+
+  monkeypatch.setattr(experiment.Experiment, "build", lambda *a, **k: pytest.fail("built again"))
+  again = train(Config(**TINY), tmp_path / "run", resume=True)
+  assert again == first and "trained to --episodes 8 and tested already" in capsys.readouterr().err

@@ -23,6 +23,7 @@ PAPER_EPISODES = {1: 60_000, 5: 50_000}
 PAPER_QUERY, PAPER_TEST_QUERY = 16, 15
 SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
 TRAIN_SPLITS = ("train", "train+val")
+MAX_STEPS = 2 ** 31  # the train state's step is an int32
 # The headings of --help the options are listed under, with options.DATA and options.RUNS.
 MODEL, TRAINING, EVALUATION = "model and head", "episodes and training", "evaluation"
 
@@ -146,6 +147,9 @@ class Config(RunOptions):
     paper = PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])
     self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, paper))
     self.check_fields()  # the resolved defaults too
+    if self.episodes >= MAX_STEPS:
+      raise ConfigError(f"--episodes must be below {MAX_STEPS:,} (the step counter is a 32-bit integer), got "
+                        f"{self.episodes:,}.")
     self.resolve_locations()
 
   def _check_lists_and_lengths(self, data: catalog.DataOptions) -> None:

@@ -9,6 +9,7 @@ directory stands, read from folder names alone.
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 
@@ -74,9 +75,26 @@ def _trained_anything(rundir: RunDir) -> bool:
 GLOB_CHARACTERS = "[]*?"
 
 
+NAME_BYTES, PATH_BYTES = 255, 4096  # what Linux's file systems take (NAME_MAX, PATH_MAX)
+
+
 def check_path_characters(path: str | os.PathLike) -> None:
-  """A one-line ``RunDirError`` for a run directory whose absolute path holds a :data:`GLOB_CHARACTERS` character."""
+  """A one-line ``RunDirError`` for a run directory whose absolute path holds a :data:`GLOB_CHARACTERS` character,
+  a name or a path longer than the file system takes, or a loop of links.
+  """
   absolute = os.path.abspath(path)
+  longest = max(absolute.split(os.sep), key=lambda part: len(os.fsencode(part)))
+  if len(os.fsencode(longest)) > NAME_BYTES or len(os.fsencode(absolute)) >= PATH_BYTES:
+    what = (f"a name of {len(os.fsencode(longest))} bytes ({longest[:20]}...)" if len(os.fsencode(longest)) >
+            NAME_BYTES else f"{len(os.fsencode(absolute))} bytes")
+    raise RunDirError(f"--workdir {absolute[:60]}... is {what}; the file system takes names of up to {NAME_BYTES} "
+                      f"bytes and paths below {PATH_BYTES}: choose a shorter one.")
+  try:
+    os.stat(absolute)
+  except OSError as e:
+    if e.errno == errno.ELOOP:
+      raise RunDirError(f"--workdir {absolute} is a loop of links (it leads back to itself); point it at a folder, "
+                        "or choose another --workdir.") from None
   found = [c for c in GLOB_CHARACTERS if c in absolute]
   if found:
     raise RunDirError(f"--workdir {absolute} holds {' '.join(found)}, which orbax reads as a glob pattern where it "

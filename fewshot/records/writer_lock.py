@@ -27,7 +27,11 @@ def hold(run_path: pathlib.Path) -> None:
   if key in _held:
     return
   pathlib.Path(run_path).mkdir(parents=True, exist_ok=True)
-  fd = os.open(pathlib.Path(run_path) / NAME, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    fd = os.open(pathlib.Path(run_path) / NAME, os.O_RDWR | os.O_CREAT, 0o644)
+  except IsADirectoryError:
+    raise RunDirError(f"{pathlib.Path(run_path) / NAME} is a folder, not the run's lock file; remove it (rmdir) if "
+                      "no command is writing the run, then run the command again.") from None
   try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except OSError:

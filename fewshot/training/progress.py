@@ -21,6 +21,9 @@ from fewshot.training import provenance
 
 
 def _clock(seconds: float) -> str:
+  """``H:MM:SS`` (days before it where needed), or years for times past what a clock shows."""
+  if seconds >= 10 ** 8:  # three years and more: timedelta's digits say nothing (and overflow far beyond)
+    return f"{seconds / 31_557_600:.3g} years"
   return str(datetime.timedelta(seconds=round(seconds)))
 
 

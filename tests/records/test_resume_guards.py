@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from fewshot.config import Config
-from fewshot.errors import RunDirError
+from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
@@ -64,3 +64,29 @@ def test_a_run_path_with_glob_characters_is_refused_before_anything_is_written(t
   with pytest.raises(RunDirError, match=r"which orbax reads as a glob pattern .* choose a name without"):
     train(Config(way=2, episodes=2, eval_every=2), tmp_path / "runs" / name, progress=False)
   assert not (tmp_path / "runs").exists()
+
+
+def test_paths_the_file_system_cannot_hold_are_refused_before_anything_is_written(tmp_path):
+  """Issue 42, item 8: a name over 255 bytes, a loop of links and a .lock that is a folder were tracebacks."""
+  from fewshot.records import writer_lock  # noqa: PLC0415
+  from fewshot.records.reuse import check_path_characters  # noqa: PLC0415
+
+  with pytest.raises(RunDirError, match="is a name of 300 bytes .* up to 255 bytes"):
+    check_path_characters(tmp_path / ("a" * 300))
+  with pytest.raises(RunDirError, match="paths below 4096"):
+    check_path_characters(tmp_path / "/".join(["b" * 200] * 21))
+  (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+  (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+  with pytest.raises(RunDirError, match="is a loop of links"):
+    check_path_characters(tmp_path / "loop1")
+  (tmp_path / "run" / ".lock").mkdir(parents=True)
+  with pytest.raises(RunDirError, match=r"\.lock is a folder, not the run's lock file; remove it"):
+    writer_lock.hold(tmp_path / "run")
+
+
+def test_episodes_beyond_the_step_counter_are_refused_and_a_long_eta_reads_in_years():
+  from fewshot.training.progress import _clock  # noqa: PLC0415
+
+  with pytest.raises(ConfigError, match="--episodes must be below 2,147,483,648"):
+    Config(episodes=10 ** 15)
+  assert _clock(1e20) == "3.17e+12 years" and _clock(3600 * 30) == "1 day, 6:00:00"

@@ -19,6 +19,7 @@ import os
 from absl import flags
 
 from fewshot import cli, options
+from fewshot.data.downloads import fetch_hint
 from fewshot.errors import ConfigError
 from fewshot.published import ENTRIES, plan, report
 
@@ -70,7 +71,7 @@ def check_data(entry, data_dir: str | None) -> None:
   if not data_dir or not os.path.isdir(data_dir):
     given = "no --data_dir" if not data_dir else f"--data_dir {data_dir} is not a folder"
     raise ConfigError(f"{entry.name} trains on {entry.dataset}, and {given}: pass --data_dir DIR holding "
-                      f"{entry.needs}.")
+                      f"{entry.needs}{fetch_hint(entry.dataset)}.")
 
 
 def _config(group: plan.Group, data_dir: str | None, tfds_dir: str | None):

@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fewshot"
 COMMANDS = {"fewshot.cli", "fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.dml.train",
-            "fewshot.reproduce"}
+            "fewshot.reproduce", "fewshot.data.get"}
 ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "usage": "kernel", "distances": "research",
                "heads": "research", "backbones": "research", "numerics": "research", "config": "config", "api": "api"}
 MAY_IMPORT = {
@@ -171,7 +171,7 @@ def test_every_folder_says_what_it_holds_and_what_it_may_import():
 
 LIGHT_MODULES = [m for m in MODULES if layer(m) in ("kernel", "records", "analysis", "config", "published")] + [
     "fewshot.analyze", "fewshot.plot", "fewshot.train", "fewshot.evaluate", "fewshot.reproduce", "fewshot.dml.train",
-    "fewshot.dml.config"]
+    "fewshot.dml.config", "fewshot.data.get"]
 
 
 def test_records_analysis_and_the_commands_import_without_jax_flax_orbax_or_tfds():

@@ -17,7 +17,8 @@ as new classes (``omniglot.character_splits``, ``omniglot.rotated``). The image 
 split by ``class_splits`` and ``class_order`` (see ``class_splits``); ``memory_plan`` says which
 splits fit on the device. What each dataset can be asked for is ``catalog``.
 
-Its modules by role: what can be asked for (``catalog``, ``split``), reading the files a researcher
+Its modules by role: what can be asked for (``catalog``, ``split``), getting the files (``downloads``: every
+source, size and checksum; ``fetch``; the command ``get``), reading the files a researcher
 has (``archives`` and its parts, ``readers/`` for the image datasets, ``omniglot``, ``strokes`` built here),
 class splits (``class_splits``, ``class_lists``, ``holdout``), preparing and reading back (``tfds_io``, ``images``,
 ``image_decoding``, ``prepared``, ``loading``), and device memory (``memory``).

@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from fewshot.data import archives, catalog, class_lists, tfds_io
+from fewshot.data.downloads import fetch_hint
 from fewshot.data.split import Split
 from fewshot.errors import ConfigError, DataError, one_line
 
@@ -85,11 +86,11 @@ def scan(data_dir: str | None) -> Characters:
   """Lists the images under ``data_dir`` without decoding them; cheap enough for every load."""
   if not data_dir:
     raise DataError("Dataset omniglot needs its image files: pass --data_dir pointing at a folder with the Omniglot "
-                    "zips or their extracted folders.")
+                    f"zips or their extracted folders{fetch_hint('omniglot')}.")
   root = pathlib.Path(data_dir).expanduser()
   if not root.is_dir():
     raise DataError(f"Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the "
-                    "folder holding the Omniglot zips.")
+                    f"folder holding the Omniglot zips{fetch_hint('omniglot')}.")
   # Linked folders stay out: the fingerprint has never counted what they hold.
   with archives.open_folder_with_zips(root, follow_links=False) as tree:
     first: dict[tuple[str, str], str] = {}
@@ -99,7 +100,7 @@ def scan(data_dir: str | None) -> Characters:
       if key is not None and key not in first:
         first[key] = member
   if not first:
-    raise DataError(f"Found no Omniglot images in {root}; {_LAYOUT}.")
+    raise DataError(f"Found no Omniglot images in {root}; {_LAYOUT}{fetch_hint('omniglot')}.")
   classes: dict[str, list[str]] = {}
   for (cls, _), member in sorted(first.items()):
     classes.setdefault(cls, []).append(member)

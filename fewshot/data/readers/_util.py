@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from fewshot.data import archives
+from fewshot.data.downloads import fetch_hint
 from fewshot.errors import DataError
 
 T = TypeVar("T")
@@ -16,10 +17,12 @@ T = TypeVar("T")
 def root_dir(data_dir, dataset: str, layout: str) -> pathlib.Path:
   """``data_dir`` as a path that exists; DataError naming the expected layout otherwise."""
   if not data_dir:
-    raise DataError(f"Dataset {dataset} needs its files: pass --data_dir pointing at a folder holding {layout}.")
+    raise DataError(f"Dataset {dataset} needs its files: pass --data_dir pointing at a folder holding "
+                    f"{layout}{fetch_hint(dataset)}.")
   root = pathlib.Path(data_dir).expanduser()
   if not root.exists():
-    raise DataError(f"{dataset} data_dir {root} does not exist; pass --data_dir pointing at a folder holding {layout}.")
+    raise DataError(f"{dataset} data_dir {root} does not exist; pass --data_dir pointing at a folder holding "
+                    f"{layout}{fetch_hint(dataset)}.")
   return root
 
 

@@ -22,8 +22,6 @@ import shutil
 import sys
 import time
 
-import numpy as np
-
 from fewshot import analyze
 from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
@@ -254,13 +252,14 @@ PROTOCOL = """## How this protocol differs from the paper's
 
 
 def _multiplicity(tests: dict) -> str:
-  """How many of the page's per-seed tests survive a Benjamini-Hochberg correction across all of them."""
-  import scipy.stats
-
-  ps = [t.paired_p for cell in tests.values() for t in cell.values() if t.paired_p is not None]
-  kept = int(np.sum(scipy.stats.false_discovery_control(ps) < dr_claims.ALPHA)) if ps else 0
-  return (f"Multiplicity: the page runs {len(ps)} paired per-seed tests (every measure of every setting); "
-          f"{kept} of them stay below 0.05 after a Benjamini-Hochberg correction across all {len(ps)}.\n")
+  """How many of the page's per-seed tests survive a Benjamini-Hochberg correction across all of them, and which."""
+  adjusted = dr_claims.page_adjusted(tests)
+  kept = [f"{setting} {dr_claims.MEASURE_WORDS.get(measure, measure)} ({p:.4f})"
+          for (setting, measure), p in adjusted.items() if p < dr_claims.ALPHA]
+  named = f": {'; '.join(kept)}" if kept else ""
+  return (f"Multiplicity: the page runs {len(adjusted)} paired per-seed tests (every measure of every setting); "
+          f"{len(kept)} of them stay below 0.05 after a Benjamini-Hochberg correction across all {len(adjusted)}"
+          f"{named}.\n")
 
 
 def _paper_tables(arms: dict) -> str:

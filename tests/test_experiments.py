@@ -387,3 +387,24 @@ def test_dr_results_smoke_trains_a_tiny_grid_keeps_its_records_and_builds_the_pa
   assert all(f"| {claim} |" in page for claim, *_ in dr_claims.CLAIMS)
   shutil.rmtree(tmp_path / "runs")  # the records alone rebuild the page, byte for byte
   assert dr_results.main(argv) == page and not (tmp_path / "runs").exists()
+
+
+def test_a_claim_significant_within_itself_but_not_across_the_page_says_so():
+  """Issue 38, item 1: claim 0's 5-shot result (Holm 0.0488) does not survive the page's own BH correction."""
+  import scipy.stats  # noqa: PLC0415
+
+  from experiments import dr_claims  # noqa: PLC0415
+
+  strong = dr_claims.Test("1-shot ProtoNet", np.arange(10.0), np.arange(10.0) + 1.0, None, "exact")
+  weak = dr_claims.Test("5-shot ProtoNet", np.zeros(10), np.array([1.0] * 8 + [-0.6, -0.6]), None, "exact")
+  other = {m: dr_claims.Test("x", np.zeros(10), np.array([1.0, -1.0] * 5), None, "exact")
+           for m in ("mean_val_accuracy", "norm_ratio", "div_alpha", "con_alpha")}
+  tests = {"1-shot ProtoNet": {"accuracy": strong, **other}, "5-shot ProtoNet": {"accuracy": weak, **other}}
+  bh = dr_claims.page_adjusted(tests)
+  ps = [t.paired_p for cell in tests.values() for t in cell.values()]
+  assert list(bh.values()) == pytest.approx(list(scipy.stats.false_discovery_control(ps)))
+  assert weak.paired_p < 0.05 and bh[("5-shot ProtoNet", "accuracy")] >= 0.05
+  row = next(r for r in dr_claims.claim_table(tests).rows if r[0].text.startswith("0."))
+  assert row[-1].text.startswith("supported within the claim (Holm); 5-shot ProtoNet not below 0.05 after the page's "
+                                 "BH correction")
+  assert "Except for the 5-shot classification task on the CUB dataset" in row[1].text and "Sec. 3.2" in row[1].text

@@ -2,7 +2,7 @@
 under the softmax and the DR formulation, Conv4 and ResNet18, 5-way 1- and 5-shot, on CUB and mini-ImageNet.
 
 The copy of the paper at hand has lost Table 2's cells, so each cell holds what the paper's prose states of it
-(Sec. 4.2: with Conv4, DR higher but in CUB 5-shot, "comparable"; with ResNet18, DR higher in 1-shot by small margins
+(Sec. 3.2: with Conv4, DR higher but in CUB 5-shot, "comparable"; with ResNet18, DR higher in 1-shot by small margins
 and lower in mini-ImageNet 5-shot) and no number: the verdict is "no published number" until one is added here, and
 the page sets our paired DR − softmax difference beside the stated direction.
 """

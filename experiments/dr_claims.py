@@ -147,6 +147,9 @@ NOT_TESTED = (
     ("ResNet18: the accuracy gaps were reduced; DR higher in 1-shot, lower in 5-shot mini-ImageNet (Table 2)",
      "the grid trains Conv4 only, on Omniglot at 28 px: ResNet18's runs on CUB and mini-ImageNet at 84 px are not "
      "part of it"),
+    ("ResNet18: comparable training speed, slightly slower in 5-shot (Sec. 3.2, Figs. 3(b), 3(d))",
+     "no ResNet18 runs (as above)"),
+    ("ResNet18: the norm ratio under each formulation (Tables 3-10)", "no ResNet18 runs (as above)"),
 )
 MEASURE_WORDS = {"accuracy": "test accuracy (%)", "mean_val_accuracy": "mean validation accuracy over the curve", "norm_ratio": "per-seed geometric "
                  "mean of the norm ratio", "div_alpha": "per-seed proportion of div-alpha > 1", "con_alpha":

@@ -192,7 +192,8 @@ def plot_curves(arms: dict, out: pathlib.Path) -> str:
     ax.set_xlabel("episodes")
   for ax in axes[:, 0]:
     ax.set_ylabel("validation accuracy (%)")
-  axes[0][0].legend(loc="lower right", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
+  for ax in axes.flat[: len(arms)]:  # each panel its own legend: its arms' seed counts differ (the 1-NN replicate)
+    ax.legend(loc="lower right", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
   path = out / "val_accuracy.png"
   fig.savefig(path, dpi=150, bbox_inches="tight")
   pyplot.close(fig)
@@ -246,6 +247,7 @@ PROTOCOL = """## How this protocol differs from the paper's
 | data | CUB-200-2011 and mini-ImageNet, 84 px | Omniglot background-small (242 of its 1,623 characters), 28 px, no augmentation |
 | backbones | Conv4 and ResNet18 | Conv4 |
 | training | 60,000 (1-shot) and 50,000 (5-shot) episodes, a checkpoint every 100 | 4,000 episodes, a checkpoint every 100 (40 checkpoints) |
+| queries | 16 per class in training episodes, 15 in test episodes | 16 in 1-shot training and 15 in 5-shot (Omniglot has 20 drawings a character: 5 + 16 would not fit), 15 in test episodes |
 | replicates | one run per formulation | seeds, paired across S and DR |
 | diagnostics | the authors' centring convention | BUILD_NOTES.md, "Paper vs reference code: centring of the diagnostics" |
 """
@@ -281,6 +283,30 @@ def _training_minutes(runs: list) -> float:
   return sum(sum(row.get("seconds", 0.0) for row in run.rows) for run in groups.values()) / 60
 
 
+def _commits(arms: dict) -> list[str]:
+  """Each arm's seeds by the commit they were trained at (``+dirty``: from a working tree with uncommitted changes),
+  and the pairs whose S and DR runs were trained at different commits.
+  """
+  commit = lambda run: str((run.provenance or {}).get("git_commit") or "unknown")  # noqa: E731
+  short = lambda c: c[:7] + ("+dirty" if c.endswith("+dirty") else "")  # noqa: E731
+  lines, split = [], []
+  for setting, heads in arms.items():
+    for head, runs in heads.items():
+      by = {}
+      for run in runs:
+        by.setdefault(short(commit(run)), []).append(str(run.config.seed))
+      lines.append(f"{setting} {head}: " + "; ".join(f"{c} (seeds {', '.join(s)})" for c, s in by.items()))
+    if {"softmax", "DR"} <= set(heads):
+      dr = {r.config.seed: commit(r) for r in heads["DR"]}
+      split += [f"{setting} seed {r.config.seed}" for r in heads["softmax"] if r.config.seed in dr and
+                commit(r) != dr[r.config.seed]]
+  dirty = any("+dirty" in line for line in lines)
+  tail = (f"; pairs whose S and DR runs were trained at different commits: {', '.join(split)}" if split else
+          "; every pair's S and DR runs were trained at one commit")
+  return [f"- commits the runs were trained at{' (+dirty: uncommitted changes in the working tree)' if dirty else ''}"
+          f": {' | '.join(lines)}{tail}"]
+
+
 def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
   minutes = {f"{setting} {head}": _training_minutes(runs) for setting, heads in arms.items()
              for head, runs in heads.items()}
@@ -292,6 +318,7 @@ def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
              for later in made.get("later_sittings", [])),
            f"- wall time of training and validation, from the runs' records: {sum(minutes.values()) / 60:.1f} h "
            f"(each sitting trains an arm's seeds as one compiled group: {per_arm}); testing is not included",
+           *_commits(arms),
            f"- records: `{records}` (config, metrics and results of every run; no checkpoints)"]
   return "## How this page was made\n\n" + "\n".join(lines) + "\n"
 

@@ -364,3 +364,22 @@ def test_two_arms_lead_with_one_verdict_line_from_the_primary_test(tmp_path):
   u = scipy.stats.mannwhitneyu([90.0, 92.0, 94.0, 96.0], [91.0, 92.0, 93.0, 94.0], method="exact")
   assert "unpaired (4 and 4 seeds, none shared), Mann-Whitney U" in line and "floor 0.0286" in line
   assert "no difference detected" in line and u.pvalue > 0.05
+
+
+def test_a_listing_shows_an_unset_option_as_missing_not_none(tmp_path):
+  """Issue 42, item 9: ``None`` in ``analyze --list`` where one run had an option unset (an older run, say)."""
+  a = write_run(tmp_path / "a", "softmax", 0, 90.0, lr_halve_every=2000)
+  b = write_run(tmp_path / "b", "softmax", 1, 91.0)
+  text, _ = analyze.analyze_paths([a, b], list_runs=True)
+  assert "None" not in text and "2000" in text and "—" in text
+
+
+def test_a_seed_groups_folder_given_to_resume_names_the_seeds_that_continue_it(tmp_path):
+  from fewshot.errors import RunDirError  # noqa: PLC0415
+  from fewshot.records.reuse import check_for_training  # noqa: PLC0415
+
+  for seed in (3, 5):
+    RunDir(tmp_path / "group" / f"run_seed{seed}").write_config({**Config().to_dict(), "seed": seed})
+  with pytest.raises(RunDirError, match=r"holds no run but a folder of 2 \(a seed group's\): continue them with "
+                                        r"--seeds 3,5 --workdir .*group --resume"):
+    check_for_training(tmp_path / "group", Config(), resume=True)

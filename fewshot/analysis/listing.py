@@ -39,7 +39,8 @@ def listing_table(runs: list[Run]) -> Table:
     r = _results(run)
     test = MISSING if r["test_accuracy"] is None else f"{r['test_accuracy']:.2f}" + (
         "" if r["test_ci95"] is None else f" ± {r['test_ci95']:.2f}")
-    cells = (run.path, *(str(getattr(run.config, n)) for n in differing), test,
+    option = lambda n: MISSING if getattr(run.config, n) is None else str(getattr(run.config, n))  # noqa: E731
+    cells = (run.path, *(option(n) for n in differing), test,
              MISSING if r["best_episode"] is None else str(r["best_episode"]), str(r["episodes_trained"]))
     rows.append(tuple(Cell(text) for text in cells))
   shared = "" if differing else " (they share every option)"

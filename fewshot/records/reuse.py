@@ -10,6 +10,7 @@ directory stands, read from folder names alone.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pathlib
 
@@ -124,6 +125,12 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
     _check_resumable(rundir)
     _check_extension(rundir, config)
   elif not rundir.is_empty():
+    runs = sorted(p.parent for p in rundir.path.glob("*/config.json"))
+    if runs:
+      seeds = sorted({_recorded_seed(run) for run in runs} - {None})
+      given = f"--seeds {','.join(map(str, seeds))} " if seeds else "--seeds "
+      raise RunDirError(f"{rundir.path} holds no run but a folder of {len(runs)} (a seed group's): continue them with "
+                        f"{given}--workdir {rundir.path} --resume, or pass one run's directory.")
     raise RunDirError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
   return rundir
 
@@ -139,6 +146,14 @@ def _check_extension(rundir: RunDir, config) -> None:
     if isinstance(before, int) and isinstance(now, int) and now < before and now < reached:
       raise RunDirError(f"{rundir.path} trained to {reached} of its --{name} {before}; --{name} {now} would end it "
                         f"before its last checkpoint: pass --{name} {reached} or more, or choose another --workdir.")
+
+
+def _recorded_seed(run: pathlib.Path) -> int | None:
+  try:
+    seed = json.loads((run / "config.json").read_text()).get("seed")
+  except (OSError, ValueError, AttributeError):
+    return None
+  return seed if isinstance(seed, int) else None
 
 
 def _new(path: str | os.PathLike, folders: dict[str, pathlib.Path]) -> RunDir:

@@ -123,7 +123,7 @@ class RunDir:
     classes or images per split, other files, other class lists) would go on with ``data``: half a run on other
     data would read as one run. A moved copy of the same files records the same.
     """
-    if not self.checkpoints.has("last"):
+    if not self.holds_run() or not self.checkpoints.has("last"):  # a new run: nothing to compare (nor to create)
       return
     recorded = self.read_config().get("data")
     if not isinstance(recorded, dict):

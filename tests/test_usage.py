@@ -38,9 +38,9 @@ OWN_FLAGS = {
                          "test_query": "test episodes", "seed": "test episodes",
                          "cached_episodes": "test episodes", "test_shifts": "test episodes", "record": "test episodes",
                          "data_dir": "data", "tfds_dir": "data", "lake_runs": "Lake's one-shot runs"},
-    "fewshot.analyze": {"pairs": "comparison", "list": "comparison", "measurement": "comparison", "format": "output",
+    "fewshot.analyze": {"pairs": "comparison", "list": "comparison", "exclude": "comparison", "measurement": "comparison", "format": "output",
                         "out": "output"},
-    "fewshot.plot": {"out": "figures", "format": "figures", "landscape_only": "figures"},
+    "fewshot.plot": {"out": "figures", "format": "figures", "exclude": "figures", "landscape_only": "figures"},
 }
 CONFIGS = {"fewshot.train": Config, "fewshot.dml.train": DMLConfig}
 # Where a few options belong, said here rather than read back from the fields.

@@ -118,6 +118,7 @@ def test_resuming_from_a_damaged_last_checkpoint_is_refused_and_writes_nothing(r
 
   step = _step_folder(run, "last")
   DAMAGES[damage](step)
+  (run / "results.json").unlink()  # stopped before its test: a finished run resumes to nothing (it is complete)
   before = _files(run)
   _raises_one_line(lambda: train(Config(**TINY), str(run), resume=True, progress=False), f"{step} is damaged (",
                    "the run cannot continue from it: train the run anew in a new --workdir")
@@ -153,6 +154,7 @@ def test_damaged_checkpoints_through_the_command_line(run, assert_one_line_error
   assert_one_line_error(_cli("fewshot.evaluate", f"--workdir={run}"), f"{_step_folder(run, 'best')} is damaged",
                         "--checkpoint last")
   DAMAGES["truncated"](_step_folder(run, "last"))
+  (run / "results.json").unlink()  # stopped before its test: a finished run resumes to nothing (it is complete)
   before = _files(run)
   assert_one_line_error(_cli("fewshot.train", f"--workdir={run}", "--resume", *TINY_FLAGS),
                         f"{_step_folder(run, 'last')} is damaged", "train the run anew in a new --workdir")

@@ -24,7 +24,7 @@ import numpy as np
 
 from fewshot.augment import Augmentation
 from fewshot.backbones import Conv4
-from fewshot.data.images import stored_size
+from fewshot.data.catalog import stored_size
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner

@@ -168,7 +168,15 @@ def main(argv=None) -> int:
   except OSError as e:
     parser.error(f"--out {out} cannot be made ({e.strerror or e}); pass a writable folder.")
   shutil.rmtree(out / "main_run", ignore_errors=True)  # this command's own run of an earlier check
-  results = {name: run_step(name, command, out, args.timeout) for name, command in steps(out, args.smoke).items()}
+  results, name = {}, None
+  try:
+    for name, command in steps(out, args.smoke).items():
+      results[name] = run_step(name, command, out, args.timeout)
+  except KeyboardInterrupt:  # the step's process got the Ctrl-C too; no report is written from a part of the steps
+    print(f"interrupted: device_check stopped in its step '{name}' ({len(results)} of {len(steps(out, args.smoke))} "
+          f"done) and wrote no report; the logs of the steps done are in {out}; run the same command again.",
+          file=sys.stderr)
+    return 130
   found = findings(results, out)
   (out / "device_check.json").write_text(json.dumps({"steps": results, "findings": found}, indent=1))
   page = summary(found, results)

@@ -74,7 +74,9 @@ class Config(RunOptions):
   lr_halve_every: int | None = option(None, "halve the learning rate every this many episodes (Snell et al.'s "
                                       "Omniglot schedule: 2000); default never, the paper's constant rate",
                                       positive=True, heading=TRAINING)
-  centring: str = option("points", "centring of the diagnostics: points (the paper) or features (the reference code)",
+  centring: str = option("points", "centring of the diagnostics: points (the paper), features (the reference code), "
+                         "or both (the paper's fields, and the reference code's as alpha_features, "
+                         "norm_ratio_features, con_alpha_features, div_alpha_features)",
                          choices=choices.CENTRINGS, heading=EVALUATION)
   psi_classifier: str = option("model", "class distance of the diagnostics' psi: model (the paper) or proto (the "
                                "reference code)", choices=choices.PSI_CLASSIFIERS, heading=EVALUATION)
@@ -86,7 +88,7 @@ class Config(RunOptions):
   class_splits: str | None = option(None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
                                 "dml (train/test halves; val holds out every 4th training class); of omniglot: "
                                 "default (60/20/20), vinyals_published (Vinyals et al.'s split as published: 1028/172/423 "
-                                "characters, 13 evaluation alphabets tested), vinyals_sizes (a --split_seed order cut "
+                                "characters, tested on 12 evaluation alphabets whole and 4 Gurmukhi characters), vinyals_sizes (a --split_seed order cut "
                                 "at those sizes, which earlier runs record as vinyals), lake_small1 / lake_small2 (Lake et al.'s "
                                 "minimal settings: one background-small zip trains, a quarter validates, the evaluation "
                                 "alphabets test), lists (--split_lists), "

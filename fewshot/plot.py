@@ -9,8 +9,9 @@ Writes into ``--out`` (``.pdf`` or ``.svg`` in place of ``.png`` with ``--format
 * ``val_accuracy.png``: validation accuracy against episodes, every run on one axis (Figs 2-3);
 * ``norm_ratio.png``: the norm ratio against episodes (Fig 4);
 * ``alpha_ratios.png``: con-alpha, div-alpha and con-div against episodes, a panel each (Fig 5);
-* ``confidence_landscape.png``: the largest class probability around three 2-D prototypes
-  under softmax and under the distance ratio (Fig 1); needs no runs.
+* with ``--landscape_only`` instead, ``confidence_landscape.png``: the largest class probability around three 2-D
+  prototypes under softmax and under the distance ratio (Fig 1), an illustration of the two heads that needs no runs
+  (so it is never written beside a run's figures, as if it were one of them).
 
 The alpha-ratio panels draw a line at 1 and shade the side where a checkpoint counts as properly
 learned (con-alpha and con-div below 1, div-alpha above; :data:`fewshot.analysis.measures.PROPERLY_LEARNED`).
@@ -48,7 +49,7 @@ PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
 EXTENT = 3.0  # the landscape covers [-EXTENT, EXTENT]^2
 RESOLUTION = 301
 ALPHA_RATIOS = ("con_alpha", "div_alpha", "con_div")
-FIGURES = ("val_accuracy", "norm_ratio", "alpha_ratios", "confidence_landscape")
+FIGURES = ("val_accuracy", "norm_ratio", "alpha_ratios")  # of runs; the landscape is --landscape_only's
 FORMATS = ("png", "pdf", "svg")
 FILES = tuple(f"{name}.png" for name in FIGURES)
 DPI = 200
@@ -265,6 +266,9 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
     raise ConfigError(f"--format {fmt} is not one of {', '.join(FORMATS)}; choose one of them.")
   if not paths and not landscape_only:
     raise ConfigError("pass at least one run directory (python -m fewshot.plot runs/A runs/B) or --landscape_only.")
+  if paths and landscape_only:
+    raise ConfigError("--landscape_only draws the heads' illustration, not runs; drop the run paths, or the flag for "
+                      "the runs' figures.")
   found, _, left_out = ([], False, None) if landscape_only else expand(paths, exclude)
   runs = read_runs(found, Config.from_dict)
   out_dir = pathlib.Path(out)
@@ -272,10 +276,9 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
     raise OutputError(f"--out {out} is a file; pass a folder for the figures.")
   check_writable(out_dir, "--out")
   make_dirs(out_dir)
-  written = []
-  if runs:
-    written = [draw(runs, out_dir, fmt) for draw in (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)]
-  written.append(plot_confidence_landscape(out_dir, fmt=fmt))
+  if landscape_only:
+    return [plot_confidence_landscape(out_dir, fmt=fmt)], None
+  written = [draw(runs, out_dir, fmt) for draw in (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)]
   warnings = [w for w in (left_out, protocol_warning(runs) if len(runs) > 1 else None) if w]
   return written, "\n".join(warnings) or None
 

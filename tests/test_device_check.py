@@ -69,3 +69,21 @@ def test_the_device_check_runs_end_to_end_on_the_cpu(tmp_path):
   page = (tmp_path / "device_check.md").read_text()
   assert "Backend: cpu" in page and "(met)" in page and "a CPU is not held to it" in page
   assert (tmp_path / "device_check.json").exists() and (tmp_path / "bench_runs.json").exists()
+
+
+def test_ctrl_c_during_a_step_is_one_line_naming_it_and_writes_no_report(tmp_path, monkeypatch, capsys):
+  ran = []
+
+  def interrupted_at_the_second(name, command, out, timeout):
+    if ran:
+      raise KeyboardInterrupt
+    ran.append(name)
+    return {"command": command, "status": 0, "seconds": 1.0, "tail": ""}
+
+  monkeypatch.setattr(device_check, "run_step", interrupted_at_the_second)
+  assert device_check.main(["--out", str(tmp_path), "--smoke"]) == 130
+  names = list(device_check.steps(tmp_path, True))
+  assert capsys.readouterr().err.splitlines() == [
+      f"interrupted: device_check stopped in its step '{names[1]}' (1 of {len(names)} done) and wrote no report; the "
+      f"logs of the steps done are in {tmp_path}; run the same command again."]
+  assert not (tmp_path / "device_check.md").exists() and not (tmp_path / "device_check.json").exists()

@@ -1,5 +1,6 @@
 """The analysis tools start without the training machinery: no tensorflow_datasets, no Flax."""
 
+import os
 import subprocess
 import sys
 
@@ -32,3 +33,23 @@ def test_the_metric_learning_command_refuses_a_bad_flag_before_loading_jax():
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.strip() == "[]"
+
+
+def test_a_script_beside_a_clone_named_fewshot_imports_the_installed_package(tmp_path):
+  """A clone folder named ``fewshot`` beside a user's script had Python import it as an empty namespace package
+  ahead of an editable install's finder (``module 'fewshot' has no attribute 'load'``); the README's install puts the
+  checkout on the path itself (``editable_mode=compat``), where a regular package beats a namespace folder.
+  """
+  import importlib.metadata
+
+  try:
+    importlib.metadata.distribution("fewshot")
+  except importlib.metadata.PackageNotFoundError:
+    pytest.skip("fewshot is not installed here (the tests import the checkout)")
+  (tmp_path / "fewshot" / "fewshot").mkdir(parents=True)  # the clone, as a user's home folder holds it
+  (tmp_path / "script.py").write_text("import fewshot\nprint(fewshot.load.__module__)\n")
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  result = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, env=env)
+  assert result.returncode == 0, ("install with the README's command (pip install -e \".[dev]\" --config-settings "
+                                  "editable_mode=compat): " + result.stderr[-500:])
+  assert result.stdout.strip() == "fewshot.api"

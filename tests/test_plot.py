@@ -56,6 +56,8 @@ def test_bad_input(tmp_path):
   (tmp_path / "file").write_text("x")
   with pytest.raises(OutputError, match="is a file"):
     plot.plot([], str(tmp_path / "file"), landscape_only=True)
+  with pytest.raises(ConfigError, match="--landscape_only draws the heads' illustration, not runs; drop the run"):
+    plot.plot([str(tmp_path / "nowhere")], str(tmp_path / "figs"), landscape_only=True)
 
 
 def test_dr_is_certain_at_each_prototype_and_softmax_is_not():

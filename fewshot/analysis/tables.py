@@ -114,10 +114,24 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 _LATEX_PATTERN = re.compile("|".join(re.escape(k) for k in sorted(_LATEX_ESCAPES, key=len, reverse=True)))
 
 
+# LaTeX's accent commands, by the combining mark that NFD splits an accented letter into.
+_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0304": "=", "\u0306": "u", "\u0307": ".",
+            "\u0308": '"', "\u030a": "r", "\u030b": "H", "\u030c": "v", "\u0327": "c", "\u0328": "k"}
+
+
 def _ascii(text: str) -> str:
-  """What is left after the escapes: accented letters as their base letter (a path's é as e), anything else ?."""
-  decomposed = unicodedata.normalize("NFKD", text)
-  return "".join(ch if ch.isascii() else "" if unicodedata.combining(ch) else "?" for ch in decomposed)
+  r"""What is left after the escapes, losslessly in ASCII (two paths stay two labels): an accented letter as LaTeX's
+  accent command (a path's é as \'{e}), any other character as its code point, [U+8FD0].
+  """
+  out = []
+  for ch in unicodedata.normalize("NFD", text):
+    if ch.isascii():
+      out.append(ch)
+    elif ch in _ACCENTS and out and out[-1].isalpha():
+      out[-1] = f"\\{_ACCENTS[ch]}{{{out[-1]}}}"
+    else:
+      out.append(f"[U+{ord(ch):04X}]")
+  return "".join(out)
 
 
 def latex_escape(text: str) -> str:

@@ -167,14 +167,16 @@ class Experiment:
     rows = []
     for run_losses, run_embedded in zip(seed_groups.each_run(losses, self.group, written),
                                         self.embed(fold, state, val_split, written)):
-      val = retrieval(run_embedded, val_split.labels)
+      # Embeddings that are not finite: the run diverged, and its null loss stops it (the loop's one rule for it).
+      diverged = not np.isfinite(run_embedded).all()
+      val = dict.fromkeys(REPORTED) if diverged else retrieval(run_embedded, val_split.labels)
       rows.append({"epoch": step // self.config.steps_per_epoch, "step": step,
-                   "loss": stats.finite_or_none(float(np.mean(run_losses))),
+                   "loss": None if diverged else stats.finite_or_none(float(np.mean(run_losses))),
                    **{f"val_{name}": val[name] for name in REPORTED}})
     return rows
 
   def progress_fields(self, row: dict, best: dict) -> dict:
-    return dict(loss=row["loss"], val_map_at_r=_percent(row["val_map_at_r"]), best=_percent(best["val_map_at_r"]))
+    return dict(loss=f"{row['loss']:.4f}", val_map_at_r=_percent(row["val_map_at_r"]), best=_percent(best["val_map_at_r"]))
 
   def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
     embedded = [self.embed(k, state, self.test, written) for k, state in enumerate(best_states)]  # [fold][run]

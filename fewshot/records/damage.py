@@ -20,6 +20,8 @@ from fewshot.errors import one_line
 _STATUS = re.compile(r"^(OUT_OF_RANGE|DATA_LOSS|FAILED_PRECONDITION|NOT_FOUND|INVALID_ARGUMENT|UNKNOWN): ")
 # What the reader's message repeats: the step folder (the message names it) and the reader's own settings.
 _REPEATED = re.compile(r' in OCDBT database at local file "[^"]*"|\s*\[(tensorstore_spec|source locations)=.*\]$')
+# orbax's ValueError for a step folder that went (a run in training replaced it) as its metadata was to be read.
+_ORBAX_FOLDER_GONE = "Checkpoint directory does not exist: "
 # The JSON files of an orbax step: orbax logs, rather than raises, where _CHECKPOINT_METADATA is not JSON.
 ORBAX_JSON = ("_CHECKPOINT_METADATA", "default/_METADATA")
 
@@ -51,7 +53,7 @@ def _chain(e: BaseException | None):
 
 
 def _reader_error(e: BaseException) -> bool:
-  return isinstance(e, ValueError) and bool(_STATUS.match(str(e)))
+  return isinstance(e, ValueError) and bool(_STATUS.match(str(e)) or str(e).startswith(_ORBAX_FOLDER_GONE))
 
 
 def check_orbax_step(folder: pathlib.Path) -> None:

@@ -130,7 +130,8 @@ def lost_contact(error: BaseException) -> None:
   runtime's verdict (its abort, caught) or the peer's post explains within a heartbeat timeout; this waits for
   it, then stops on the error itself. Returns at once for any other error (this process's own).
   """
-  if type(error).__name__ != "JaxRuntimeError" or not _COMMUNICATION.search(str(error)):
+  _explained_by_another()
+  if not _communication_failure(error):
     return
   deadline = time.monotonic() + 2 * HEARTBEAT_SECONDS + 5
   while time.monotonic() < deadline:
@@ -143,9 +144,47 @@ def crash(error: BaseException) -> None:
   """This process's own unexpected error: its traceback, then every process stops (never returns)."""
   import traceback
 
+  _explained_by_another()
   traceback.print_exception(error, file=sys.stderr)
   stop(f"error: an unexpected {type(error).__name__} stopped process {_state['process']} (see its traceback); "
        "report it with that traceback.", 1)
+
+
+def _communication_failure(error: BaseException) -> bool:
+  """Whether ``error`` or one it was raised from is a runtime error that reads as a peer gone (a checkpoint library
+  re-raises the collective's failure under its own type).
+  """
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if type(error).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and _COMMUNICATION.search(str(error)):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def _explained_by_another() -> None:
+  """Stop without this error's traceback where something else explains it (never returns then): another thread of
+  this process is already stopping it with its line, or another process posted why it stopped (a peer's SIGTERM or
+  error ends the collective this process was in; the post arrives within a second).
+  """
+  if not _exiting.locked():
+    posted = _posted_by_another(_WAIT_MS)
+    if posted is not None:
+      finish(_peer_stopped(posted), posted.get("status", 2))
+  while _exiting.locked():  # the stopping thread prints its line and exits the process
+    time.sleep(1)
+
+
+def _posted_by_another(wait_ms: int) -> dict | None:
+  store = client() if _state.get("joined") else None
+  if store is None:
+    return None
+  try:
+    posted = json.loads(store.blocking_key_value_get(STOP_KEY, wait_ms))
+  except Exception:  # noqa: BLE001 - nothing posted in time, or the service is gone
+    return None
+  return None if posted["process"] == _state["process"] else posted
 
 
 # ---- the coordination service ------------------------------------------------------------------------------

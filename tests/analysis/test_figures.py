@@ -56,8 +56,9 @@ def test_a_60_character_label_keeps_the_column_and_page_widths(tmp_path):
   written, _ = plot.plot(paths, str(tmp_path / "figs"))
   widths = {path.split("/")[-1]: Image.open(path).size[0] for path in written}
   column, page = round(plot.COLUMN * plot.DPI), round(plot.PAGE * plot.DPI)
-  assert widths == {"val_accuracy.png": column, "norm_ratio.png": column, "alpha_ratios.png": page,
-                    "confidence_landscape.png": page}
+  assert widths == {"val_accuracy.png": column, "norm_ratio.png": column, "alpha_ratios.png": page}
+  landscape, _ = plot.plot([], str(tmp_path / "figs"), landscape_only=True)
+  assert Image.open(landscape[0]).size[0] == page
 
 
 def test_subscripts_are_mathtext_and_no_literal_underscore_is_left_where_one_was_meant(tmp_path, monkeypatch):

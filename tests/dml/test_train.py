@@ -16,7 +16,7 @@ from fewshot.dml.config import DMLConfig
 from fewshot.dml.experiment import Experiment, retrieval
 from fewshot.dml.losses import Loss
 from fewshot.dml.train import train
-from fewshot.errors import ConfigError, RunDirError
+from fewshot.errors import ConfigError, RunDirError, TrainingError
 from fewshot.records.checkpoints import Checkpoints
 from fewshot.records.rundir import RunDir
 from fewshot.training.runs import Runs
@@ -267,3 +267,15 @@ def test_a_run_whose_batch_does_not_fit_the_host_is_refused_naming_the_batch(mon
       Experiment(config)
   assert "\n" not in str(info.value)
   assert Experiment(config).group is None  # the same run fits this machine
+
+
+@pytest.mark.slow  # a compiled DML run, about 6 s
+def test_a_diverging_run_stops_in_one_line_keeping_no_non_finite_checkpoint(cars_dir, tmp_path):
+  """Its validation had met non-finite embeddings first: a ValueError traceback from the retrieval metrics."""
+  config = DMLConfig(data_dir=str(cars_dir), folds=1, **{**TINY, "learning_rate": 1e38})
+  workdir = tmp_path / "run"
+  with pytest.raises(TrainingError, match=r"^training stopped: the training loss at step 2 of .* is None \(not "
+                     r"finite: the run diverged\); no checkpoint was saved; lower --learning_rate"):
+    train(config, str(workdir), progress=False)
+  assert not (workdir / "checkpoints").exists()
+  assert [row["loss"] for row in RunDir(workdir).read_metrics()] == [None]

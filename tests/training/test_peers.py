@@ -246,6 +246,48 @@ def test_the_line_for_a_lost_process_names_it_from_the_runtime_records(monkeypat
   assert peers._lost_line("Socket closed").startswith("error: lost process 0 of 3 (the coordinator, host0:1234):")
 
 
+# ---- a collective's failure while the process already stops (issue 42, item 7) -----------------------------------
+_STOPPING_WHILE_CRASHING = """
+import os, sys, threading, time
+from fewshot.training import peers
+peers._state.update(process=0, processes=2, address="h:1", stderr=os.dup(2), held=[], joined=True)
+peers.client = lambda: None
+threading.Thread(target=peers.finish, args=("error: process 1 of 2 was terminated (SIGTERM), so this one stops "
+                                            "too; resume.", 143)).start()
+time.sleep(0.2)
+try:
+  raise RuntimeError("Gloo AllGather failed: Connection closed by peer")
+except RuntimeError as e:
+  peers.lost_contact(e)
+  peers.crash(e)
+"""
+
+
+def test_an_error_raised_while_another_thread_stops_the_process_adds_no_traceback():
+  """Process 1's SIGTERM had process 0's watchdog print the right line, then its main thread's failed collective
+  (a checkpoint barrier, re-raised by the checkpoint library) printed a 50-line traceback ending "report it".
+  """
+  done = subprocess.run([sys.executable, "-c", _STOPPING_WHILE_CRASHING], capture_output=True, text=True,
+                        env=checkout_env(), timeout=60)
+  assert done.returncode == 143
+  assert done.stderr.splitlines() == [
+      "error: process 1 of 2 was terminated (SIGTERM), so this one stops too; resume."], done.stderr
+
+
+def test_a_collective_failure_re_raised_under_another_type_still_reads_as_a_peer_gone():
+  import jax
+
+  try:
+    try:
+      raise jax.errors.JaxRuntimeError("INTERNAL: Gloo AllGather failed: Connection closed by peer [127.0.0.1]:5")
+    except jax.errors.JaxRuntimeError as e:
+      raise ValueError("the checkpoint's barrier failed") from e
+  except ValueError as wrapped:
+    assert peers._communication_failure(wrapped)
+  assert not peers._communication_failure(ValueError("Connection closed"))  # not the runtime's own error
+  assert not peers._communication_failure(jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: out of memory"))
+
+
 # ---- whatever was saved resumes: a group stopped between its runs' saves ----------------------------------------
 def _state(step: int):
   import flax.struct

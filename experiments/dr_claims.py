@@ -6,7 +6,8 @@ and every episode), so the primary test is paired: the per-seed differences DR �
 the exact sign-flip p (:mod:`fewshot.analysis.paired`); the unpaired two-sided Mann-Whitney U on one value per seed
 stands beside it, and the paper's own per-checkpoint tests (checkpoints pooled over the seeds) beside that. Within a
 claim the paired p-values are Holm-corrected; the verdict (:func:`fewshot.analysis.paired.verdict`) is *supported*,
-*partly supported*, *not detected* (with the design's power at a one-SD effect) or *contradicted*. These functions
+*partly supported*, *not detected* (with the smallest difference the design detects, in the measure's units) or
+*contradicted*. These functions
 only read the runs' records.
 """
 
@@ -32,7 +33,9 @@ class Test:
   p: float | None  # unpaired Mann-Whitney U across seeds
   method: str  # of the per-seed test: "exact", "exact, ties" (conditional on them), or "normal approx."
   pooled_p: float | None = None
-  floor: float | None = None  # a value at which a run is censored (reached at the first checkpoint: "at most")
+  floor: float | None = None
+  # The difference the paper's own test (Fisher on the pooled checkpoints) starts to call significant at these counts.
+  pooled_critical: float | None = None  # a value at which a run is censored (reached at the first checkpoint: "at most")
 
   @property
   def differences(self) -> np.ndarray:
@@ -115,10 +118,12 @@ def cell_tests(s_arm, dr_arm, setting: str) -> dict[str, Test]:
       "early_val_accuracy": compare(setting, s_early, dr_early),
       "norm_ratio": compare(setting, seed_geometric_means(s_arm, "norm_ratio"),
                             seed_geometric_means(dr_arm, "norm_ratio"), norm.mannwhitney_p),
-      "div_alpha": compare(setting, seed_proportions(s_arm, "div_alpha"), seed_proportions(dr_arm, "div_alpha"),
-                           div.fisher_p),
-      "con_alpha": compare(setting, seed_proportions(s_arm, "con_alpha"), seed_proportions(dr_arm, "con_alpha"),
-                           con.fisher_p),
+      "div_alpha": dataclasses.replace(compare(setting, seed_proportions(s_arm, "div_alpha"),
+                                               seed_proportions(dr_arm, "div_alpha"), div.fisher_p),
+                                       pooled_critical=_critical(div)),
+      "con_alpha": dataclasses.replace(compare(setting, seed_proportions(s_arm, "con_alpha"),
+                                               seed_proportions(dr_arm, "con_alpha"), con.fisher_p),
+                                       pooled_critical=_critical(con)),
   }
 
 
@@ -162,10 +167,38 @@ def _paired(t: Test, digits: int = 3) -> str:
   return f"{t.setting}: {shown}, p = {format_p(t.paired_p)}"
 
 
-def _power(tests: list[Test]) -> str:
-  n = min(int(np.isfinite(t.differences).sum()) for t in tests)
-  return (f"power at a one-SD effect: {paired.power(n):.0%} paired ({n} pairs), "
-          f"{paired.power(n, n):.0%} unpaired")
+def _critical(pooled: stats.Comparison) -> float | None:
+  """Where the paper's test (Fisher on the pooled checkpoints, S's count held) starts to call DR − S > 0 significant."""
+  if pooled.proportion_a is None or pooled.proportion_b is None:
+    return None
+  return stats.fisher_critical_difference(round(pooled.proportion_a * pooled.n_a), pooled.n_a, pooled.n_b, +1)
+
+
+def detectable(t: Test, comparisons: int) -> float | None:
+  """The smallest mean difference DR − S, in the measure's units, that the design finds with 80% power after Holm
+  over ``comparisons`` settings (at its first step, level 0.05 / comparisons): the sign-flip test's detectable shift
+  in SDs (:func:`fewshot.analysis.paired.detectable_shift`) times the SD of the observed per-seed differences.
+  """
+  d = t.differences[np.isfinite(t.differences)]
+  if d.size < 2:
+    return None
+  return paired.detectable_shift(int(d.size), ALPHA / comparisons) * float(np.std(d, ddof=1))
+
+
+def _detectable(tests: list[Test]) -> str:
+  """What "not detected" could have seen, per setting: the design's detectable difference, where the paper's own
+  test turns significant, and the interval the data give.
+  """
+  parts = []
+  for t in tests:
+    seen = detectable(t, len(tests))
+    mean, half = paired.paired_interval(t.differences)
+    design = "—" if seen is None else format(seen, ".2g") if np.isfinite(seen) else "nothing (too few pairs)"
+    paper = "" if t.pooled_critical is None else (f"; the paper's test (Fisher, pooled checkpoints) significant "
+                                                  f"from {t.pooled_critical:.2g}")
+    data = f"{mean:+.2g}" + ("" if half is None else f" ± {half:.2g}")
+    parts.append(f"{t.setting}: detects {design} with 80% power after Holm{paper}; the data {data}")
+  return "; ".join(parts)
 
 
 def claim_verdict(tests: list[Test], sign: int) -> tuple[list[float | None], str]:
@@ -174,7 +207,7 @@ def claim_verdict(tests: list[Test], sign: int) -> tuple[list[float | None], str
   """
   adjusted = paired.holm([t.paired_p for t in tests])
   said = paired.verdict([float(np.nanmean(t.differences)) for t in tests], adjusted, sign)
-  return adjusted, said if said != "not detected" else f"not detected ({_power(tests)})"
+  return adjusted, said if said != "not detected" else f"not detected ({_detectable(tests)})"
 
 
 def page_adjusted(tests: dict[str, dict[str, Test]]) -> dict[tuple[str, str], float]:

@@ -225,8 +225,11 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
             f"per seed (exact where no values tie) and the paper's own tests on pooled checkpoints stand beside it. "
             f"Within a claim the paired p-values are Holm-corrected. A claim is *supported* where every setting it "
             f"covers is significant in its direction, *partly supported* where some are, *contradicted* where one is "
-            f"significant the other way, and *not detected* otherwise, with the design's power to see an effect of "
-            f"one standard deviation: not detected is not refuted.\n")
+            f"significant the other way, and *not detected* otherwise, with what the design could have seen in the "
+            f"measure's own units: the smallest mean difference it detects with 80% power after Holm (the exact "
+            f"sign-flip test at 0.05 / the claim's settings, simulated on normal differences with the observed "
+            f"per-seed SD), beside the difference at which the paper's own test on pooled checkpoints turns "
+            f"significant and the interval the data give. Not detected is not refuted.\n")
   if {"1-shot ProtoNet", "1-shot 1-NN"} <= set(arms):
     header += ("\nWith one support image per class, a 1-NN head and a prototype are the same classifier, trained on "
                "the same episodes from the same initialisation; the code computes them differently, so they round "

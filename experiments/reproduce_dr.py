@@ -22,7 +22,7 @@ import sys
 
 from absl import logging
 
-from fewshot import analyze, cli, heads
+from fewshot import analyze, choices, cli, heads
 from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.train import train, train_group
@@ -49,7 +49,8 @@ def configurations(args) -> list[Config]:
         if classifier == "nn" and shot not in args.nn_shots:
           continue
         configs.append(Config(dataset=args.dataset, data_dir=args.data_dir, backbone=backbone, shot=shot,
-                              classifier=classifier, head=head, seed=args.seed, **overrides))
+                              classifier=classifier, head=head, seed=args.seed, centring=args.centring,
+                              **overrides))
   return configs
 
 
@@ -107,6 +108,8 @@ def parse_args(argv):
   parser.add_argument("--episodes", type=int, default=None, help="training episodes of every run (default: the "
                       "dataset's, or the smoke grid's)")
   parser.add_argument("--eval_every", type=int, default=None, help="episodes between checkpoints (default 100)")
+  parser.add_argument("--centring", default="points", choices=choices.CENTRINGS,
+                      help="of the diagnostics: points (the paper), features (the authors' code), or both")
   args = parser.parse_args(argv)
   args.nn_shots = tuple(int(s) for s in args.nn_shots.split(",") if s)
   default_backbones = SMOKE_BACKBONES if args.smoke else BACKBONES

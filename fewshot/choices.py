@@ -10,7 +10,8 @@ from __future__ import annotations
 HEADS = ("softmax", "dr")  # logits -d^2, or the distance ratio -theta log d
 CLASSIFIERS = ("proto", "nn")  # distance to the class mean, or to the nearest support point
 BACKBONES = ("conv4", "resnet12", "resnet18")
-CENTRINGS = ("points", "features")  # of the diagnostics: the paper's, or the reference code's
+# Of the diagnostics: the paper's, the reference code's, or both (the paper's fields and the code's as <name>_features).
+CENTRINGS = ("points", "features", "both")
 PSI_CLASSIFIERS = ("model", "proto")  # class distance of the diagnostics' psi: the model's (paper), or prototypes
 PLACEMENTS = ("auto", "device", "host")  # where a split's images live while training
 # Class distances of the proto and nn heads (fewshot.heads.DISTANCE_FORMS, docs/heads.md); the first is the paper's.

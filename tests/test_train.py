@@ -159,3 +159,20 @@ def test_lr_halve_every_halves_adam_s_steps_on_schedule():
       pytest.approx([1e-3], rel=1e-5)
   with pytest.raises(ConfigError, match="lr_halve_every must be a positive integer"):
     Config(lr_halve_every=0)
+
+
+@pytest.mark.slow  # two short strokes runs
+def test_centring_both_trains_the_same_run_and_adds_the_reference_codes_diagnostics(tmp_path):
+  """The diagnostics never touch training: a run under --centring both is the --centring points run, bit for bit,
+  with the reference code's centred diagnostics beside the paper's (so one run measures both conventions).
+  """
+  tiny = dict(way=3, shot=1, query=2, test_query=2, episodes=6, eval_every=2, val_episodes=2, test_episodes=3)
+  points = train(Config(**tiny), tmp_path / "points", progress=False)
+  both = train(Config(**tiny, centring="both"), tmp_path / "both", progress=False)
+  assert {**both, "workdir": None} == {**points, "workdir": None}
+  rows = {name: RunDir(tmp_path / name).read_metrics() for name in ("points", "both")}
+  extra = [f"{name}_features" for name in diagnostics.CENTRED]
+  for p, b in zip(rows["points"], rows["both"]):
+    assert {k: v for k, v in b.items() if k not in extra and k != "seconds"} == {
+        k: v for k, v in p.items() if k != "seconds"}
+    assert all(np.isfinite(b[name]) for name in extra) and b["alpha_features"] != b["alpha"]

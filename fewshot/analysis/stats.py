@@ -82,6 +82,25 @@ def proportion_properly_learned(values, measure: str) -> float | None:
   return None if relation is None else proportion(values, relation)
 
 
+def fisher_critical_difference(successes_a: int, n_a: int, n_b: int, sign: int = +1,
+                               level: float = SIGNIFICANCE_LEVEL) -> float | None:
+  """The smallest difference of proportions B − A, in the direction ``sign``, at which Fisher's exact two-sided test
+  of ``[[a, n_a − a], [b, n_b − b]]`` gives p < ``level`` with A's count held at ``successes_a``: where a design
+  that pools ``n_a`` and ``n_b`` observations starts to call a difference significant. None where no count of B does.
+
+  >>> fisher_critical_difference(20, 40, 40)  # 20/40 against 30/40 is p = 0.037; 29/40 is p = 0.065
+  0.25
+  """
+  import scipy.stats
+
+  counts = range(successes_a * n_b // n_a, n_b + 1) if sign > 0 else range(successes_a * n_b // n_a, -1, -1)
+  for b in counts:
+    table = [[successes_a, n_a - successes_a], [b, n_b - b]]
+    if scipy.stats.fisher_exact(table, alternative="two-sided").pvalue < level:
+      return abs(b / n_b - successes_a / n_a)
+  return None
+
+
 def _check_measure(measure: str) -> None:
   if measure not in MEASURES:
     raise ValueError(f"Unknown measure {measure!r}; choose one of {', '.join(MEASURES)}.")

@@ -45,9 +45,10 @@ import jax.numpy as jnp
 
 from fewshot import heads
 from fewshot.analysis.measures import FIELDS
-from fewshot.choices import CENTRINGS
 
 Array = chex.Array
+CENTRE_MODES = ("points", "features")  # what centre() does; --centring both records under each
+CENTRED = ("alpha", "norm_ratio", "con_alpha", "div_alpha")  # the diagnostics the centring changes (psi is uncentred)
 
 
 
@@ -69,8 +70,8 @@ def centre(points: Array, mode: str = "points") -> Array:
     same vector still changes :math:`\hat\alpha` and :math:`\varphi` unless that vector is
     constant across features. Offered only to reproduce the reference.
   """
-  if mode not in CENTRINGS:
-    raise ValueError(f"Unknown centring {mode!r}; choose one of {', '.join(CENTRINGS)}.")
+  if mode not in CENTRE_MODES:
+    raise ValueError(f"Unknown centring {mode!r}; choose one of {', '.join(CENTRE_MODES)}.")
   chex.assert_rank(points, 2)
   axis = 0 if mode == "points" else 1
   return points - points.mean(axis=axis, keepdims=True)
@@ -207,3 +208,26 @@ def episode_diagnostics(
   # alpha is not (a collapsed X).
   values = (alpha, phi, psi_con, psi_div, con_alpha, div_alpha, psi_con / psi_div)
   return {k: v.astype(jnp.float32) for k, v in zip(FIELDS, values)}
+
+
+def fields(centring: str) -> tuple[str, ...]:
+  """The diagnostics an update records under ``centring``: :data:`FIELDS`, and under ``"both"`` the reference code's
+  centred ones after them as ``<name>_features``.
+
+  >>> fields("both")[-2:]
+  ('con_alpha_features', 'div_alpha_features')
+  """
+  return FIELDS + (tuple(f"{name}_features" for name in CENTRED) if centring == "both" else ())
+
+
+def update_diagnostics(before_support: Array, before_query: Array, after_support: Array, after_query: Array,
+                       support_labels: Array, query_labels: Array, way: int,
+                       classifier: str | heads.Head | None = "proto", centring: str = "points") -> dict[str, Array]:
+  """:func:`episode_diagnostics` keyed by :func:`fields`: under ``centring="both"`` the paper's (points) and, for the
+  diagnostics the centring changes, the reference code's (features) from the same embeddings.
+  """
+  args = (before_support, before_query, after_support, after_query, support_labels, query_labels, way, classifier)
+  if centring != "both":
+    return episode_diagnostics(*args, centring=centring)
+  features = episode_diagnostics(*args, centring="features")
+  return {**episode_diagnostics(*args, centring="points"), **{f"{k}_features": features[k] for k in CENTRED}}

@@ -52,7 +52,7 @@ class EpisodicLearner:
   classifier: str = "proto"
   distance: str = "squared_euclidean"
   optimizer: optax.GradientTransformation = adam()
-  centring: str = "points"  # of the diagnostics; "features" reproduces the reference code
+  centring: str = "points"  # of the diagnostics; "features" reproduces the reference code, "both" records each
   psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
   augmentation: Augmentation = NO_AUGMENTATION
   test_shifts: int = 0
@@ -199,7 +199,7 @@ def diagnose(learner: EpisodicLearner, before, new_state: TrainState, old_batch_
   changes the model.
   """
   after_support, after_query, _ = episode_embeddings(learner, new_state.params, old_batch_stats, episode, train=True)
-  return diagnostics.episode_diagnostics(
+  return diagnostics.update_diagnostics(
       *before, after_support, after_query, episode.support_labels, episode.query_labels,
       episode.classes.shape[0], classifier=learner.psi_head, centring=learner.centring,
   )
@@ -236,7 +236,7 @@ def _train_on_draw(learner: EpisodicLearner, state: TrainState, key: jax.Array, 
   """
   episode = augment_training(learner, key, episode_from_images(images, classes, learner.shape))
   new_state, metrics, before = train_step(learner, state, episode)
-  no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.FIELDS}
+  no_diagnostics = {name: jnp.float32(jnp.nan) for name in diagnostics.fields(learner.centring)}
   diagnosed = jax.lax.cond(index == last, lambda: diagnose(learner, before, new_state, state.batch_stats, episode),
                            lambda: no_diagnostics)
   return new_state, {**metrics, "diagnostics": diagnosed}

@@ -24,6 +24,26 @@ def test_five_pairs_cannot_reach_five_percent_and_six_can():
   assert paired.power(5) == 0.0 and paired.power(10, draws=500) > 0.5
 
 
+@pytest.mark.parametrize("n, level", [(8, 0.05), pytest.param(10, 0.025, marks=pytest.mark.slow)])  # the page's: 5 s
+def test_the_detectable_shift_is_where_the_sign_flip_test_finds_the_effect_four_times_in_five(n, level):
+  """The test by its definition (every sign pattern; sign_flip_p is scipy's, above) on fresh draws."""
+  shift = paired.detectable_shift(n, level)
+  draws = 20_000
+  samples = np.random.default_rng(123).normal(shift, 1.0, size=(draws, n))
+  patterns = np.array(np.meshgrid(*[[1.0, -1.0]] * n)).reshape(n, -1)  # [n, 2^n]
+  p = np.mean(np.abs(samples @ patterns) >= np.abs(samples.sum(1, keepdims=True)) - 1e-9, axis=1)
+  assert abs(np.mean(p < level) - 0.8) < 4 * np.sqrt(0.8 * 0.2 / draws)  # within 4 standard errors of 80%
+  assert paired.detectable_shift(5) == np.inf  # 2/32 ≥ 0.05: no effect is ever found
+
+
+def test_beyond_the_simulated_pairs_the_detectable_shift_is_students_t_power():
+  n, level = 20, 0.025
+  shift = paired.detectable_shift(n, level)
+  samples = np.random.default_rng(5).normal(shift, 1.0, size=(200_000, n))
+  t = samples.mean(1) / (samples.std(1, ddof=1) / np.sqrt(n))
+  assert np.mean(np.abs(t) > scipy.stats.t.ppf(1 - level / 2, n - 1)) == pytest.approx(0.8, abs=0.004)
+
+
 def test_holm_is_its_definition():
   ps = [0.01, 0.04, 0.03, None, 0.2]
   order = np.argsort([p for p in ps if p is not None])

@@ -9,7 +9,7 @@ import pytest
 from fewshot.episodic import diagnostics
 
 WAY = 5
-SETTINGS = list(itertools.product(("proto", "nn"), diagnostics.CENTRINGS))
+SETTINGS = list(itertools.product(("proto", "nn"), diagnostics.CENTRE_MODES))
 
 
 # ----------------------------------------------------------------------------- float64 reference
@@ -105,7 +105,27 @@ def test_episode_diagnostics_match_numpy(classifier, centring, seed):
   np.testing.assert_allclose(np.asarray(psi), psi_ref, rtol=1e-4)
 
 
-@pytest.mark.parametrize("centring", diagnostics.CENTRINGS)
+def test_centring_both_records_the_papers_fields_and_the_reference_codes_beside_them():
+  """--centring both (issue 38, item 3): one run gives the diagnostics under both conventions, each as numpy's."""
+  bs, bq, s_labels, q_labels = random_episode(3)
+  as_, aq = random_update(bs, bq, 13)
+  out = diagnostics.update_diagnostics(bs, bq, as_, aq, s_labels, q_labels, WAY, "proto", "both")
+  assert tuple(out) == diagnostics.fields("both") == diagnostics.FIELDS + (
+      "alpha_features", "norm_ratio_features", "con_alpha_features", "div_alpha_features")
+  _, points = np_diagnostics(bs, bq, as_, aq, s_labels, q_labels, WAY, "proto", "points")
+  _, features = np_diagnostics(bs, bq, as_, aq, s_labels, q_labels, WAY, "proto", "features")
+  for key in diagnostics.FIELDS:
+    np.testing.assert_allclose(float(out[key]), points[key], rtol=1e-4, err_msg=key)
+  for key in diagnostics.CENTRED:
+    np.testing.assert_allclose(float(out[f"{key}_features"]), features[key], rtol=1e-4, err_msg=key)
+  assert features["alpha"] != pytest.approx(points["alpha"], rel=1e-3)  # the two conventions differ here
+  assert diagnostics.update_diagnostics(bs, bq, as_, aq, s_labels, q_labels, WAY, "proto", "points").keys() == set(
+      diagnostics.FIELDS)
+  with pytest.raises(ValueError, match="Unknown centring 'both'; choose one of points, features"):
+    diagnostics.centre(bs, "both")
+
+
+@pytest.mark.parametrize("centring", diagnostics.CENTRE_MODES)
 def test_building_blocks_match_numpy(centring):
   bs, bq, _, _ = random_episode(3)
   as_, aq = random_update(bs, bq, 4)
@@ -141,7 +161,7 @@ def test_pure_rescaling(classifier, centring, c):
     np.testing.assert_allclose(out[key], 1.0, rtol=1e-4)
 
 
-@pytest.mark.parametrize("centring", diagnostics.CENTRINGS)
+@pytest.mark.parametrize("centring", diagnostics.CENTRE_MODES)
 def test_change_orthogonal_to_x_keeps_alpha_one(centring):
   bs, bq, s_labels, q_labels = random_episode(6)
   raw_x = np.concatenate([bs, bq]).astype(np.float64)
@@ -175,7 +195,7 @@ def test_translation_changes_nothing_under_points_centring(classifier, moved):
   assert abs(features_shifted["alpha"] - features["alpha"]) > 1e-2
 
 
-@pytest.mark.parametrize("centring", diagnostics.CENTRINGS)
+@pytest.mark.parametrize("centring", diagnostics.CENTRE_MODES)
 def test_queries_onto_their_prototypes_gives_psi_con_near_zero(centring):
   bs, bq, s_labels, q_labels = random_episode(11)
   as_, _ = random_update(bs, bq, 12)

@@ -33,9 +33,9 @@ class Test:
   p: float | None  # unpaired Mann-Whitney U across seeds
   method: str  # of the per-seed test: "exact", "exact, ties" (conditional on them), or "normal approx."
   pooled_p: float | None = None
-  floor: float | None = None
+  floor: float | None = None  # a value at which a run is censored (reached at the first checkpoint: "at most")
   # The difference the paper's own test (Fisher on the pooled checkpoints) starts to call significant at these counts.
-  pooled_critical: float | None = None  # a value at which a run is censored (reached at the first checkpoint: "at most")
+  pooled_critical: float | None = None
 
   @property
   def differences(self) -> np.ndarray:
@@ -80,13 +80,17 @@ def seed_geometric_means(arm, measure: str) -> np.ndarray:
   return np.array([stats.geometric_mean(run.values(measure)) for run in arm])
 
 
-def seed_proportions(arm, measure: str) -> np.ndarray:
-  """Each run's proportion of checkpoints where ``measure`` was properly learned (e.g. div-alpha > 1)."""
-  return np.array([stats.proportion_properly_learned(run.values(measure), measure) for run in arm], np.float64)
+def seed_proportions(arm, measure: str, field: str | None = None) -> np.ndarray:
+  """Each run's proportion of checkpoints where ``measure`` was properly learned (e.g. div-alpha > 1), read from its
+  ``field`` (default the measure's own; ``div_alpha_features``: the authors' code's centring).
+  """
+  return np.array([stats.proportion_properly_learned(run.values(field or measure), measure) for run in arm],
+                  np.float64)
 
 
-def _pooled(s_arm, dr_arm, measure: str) -> stats.Comparison:
-  pool = lambda arm: np.concatenate([run.values(measure) for run in arm])  # noqa: E731
+def pooled(s_arm, dr_arm, measure: str, field: str | None = None) -> stats.Comparison:
+  """The paper's per-checkpoint comparison of the two arms, every checkpoint of an arm pooled over its seeds."""
+  pool = lambda arm: np.concatenate([run.values(field or measure) for run in arm])  # noqa: E731
   return stats.compare_runs(pool(s_arm), pool(dr_arm), measure)
 
 
@@ -110,7 +114,7 @@ def _mean(values: np.ndarray, measure: str) -> str:
 def cell_tests(s_arm, dr_arm, setting: str) -> dict[str, Test]:
   """Every comparison of one cell: accuracy, training speed, and the diagnostics the claims are about."""
   (s_episodes, s_mean, s_early, first), (dr_episodes, dr_mean, dr_early, _) = speeds(s_arm), speeds(dr_arm)
-  norm, div, con = (_pooled(s_arm, dr_arm, m) for m in ("norm_ratio", "div_alpha", "con_alpha"))
+  norm, div, con = (pooled(s_arm, dr_arm, m) for m in ("norm_ratio", "div_alpha", "con_alpha"))
   return {
       "accuracy": compare(setting, test_accuracy(s_arm), test_accuracy(dr_arm)),
       "episodes_to_95": dataclasses.replace(compare(setting, s_episodes, dr_episodes), floor=first),
@@ -120,10 +124,10 @@ def cell_tests(s_arm, dr_arm, setting: str) -> dict[str, Test]:
                             seed_geometric_means(dr_arm, "norm_ratio"), norm.mannwhitney_p),
       "div_alpha": dataclasses.replace(compare(setting, seed_proportions(s_arm, "div_alpha"),
                                                seed_proportions(dr_arm, "div_alpha"), div.fisher_p),
-                                       pooled_critical=_critical(div)),
+                                       pooled_critical=critical(div)),
       "con_alpha": dataclasses.replace(compare(setting, seed_proportions(s_arm, "con_alpha"),
                                                seed_proportions(dr_arm, "con_alpha"), con.fisher_p),
-                                       pooled_critical=_critical(con)),
+                                       pooled_critical=critical(con)),
   }
 
 
@@ -161,17 +165,17 @@ MEASURE_WORDS = {"accuracy": "test accuracy (%)", "mean_val_accuracy": "mean val
                  "per-seed proportion of con-alpha < 1"}
 
 
-def _paired(t: Test, digits: int = 3) -> str:
+def paired_summary(t: Test, digits: int = 3) -> str:
   mean, half = paired.paired_interval(t.differences)
   shown = f"{mean:+.{digits}g}" + ("" if half is None else f" ± {half:.{digits}g}")
   return f"{t.setting}: {shown}, p = {format_p(t.paired_p)}"
 
 
-def _critical(pooled: stats.Comparison) -> float | None:
+def critical(compared: stats.Comparison) -> float | None:
   """Where the paper's test (Fisher on the pooled checkpoints, S's count held) starts to call DR − S > 0 significant."""
-  if pooled.proportion_a is None or pooled.proportion_b is None:
+  if compared.proportion_a is None or compared.proportion_b is None:
     return None
-  return stats.fisher_critical_difference(round(pooled.proportion_a * pooled.n_a), pooled.n_a, pooled.n_b, +1)
+  return stats.fisher_critical_difference(round(compared.proportion_a * compared.n_a), compared.n_a, compared.n_b, +1)
 
 
 def detectable(t: Test, comparisons: int) -> float | None:
@@ -250,7 +254,7 @@ def claim_table(tests: dict[str, dict[str, Test]]) -> Table:
     holm = "; ".join(f"{t.setting}: {format_p(a)}" for t, a in zip(covered, adjusted))
     across, said = _under_bh(covered, adjusted, measure, bh, said)
     rows.append(tuple(Cell(x) for x in (claim, f"“{words}”", f"{MEASURE_WORDS[measure]} — {measured}",
-                                        "; ".join(_paired(t) for t in covered), unpaired, holm, across, said)))
+                                        "; ".join(paired_summary(t) for t in covered), unpaired, holm, across, said)))
   return Table("The claims", ("claim", "the paper's words", "measured here (means over seeds)",
                               "paired: DR − S per seed, mean ± 95% t, exact sign-flip p", "unpaired Mann-Whitney p",
                               "paired p, Holm-corrected within the claim",
@@ -263,7 +267,7 @@ def experiment_table(tests: dict[str, dict[str, Test]]) -> Table:
   for name, words, measure, settings in EXPERIMENTS:
     for t in (tests[s][measure] for s in settings if s in tests):
       rows.append(tuple(Cell(x) for x in (name, f"“{words}”", f"{MEASURE_WORDS[measure]}: S {_mean(t.s, measure)}, "
-                                          f"DR {_mean(t.dr, measure)}", _paired(t), _p(t))))
+                                          f"DR {_mean(t.dr, measure)}", paired_summary(t), _p(t))))
   return Table("Measured, no claim stated", ("experiment", "the paper's words", "measured here (means over seeds)",
                                              "paired: DR − S, mean ± 95% t, sign-flip p", "unpaired Mann-Whitney p"),
                tuple(rows))

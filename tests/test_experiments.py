@@ -220,14 +220,16 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
         "test_shifts"] == 1
 
 
-def _write_dr_records(records, seeds=10, replicate_seeds=None):
+def _write_dr_records(records, seeds=10, replicate_seeds=None, features=False):
   """A grid's records as training leaves them, with known paired effects (seed k's S and DR runs share its offset):
 
   * test accuracy 80 + 3k, DR 0.5 higher in every seed: the seeds' spread hides it from the unpaired test, the
     paired test finds it (claim 0 supported);
   * DR's curves rise earlier and its norm ratio is larger in every seed (claims 1 and 2 supported);
   * div-alpha > 1 as often under both (claim 3 not detected);
-  * con-alpha < 1 at every checkpoint under S and never under DR (claim 4 contradicted).
+  * con-alpha < 1 at every checkpoint under S and never under DR (claim 4 contradicted);
+  * with ``features``, the authors' code's centring recorded too (--centring both): there div-alpha > 1 at every
+    checkpoint under DR and never under S (claim 3 supported), the rest as under the paper's.
   """
   from fewshot.records.rundir import RunDir  # noqa: PLC0415
 
@@ -247,6 +249,9 @@ def _write_dr_records(records, seeds=10, replicate_seeds=None):
                    "div_alpha": 1.01 if k % 2 else 0.99, "con_alpha": 0.99 if head == "softmax" else 1.01,
                    "seconds": 60.0}
                   for k, e in enumerate(range(100, 601, 100))]
+          for row in rows if features else ():
+            row.update(alpha_features=1.0, norm_ratio_features=row["norm_ratio"], con_alpha_features=row["con_alpha"],
+                       div_alpha_features=1.01 if head == "dr" else 0.99)
           rundir = RunDir(records / config.run_name)
           sitting = {"started": "first sitting" if seed < 5 else "later sitting"}  # more seeds, trained later
           rundir.write_config({**config.to_dict(), "input_shape": [28, 28, 1], "provenance": sitting})
@@ -299,6 +304,28 @@ def test_dr_results_page_gives_each_claim_its_paired_test_and_verdict_and_rebuil
   assert "records: 1.6 h (each sitting trains an arm's seeds as one compiled group: 1-shot ProtoNet DR 12 min, " \
          "1-shot ProtoNet softmax 12 min," in page
   assert dr_results.main(argv) == page == (tmp_path / "docs" / "results.md").read_text()
+
+
+def test_claims_2_to_4_are_judged_under_each_centring_where_runs_recorded_both(tmp_path):
+  from experiments import dr_centrings, dr_claims, dr_results  # noqa: PLC0415
+
+  for features in (False, True):
+    records = tmp_path / str(features)
+    _write_dr_records(records, features=features)
+    arms = dr_results.load_arms(records)
+    tests = {s: dr_claims.cell_tests(h["softmax"], h["DR"], s) for s, h in arms.items()}
+    rows = {row[0].text: (row[1].text, row[2].text) for row in dr_centrings.centring_table(arms, tests).rows}
+    assert list(rows) == [claim for claim, _, measure, *_ in dr_claims.CLAIMS if measure in dr_centrings.CENTRED_MEASURES]
+    paper, code = rows["3. div-alpha > 1 more often under DR"]
+    assert paper.startswith("not detected")
+    if not features:
+      assert code.startswith("not measured: these runs recorded the paper's centring only")
+      continue
+    # Every seed's DR run properly diverged at all 6 checkpoints and its S run at none: +1 in each of 10 pairs, the
+    # sign-flip test's floor 2/2^10 in each setting, Holm over 2 settings doubles it.
+    assert code == ("1-shot ProtoNet: +1 ± 0, p = 0.0020; 5-shot ProtoNet: +1 ± 0, p = 0.0020 (Holm: 0.0039, 0.0039) "
+                    "— supported")
+    assert rows["4. con-alpha < 1 more often under DR in 1-shot"][1].endswith("— contradicted")
 
 
 def test_the_1_shot_1_nn_replicate_may_keep_fewer_seeds_than_the_claims_arms(tmp_path):

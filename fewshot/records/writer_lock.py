@@ -16,16 +16,28 @@ import pathlib
 import socket
 
 from fewshot.errors import RunDirError
+from fewshot.records import files
 
 NAME = ".lock"
 _held: dict[str, int] = {}  # run directory -> the open file whose lock this process holds
 
 
 def hold(run_path: pathlib.Path) -> None:
-  """Hold ``run_path``'s lock (making the directory), or refuse in one line naming the process that holds it."""
+  """Hold ``run_path``'s lock (making the directory), or refuse in one line naming the process that holds it (or
+  the full disk that keeps the lock from being written).
+  """
   key = str(pathlib.Path(run_path).resolve())
   if key in _held:
     return
+  try:
+    _hold(run_path, key)
+  except OSError as e:
+    if not files.out_of_space(e):
+      raise
+    raise files.full_disk_error(pathlib.Path(run_path) / NAME, 1024, "run the same command again.") from None
+
+
+def _hold(run_path: pathlib.Path, key: str) -> None:
   pathlib.Path(run_path).mkdir(parents=True, exist_ok=True)
   try:
     fd = os.open(pathlib.Path(run_path) / NAME, os.O_RDWR | os.O_CREAT, 0o644)
@@ -40,8 +52,12 @@ def hold(run_path: pathlib.Path) -> None:
     raise RunDirError(f"{run_path} is being written by {holder}; wait for that training to end (or stop it), then "
                       "resume, or choose another --workdir.") from None
   started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-  os.ftruncate(fd, 0)
-  os.write(fd, f"process {os.getpid()} on {socket.gethostname()} (since {started})\n".encode())
+  try:
+    os.ftruncate(fd, 0)
+    os.write(fd, f"process {os.getpid()} on {socket.gethostname()} (since {started})\n".encode())
+  except OSError:
+    os.close(fd)  # and with it the lock: nothing of this process stays held
+    raise
   _held[key] = fd
 
 

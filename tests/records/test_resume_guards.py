@@ -84,6 +84,26 @@ def test_paths_the_file_system_cannot_hold_are_refused_before_anything_is_writte
     writer_lock.hold(tmp_path / "run")
 
 
+def test_a_disk_full_before_the_lock_is_written_is_one_line_and_holds_nothing(tmp_path, monkeypatch):
+  """Issue 42, item 5: a disk already full at the start was a traceback from the .lock write."""
+  import errno  # noqa: PLC0415
+  import os  # noqa: PLC0415
+
+  from fewshot.errors import OutputError  # noqa: PLC0415
+  from fewshot.records import writer_lock  # noqa: PLC0415
+
+  def full(fd, data):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(os, "write", full)
+  with pytest.raises(OutputError, match=r"^no space left on the disk to write .*run/\.lock .* free some space, then "
+                                        r"run the same command again\.$"):
+    writer_lock.hold(tmp_path / "run")
+  monkeypatch.undo()
+  writer_lock.hold(tmp_path / "run")  # the lock was let go with its file: the next try takes it
+  writer_lock.release(tmp_path / "run")
+
+
 def test_episodes_beyond_the_step_counter_are_refused_and_a_long_eta_reads_in_years():
   from fewshot.training.progress import _clock  # noqa: PLC0415
 

@@ -101,8 +101,11 @@ def test_a_finished_run_trained_further_is_the_run_trained_that_long_from_the_st
 def test_resuming_a_finished_run_says_it_is_complete_and_tests_nothing_again(tmp_path, capsys, monkeypatch):
   """Issue 42: ``--resume`` on a finished run re-tested it silently (45 s)."""
   first = train(Config(**TINY), tmp_path / "run", progress=False)
+  events = {p: p.read_bytes() for p in (tmp_path / "run" / "tensorboard").rglob("*") if p.is_file()}
   from fewshot.episodic import experiment  # noqa: PLC0415
 
   monkeypatch.setattr(experiment.Experiment, "build", lambda *a, **k: pytest.fail("built again"))
   again = train(Config(**TINY), tmp_path / "run", resume=True)
   assert again == first and "trained to --episodes 8 and tested already" in capsys.readouterr().err
+  # Nor does TensorBoard show its test twice (issue 42, item 9): not one event file written or added.
+  assert {p: p.read_bytes() for p in (tmp_path / "run" / "tensorboard").rglob("*") if p.is_file()} == events != {}

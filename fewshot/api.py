@@ -18,9 +18,10 @@ import numpy as np
 
 from fewshot import heads
 from fewshot.config import Config
-from fewshot.episodic import learning
+from fewshot.episodic import learning, methods
 from fewshot.episodic.experiment import build_learner, check_values, with_values
 from fewshot.episodic.learning import EpisodicLearner
+from fewshot.episodic.maml import MetaLearner
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import existing_checkpoint
 from fewshot.training import compilation_cache, split_embedding
@@ -32,7 +33,7 @@ class TrainedModel:
   """A backbone with its trained variables, and the head it was trained with."""
 
   config: Config
-  learner: EpisodicLearner
+  learner: EpisodicLearner | MetaLearner
   variables: dict  # {"params": {"backbone": ..., **the head's, e.g. "rho"}, "batch_stats": ...}
 
   @property
@@ -40,7 +41,7 @@ class TrainedModel:
     """The DR head's θ = exp(ρ); None for a head without ρ, and for the softmax head, whose ρ is carried (every
     paper head's checkpoint holds one) but takes no part in its logits (``metrics.jsonl`` records it all the same).
     """
-    head, rho = self.learner.head, self.variables["params"].get("rho")
+    head, rho = getattr(self.learner, "head", None), self.variables["params"].get("rho")
     if rho is None or (isinstance(head, heads.DistanceHead) and head.formulation != "dr"):
       return None
     return float(jnp.exp(rho))
@@ -53,8 +54,15 @@ class TrainedModel:
     mean over the image's shifts by up to N px, so ``embed(split.images)`` is what testing sees.
     """
     images = jnp.asarray(images)
+    self._check_protonet("embed")
     self._check_images(images, "images")
     return split_embedding.embed_batch(learning.eval_embeddings, self.learner, self.variables, images)
+
+  def _check_protonet(self, what: str) -> None:
+    if self.config.method != "protonet":
+      raise ConfigError(f"{what} is a protonet model's (one embedding, a distance head); a --method "
+                        f"{self.config.method} run adapts its network to each episode: test it with python -m "
+                        "fewshot.evaluate, or read its variables.")
 
   def _check_images(self, images, name: str) -> None:
     """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""
@@ -74,6 +82,7 @@ class TrainedModel:
     else its initial ones. ``support_labels`` are episode labels in ``0..way-1``. Support and query are
     embedded with running BatchNorm statistics, as at test time.
     """
+    self._check_protonet("logits")
     support_labels = _episode_labels(support_labels, len(support_images))
     way = int(support_labels.max()) + 1
     own = self.learner.head
@@ -118,7 +127,8 @@ def build(config: Config, input_shape: tuple[int, ...] | None = None, seed: int 
   check_values(config, head, backbone)  # a value the configuration records and that is not passed
   learner = build_learner(config, head, backbone)
   input_shape = config.input_shape if input_shape is None else input_shape
-  state = learning.init_state(learner, run_keys(config.seed if seed is None else seed)["init"], tuple(input_shape))
+  state = methods.get(config.method).init_state(learner, run_keys(config.seed if seed is None else seed)["init"],
+                                                tuple(input_shape))
   return TrainedModel(config, learner, learning.model_variables(state))
 
 
@@ -146,7 +156,7 @@ def load_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backb
   compilation_cache.enable()
   check_values(config, head, backbone)
   learner = build_learner(config, head, backbone)
-  like = learning.init_state(learner, run_keys(config.seed)["init"], input_shape)
+  like = methods.get(config.method).init_state(learner, run_keys(config.seed)["init"], input_shape)
   return TrainedModel(config, learner, learning.model_variables(rundir.checkpoints.restore(checkpoint, like)))
 
 

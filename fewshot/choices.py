@@ -7,6 +7,7 @@ load without JAX or Flax; each implementation (``heads``, ``backbones``, ``diagn
 
 from __future__ import annotations
 
+METHODS = ("protonet", "maml", "anil")  # the episodic methods (fewshot.episodic.methods holds their modules)
 HEADS = ("softmax", "dr")  # logits -d^2, or the distance ratio -theta log d
 CLASSIFIERS = ("proto", "nn")  # distance to the class mean, or to the nearest support point
 BACKBONES = ("conv4", "resnet12", "resnet18")
@@ -101,6 +102,11 @@ def model_name(classifier: str, head: str, distance: str = DISTANCES[0]) -> str:
   if is_custom(head):
     return display_name(head)
   return MODEL_NAMES[(classifier, head)] + ("" if distance == DISTANCES[0] else f"_{distance}")
+
+def method_model_name(method: str, first_order: bool) -> str:
+  """The model name of a meta-learned run: ``MAML``, ``ANIL``, and ``FOMAML`` / ``FOANIL`` for the first-order ones."""
+  return ("FO" if first_order else "") + method.upper()
+
 
 # Metric-learning losses by name (fewshot.dml.losses.LOSSES holds the functions; a test keeps the two in step):
 # which take mined triplets, and which learn one proxy (or several) per training class.

@@ -46,6 +46,18 @@ class Config(RunOptions):
                          "(the paper's), euclidean (easyfsl's ProtoNet), cosine (1 - cos) or angular (the angle, "
                          "squared; the DR paper's Appendix E); dr takes the distance itself (docs/heads.md)",
                          choices=choices.DISTANCES, heading=MODEL)
+  method: str = option("protonet", "protonet (a distance head on one embedding: --head, --classifier, --distance), "
+                       "maml (Finn et al. 2017: every parameter adapted to each episode's support set, a linear "
+                       "head) or anil (Raghu et al. 2020: the head alone adapted)", choices=choices.METHODS,
+                       heading=MODEL)
+  inner_steps: int | None = option(None, "maml/anil: gradient steps on the support set in each training episode "
+                                   "(default 1, Finn et al.'s Omniglot)", positive=True, heading=MODEL)
+  test_inner_steps: int | None = option(None, "maml/anil: the steps in validation and test episodes (default 3)",
+                                        positive=True, heading=MODEL)
+  inner_lr: float | None = option(None, "maml/anil: the inner steps' rate (default 0.4, Finn et al.'s Omniglot)",
+                                  positive=True, heading=MODEL)
+  first_order: bool = option(False, "maml/anil: the meta-gradient without the inner steps' second derivatives "
+                             "(FOMAML)", heading=MODEL)
   way: int = option(5, "classes per episode", positive=True, heading=TRAINING)
   shot: int = option(1, "support images per class", positive=True, heading=TRAINING)
   query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
@@ -148,6 +160,7 @@ class Config(RunOptions):
     self.set_default("test_query", min(PAPER_TEST_QUERY, room))
     paper = PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])
     self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, paper))
+    self._check_method()
     self.check_fields()  # the resolved defaults too
     if self.episodes >= MAX_STEPS:
       raise ConfigError(f"--episodes must be below {MAX_STEPS:,} (the step counter is a 32-bit integer), got "
@@ -170,6 +183,30 @@ class Config(RunOptions):
         raise ConfigError("--patience stops on the validation split, which --train_splits train+val trains on; "
                           "choose the length with a --train_splits train run and pass it as --episodes.")
 
+  def _check_method(self) -> None:
+    """The inner loop's options belong to maml and anil, the heads' to protonet: a one-line ``ConfigError`` for an
+    option the run's method would not use (nothing is silently ignored).
+    """
+    inner = ("inner_steps", "test_inner_steps", "inner_lr")
+    if self.method == "protonet":
+      given = [f"--{name}" for name in inner if getattr(self, name) is not None] + (["--first_order"] *
+                                                                                    self.first_order)
+      if given:
+        raise ConfigError(f"{given[0]} sets the inner loop of --method maml or anil; pass one, or drop it.")
+      return
+    heads_given = [f"--{name} {getattr(self, name)}" for name, default in
+                   (("head", "softmax"), ("classifier", "proto"), ("distance", choices.DISTANCES[0]),
+                    ("test_shifts", 0), ("psi_classifier", "model"), ("centring", "points"))
+                   if getattr(self, name) != default]
+    if heads_given:
+      raise ConfigError(f"{heads_given[0]} belongs to protonet's heads and diagnostics; --method {self.method} adapts "
+                        "a linear head and records no diagnostics: drop it.")
+    if self.test_way != self.way:
+      raise ConfigError(f"--method {self.method}'s head has one output per --way class ({self.way}); --test_way "
+                        f"{self.test_way} must equal it.")
+    for name, default in (("inner_steps", 1), ("test_inner_steps", 3), ("inner_lr", 0.4)):
+      self.set_default(name, default)
+
   @property
   def validates(self) -> bool:
     """Whether checkpoints are chosen on a validation split (not when it is trained on: the last is tested)."""
@@ -190,6 +227,8 @@ class Config(RunOptions):
 
   @property
   def model_name(self) -> str:
+    if self.method != "protonet":
+      return choices.method_model_name(self.method, self.first_order)
     return choices.model_name(self.classifier, self.head, self.distance)
 
   @property

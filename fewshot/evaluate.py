@@ -90,6 +90,9 @@ def _resolve(workdir: str, checkpoint: str, test_by: str, cached_episodes: int |
                       f"{cached_episodes} with --test_by {test_by}.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = rundir.read_options(Config.from_dict)
+  if test_by != "episode" and config.method != "protonet":
+    raise ConfigError(f"--test_by {test_by} embeds the test split once, which --method {config.method} cannot (it "
+                      "adapts its network to each episode); use --test_by episode.")
   used = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
   return rundir, config, used, cached_episodes or used.test_episodes
 

@@ -3,6 +3,8 @@
 * :mod:`~fewshot.episodic.episodes`: an N-way K-shot episode and how it is drawn (:func:`draw` one in Python);
 * :mod:`~fewshot.episodic.learning`: :class:`EpisodicLearner` and its pure steps (``train_step``, ``train_chunk``,
   ``evaluate``) on the shared chunk driver of :mod:`fewshot.training`;
+* :mod:`~fewshot.episodic.maml`: MAML and ANIL (:class:`~fewshot.episodic.maml.MetaLearner`), their steps on the
+  same chunk driver; :mod:`~fewshot.episodic.methods`: the methods' registry, one row each (``--method``);
 * :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
 * :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys, and
   the method's side of :mod:`fewshot.training.trainer` (``python -m fewshot.train``'s chunk, rows and test);

@@ -19,9 +19,10 @@ from fewshot.augment.augmentation import Augmentation
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split, catalog, omniglot
 from fewshot.data.catalog import fits_on_device
-from fewshot.episodic import learning
+from fewshot.episodic import learning, methods
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
+from fewshot.episodic.maml import MetaLearner
 from fewshot.errors import ConfigError, DataError
 from fewshot.training import class_draws, loop, seed_groups, sources
 from fewshot.training.provenance import data_record
@@ -88,12 +89,20 @@ def check_values(config: Config, head=None, backbone=None) -> None:
                         f"passed records as {getattr(recorded, kind)}; pass the one it was trained with.")
 
 
-def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner:
-  """The learner of a configuration that records ``head`` and ``backbone`` (:func:`with_values`, or
-  :func:`check_values` for a run's), the values in place of its named ones; the learner resolves and checks them.
+def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner | MetaLearner:
+  """The learner of a configuration's method (:mod:`fewshot.episodic.methods`) that records ``head`` and
+  ``backbone`` (:func:`with_values`, or :func:`check_values` for a run's), the values in place of its named ones;
+  the learner resolves and checks them.
   """
+  model = backbones.get_backbone(config.backbone) if backbone is None else backbone
+  if config.method != "protonet":
+    return MetaLearner(model, train_shape(config), adapt="all" if config.method == "maml" else "head",
+                       inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
+                       inner_lr=config.inner_lr, first_order=config.first_order,
+                       optimizer=adam(config.learning_rate, config.lr_halve_every),
+                       augmentation=build_augmentation(config), precision=config.precision)
   return EpisodicLearner(
-      backbones.get_backbone(config.backbone) if backbone is None else backbone,
+      model,
       train_shape(config),
       head=config.head if head is None else head,
       classifier=config.classifier,
@@ -131,7 +140,7 @@ class Experiment:
   """
 
   config: Config
-  learner: EpisodicLearner
+  learner: EpisodicLearner | MetaLearner
   sources: dict[str, sources.DeviceSource | sources.HostSource]
   input_shape: tuple[int, ...]  # the backbone's input (after the transforms), not the stored images'
   keys: dict[str, jax.Array]  # one run's keys, or a group's [R] keys per stream
@@ -161,9 +170,14 @@ class Experiment:
   def tested_on(self) -> str:
     return f"{self.config.test_episodes} test episodes"
 
+  @property
+  def method(self):
+    """The run's method: the module of its steps (:mod:`fewshot.episodic.methods`)."""
+    return methods.get(self.config.method)
+
   def check(self) -> None:
     """One line on stderr when the head has no class distance: the diagnostics built on psi will be null."""
-    if self.learner.psi_head is None:
+    if self.method.DIAGNOSES and self.learner.psi_head is None:
       print(f"warning: head {self.learner.head.name} has no class_distances, so psi_con, psi_div, con_alpha, "
             "div_alpha and con_div are recorded as null (alpha and norm_ratio need none; --psi_classifier proto "
             "measures psi with Euclidean prototypes instead).", file=sys.stderr)
@@ -177,12 +191,12 @@ class Experiment:
   def initial_state(self, model: int = 0) -> TrainState:
     del model  # one model per run
     # Each run of a group initialised as it would be alone (its own compiled init), then stacked.
-    states = [learning.init_state(self.learner, run_keys(seed)["init"], self.input_shape) for seed in self.seeds]
+    states = [self.method.init_state(self.learner, run_keys(seed)["init"], self.input_shape) for seed in self.seeds]
     return states[0] if self.group is None else self.group.stack(states)
 
   def train_chunk(self, model: int, state: TrainState, episodes: int):
-    state, metrics, diagnosed = learning.train_chunk(self.learner, state, self.sources["train"], self.keys["train"],
-                                                     episodes)
+    state, metrics, diagnosed = self.method.train_chunk(self.learner, state, self.sources["train"],
+                                                        self.keys["train"], episodes)
     return state, (metrics, diagnosed)
 
   def rows(self, model: int, state: TrainState, outputs, written: tuple[int, ...]) -> list[dict]:
@@ -211,11 +225,13 @@ class Experiment:
 
   # ---- evaluation -------------------------------------------------------------------------------------------------
   @property
-  def test_learner(self) -> EpisodicLearner:
+  def test_learner(self) -> EpisodicLearner | MetaLearner:
     """The learner as the test embeds: each image as the mean over its ``--test_shifts`` shifts. Training and
     validation embed one view (shifts multiply the cost, and without them a run trains and chooses its checkpoints
     exactly as it would without the option), so the training learner does not carry it.
     """
+    if not self.config.test_shifts:
+      return self.learner
     return dataclasses.replace(self.learner, test_shifts=self.config.test_shifts)
 
   def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,)) -> np.ndarray:
@@ -225,8 +241,8 @@ class Experiment:
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
     learner = self.test_learner if split == "test" else self.learner
-    accuracies = learning.episode_accuracies(learner, variables, self.sources[split], self.keys[split], num_episodes,
-                                             shape)
+    accuracies = self.method.episode_accuracies(learner, variables, self.sources[split], self.keys[split],
+                                                num_episodes, shape)
     if self.group is None:
       return np.asarray(accuracies)
     per_run = [np.asarray(a) for a in seed_groups.each_run(accuracies, self.group, written)]
@@ -260,8 +276,10 @@ def _row(episode: int, v: dict) -> dict:
 def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple[int, ...] | None, head, backbone):
   """What :meth:`Experiment.build` builds, after ``config``, in the order of its fields."""
   # Training and validation embed one view: --test_shifts is the test's alone (Experiment.test_learner).
-  learner = dataclasses.replace(build_learner(config, head, backbone), test_shifts=0)
-  learning.check_shapes(learner, config.input_shape)
+  learner = build_learner(config, head, backbone)
+  learner = dataclasses.replace(learner, test_shifts=0) if config.test_shifts else learner
+  method = methods.get(config.method)
+  method.check_shapes(learner, config.input_shape)
   loaded = load_data(config, splits)
   shapes = {"train": train_shape(config), "val": val_shape(config), "test": test_shape(config)}
   for name, split in loaded.items():
@@ -277,8 +295,8 @@ def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple
     superclasses["train"] = omniglot.alphabets(loaded["train"].class_names)
     class_draws.check_superclasses_fit(superclasses["train"], "train", "--way", config.way)
   shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
-  group, padded = seed_groups.form(seeds, config.seed, lambda: learning.lowered_step(learner, config.input_shape,
-                                                                                     stored), shared)
+  group, padded = seed_groups.form(seeds, config.seed, lambda: method.lowered_step(learner, config.input_shape,
+                                                                                   stored), shared)
   where = {} if group is None else {"device": group.replicated, "run_sharding": group.runs}
   # The learner is initialised on what the backbone sees, after the transforms.
   placed = {name: sources.place(split, placement, superclasses=superclasses.get(name), **where)

@@ -228,6 +228,9 @@ def check_model(config) -> None:
   if config.is_image_dataset:
     raise ConfigError(f"Lake's runs are grayscale Omniglot characters; a {config.dataset} run reads "
                       f"{config.image_size}px RGB images. Pass an omniglot or strokes run.")
+  if config.method != "protonet":
+    raise ConfigError(f"Lake's runs are scored by a run's head and 1-NN on one embedding; --method {config.method} "
+                      "adapts its network to each episode. Pass a protonet run.")
 
 
 def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:

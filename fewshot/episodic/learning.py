@@ -34,6 +34,8 @@ from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
 from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
+DIAGNOSES = True  # its rows carry the update diagnostics (fewshot.episodic.methods)
+
 
 @dataclasses.dataclass(frozen=True)
 class EpisodicLearner:

@@ -1,0 +1,172 @@
+"""MAML and ANIL (Finn et al. 2017; Raghu et al. 2020) on the episodic stages: a method of
+:mod:`fewshot.episodic.methods`, its steps pure functions of (learner, state, episode) like ProtoNet's.
+
+Each episode adapts a copy of the parameters to its support set by ``inner_steps`` steps of plain gradient descent
+(rate ``inner_lr``) on the support cross-entropy; the meta-update is Adam on the query cross-entropy of the adapted
+copy, differentiated through the inner steps (second order), or with the inner gradients held constant
+(``first_order``, FOMAML). MAML adapts every parameter, ANIL only the head. The head is a linear classifier on the
+embedding, initialised at zero (every class alike, as episode labels are arbitrary).
+
+BatchNorm normalises with each batch's own statistics at training and evaluation alike (Finn et al.'s code: the
+support set in the inner loop, the queries in the outer loss); running statistics take no part. Evaluation adapts
+with ``test_inner_steps``. The update diagnostics (Procrustes scale, distance ratios) are defined for a head with a
+class distance on one embedding; a method that adapts per episode has neither, so its rows carry none
+(:data:`DIAGNOSES`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from fewshot import backbones, heads, numerics
+from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
+from fewshot.augment.transforms import to_float
+from fewshot.choices import PRECISIONS
+from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
+from fewshot.episodic.learning import augment_training, eval_images, model_variables  # noqa: F401 - the interface's
+from fewshot.training import chunks, seed_groups
+from fewshot.training.train_state import TrainState, adam
+
+DIAGNOSES = False  # see the module's docstring
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaLearner:
+  """One backbone + linear head meta-learned on episodes of one shape: configuration only (static under jit)."""
+
+  model: nn.Module
+  shape: EpisodeShape
+  adapt: str = "all"  # "all" (MAML) or "head" (ANIL)
+  inner_steps: int = 1
+  test_inner_steps: int = 3
+  inner_lr: float = 0.4
+  first_order: bool = False
+  optimizer: optax.GradientTransformation = adam()
+  augmentation: Augmentation = NO_AUGMENTATION
+  precision: str = PRECISIONS[0]
+
+
+def init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
+  """``params = {"backbone": ..., "head": {"w": 0 [D, way], "b": 0 [way]}}``."""
+  check_shapes(learner, tuple(input_shape))
+  return _init_state(learner, key, tuple(input_shape))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
+  variables = learner.model.init(key, jnp.zeros((2, *input_shape), jnp.float32),
+                                 **backbones.call_options(learner.model, False))
+  dim, way = backbones.check_output(learner.model, input_shape), learner.shape.way
+  params = {"backbone": variables.get("params", {}), "head": {"w": jnp.zeros((dim, way)), "b": jnp.zeros((way,))}}
+  return TrainState.create(params, variables.get("batch_stats", {}), learner.optimizer)
+
+
+@functools.lru_cache(maxsize=64)
+def check_shapes(learner: MetaLearner, input_shape: tuple[int, ...]) -> None:
+  """One-line ``ConfigError`` for a backbone that does not map images to ``[n, D]`` embeddings (tracing only)."""
+  backbones.check_output(learner.model, input_shape)
+
+
+def _embed(learner: MetaLearner, backbone_params, batch_stats, images) -> jax.Array:
+  """Embeddings normalised by the batch's own statistics (the running ones are neither read nor kept)."""
+  variables = {"params": backbone_params, "batch_stats": batch_stats}
+  with numerics.backbone_precision(learner.precision):
+    if not batch_stats:  # a backbone without BatchNorm
+      return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, True))
+    return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, True),
+                               mutable=["batch_stats"])[0]
+
+
+def _logits(learner: MetaLearner, params, batch_stats, images) -> jax.Array:
+  embeddings = _embed(learner, params["backbone"], batch_stats, images)
+  return embeddings @ params["head"]["w"] + params["head"]["b"]
+
+
+def adapted(learner: MetaLearner, params, batch_stats, episode: Episode, steps: int):
+  """The parameters after ``steps`` gradient steps on the episode's support cross-entropy (ANIL: the head's only)."""
+  if learner.adapt == "head":  # the support embeddings do not change in the inner loop: embedded once
+    support = _embed(learner, params["backbone"], batch_stats, episode.support_images)
+    fast, frozen = {"head": params["head"]}, {"backbone": params["backbone"]}
+    logits = lambda fast: support @ fast["head"]["w"] + fast["head"]["b"]  # noqa: E731
+  else:
+    fast, frozen = params, {}
+    logits = lambda fast: _logits(learner, fast, batch_stats, episode.support_images)  # noqa: E731
+
+  def step(fast, _):
+    grads = jax.grad(lambda f: heads.loss_and_accuracy(logits(f), episode.support_labels)[0])(fast)
+    if learner.first_order:  # FOMAML: the inner gradients as constants of the meta-gradient
+      grads = jax.lax.stop_gradient(grads)
+    return jax.tree.map(lambda p, g: p - learner.inner_lr * g, fast, grads), None
+
+  fast, _ = jax.lax.scan(step, fast, None, length=steps)
+  return {**frozen, **fast}
+
+
+def _query_loss(learner: MetaLearner, params, batch_stats, episode: Episode, steps: int):
+  fast = adapted(learner, params, batch_stats, episode, steps)
+  return heads.loss_and_accuracy(_logits(learner, fast, batch_stats, episode.query_images), episode.query_labels)
+
+
+def train_step(learner: MetaLearner, state: TrainState, episode: Episode):
+  """One meta-update on one episode; ``{"loss", "accuracy"}`` of its queries after adaptation, before the update."""
+  loss_fn = lambda params: _query_loss(learner, params, state.batch_stats, episode, learner.inner_steps)  # noqa: E731
+  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  return state.apply_gradients(grads, state.batch_stats, learner.optimizer), {"loss": loss, "accuracy": accuracy}
+
+
+def episode_accuracy(learner: MetaLearner, variables: dict, episode: Episode) -> jax.Array:
+  """Query accuracy after ``test_inner_steps`` on the support set (evaluation transform, batch statistics)."""
+  n_support = episode.support_images.shape[0]
+  images = eval_images(learner, jnp.concatenate([episode.support_images, episode.query_images]))
+  episode = episode.replace(support_images=images[:n_support], query_images=images[n_support:])
+  return _query_loss(learner, variables["params"], variables["batch_stats"], episode, learner.test_inner_steps)[1]
+
+
+def lowered_step(learner: MetaLearner, input_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
+  """One run's training step lowered (nothing compiles): what a seed group's memory check measures."""
+  state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), input_shape))
+  shape = learner.shape
+  struct = lambda n, *dims, dtype=jnp.uint8: jax.ShapeDtypeStruct((n, *dims), dtype)  # noqa: E731
+  episode = Episode(support_images=struct(shape.way * shape.shot, *stored_shape),
+                    support_labels=struct(shape.way * shape.shot, dtype=jnp.int32),
+                    query_images=struct(shape.way * shape.query, *stored_shape),
+                    query_labels=struct(shape.way * shape.query, dtype=jnp.int32),
+                    classes=struct(shape.way, dtype=jnp.int32))
+  return jax.jit(lambda s, e: train_step(learner, s, e)).lower(state, episode)
+
+
+# ---- compiled chunks (fewshot.training.chunks' step functions) ---------------------------------------------------
+def _train_on_draw(learner: MetaLearner, state: TrainState, key: jax.Array, index, classes, images, last):
+  del index, last
+  episode = augment_training(learner, key, episode_from_images(images, classes, learner.shape))
+  return train_step(learner, state, episode)
+
+
+def train_chunk(learner: MetaLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
+  """The next ``num_episodes`` meta-updates (donating ``state``): the state, per-episode metrics, and no
+  diagnostics (``{}``: see :data:`DIAGNOSES`).
+  """
+  shape = learner.shape
+  state, out = chunks.run_chunk(_train_on_draw, learner, state, source, train_key, seed_groups.local_step(state.step),
+                                num_episodes, shape.way, shape.per_class, donate=True)
+  return state, out, {}
+
+
+def _accuracy_on_draw(static: tuple[MetaLearner, EpisodeShape], variables: dict, key, index, classes, images, last):
+  del key, index, last
+  learner, shape = static
+  return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
+
+
+def episode_accuracies(learner: MetaLearner, variables: dict, source, key: jax.Array, num_episodes: int,
+                       shape: EpisodeShape) -> jax.Array:
+  """Per-episode query accuracy ``[num_episodes]`` (``[R, num_episodes]`` for a group), as ProtoNet's."""
+  _, accuracies = chunks.run_chunk(_accuracy_on_draw, (learner, shape), variables, source, key, 0, num_episodes,
+                                   shape.way, shape.per_class, donate=False)
+  return jnp.zeros((*key.shape, 0), jnp.float32) if accuracies is None else accuracies

@@ -1,0 +1,119 @@
+"""MAML and ANIL (issue 40): the inner loop against its closed form in numpy, the first-order meta-gradient by its
+definition, the options each method takes; end to end (train, validate, test, resume, seed group) in the slow tier.
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fewshot.config import Config
+from fewshot.episodic import maml
+from fewshot.episodic.episodes import Episode, EpisodeShape
+from fewshot.errors import ConfigError
+
+WAY, SHOT, QUERY, SIDE = 3, 2, 2, 4
+
+
+class Flat(nn.Module):
+  """Images as their own embeddings: no parameters, no BatchNorm, so the head's algebra is all there is."""
+
+  @nn.compact
+  def __call__(self, x):
+    return x.reshape(x.shape[0], -1)
+
+
+def _episode(seed: int = 0) -> Episode:
+  rng = np.random.default_rng(seed)
+  images = lambda n: jnp.asarray(rng.uniform(size=(n, SIDE, SIDE, 1)), jnp.float32)  # noqa: E731
+  labels = lambda n: jnp.repeat(jnp.arange(WAY), n)  # noqa: E731
+  return Episode(support_images=images(WAY * SHOT), support_labels=labels(SHOT), query_images=images(WAY * QUERY),
+                 query_labels=labels(QUERY), classes=jnp.arange(WAY))
+
+
+def _learner(**options) -> maml.MetaLearner:
+  return maml.MetaLearner(Flat(), EpisodeShape(WAY, SHOT, QUERY), **{"adapt": "head", "inner_lr": 0.5, **options})
+
+
+def _softmax(logits):
+  e = np.exp(logits - logits.max(1, keepdims=True))
+  return e / e.sum(1, keepdims=True)
+
+
+def _numpy_steps(z, labels, steps, lr):
+  """Plain gradient descent on the mean cross-entropy of a linear head that starts at zero."""
+  w, b, y = np.zeros((z.shape[1], WAY)), np.zeros(WAY), np.eye(WAY)[labels]
+  for _ in range(steps):
+    error = (_softmax(z @ w + b) - y) / len(z)
+    w, b = w - lr * z.T @ error, b - lr * error.sum(0)
+  return w, b
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_the_inner_loop_is_gradient_descent_on_the_support_cross_entropy(steps):
+  learner, episode = _learner(), _episode()
+  state = maml.init_state(learner, jax.random.key(0), (SIDE, SIDE, 1))
+  assert not np.any(state.params["head"]["w"]) and state.params["head"]["w"].shape == (SIDE * SIDE, WAY)
+  fast = maml.adapted(learner, state.params, state.batch_stats, episode, steps)["head"]
+  z = np.asarray(episode.support_images, np.float64).reshape(WAY * SHOT, -1)
+  w, b = _numpy_steps(z, np.asarray(episode.support_labels), steps, 0.5)
+  np.testing.assert_allclose(np.asarray(fast["w"]), w, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(np.asarray(fast["b"]), b, rtol=1e-5, atol=1e-7)
+
+
+def test_the_first_order_meta_gradient_is_the_query_gradient_at_the_adapted_head():
+  """FOMAML's definition; the second-order one differs (the inner step's Hessian), so both are what they say."""
+  episode, shape = _episode(1), (SIDE, SIDE, 1)
+  grads = {}
+  for first_order in (True, False):
+    learner = _learner(first_order=first_order, inner_steps=1)
+    state = maml.init_state(learner, jax.random.key(0), shape)
+    loss = lambda params: maml._query_loss(learner, params, {}, episode, 1)[0]  # noqa: E731
+    grads[first_order] = np.asarray(jax.grad(loss)(state.params)["head"]["w"])
+  z = np.asarray(episode.support_images, np.float64).reshape(WAY * SHOT, -1)
+  w, b = _numpy_steps(z, np.asarray(episode.support_labels), 1, 0.5)
+  zq, yq = np.asarray(episode.query_images, np.float64).reshape(WAY * QUERY, -1), np.asarray(episode.query_labels)
+  query_gradient = zq.T @ ((_softmax(zq @ w + b) - np.eye(WAY)[yq]) / len(zq))
+  np.testing.assert_allclose(grads[True], query_gradient, rtol=1e-4, atol=1e-7)
+  assert np.abs(grads[False] - grads[True]).max() > 1e-4
+
+
+def test_each_option_belongs_to_its_method_and_is_refused_elsewhere():
+  assert Config(method="maml").model_name == "MAML" and Config(method="anil", first_order=True).model_name == "FOANIL"
+  assert (Config(method="maml").inner_steps, Config(method="maml").test_inner_steps, Config(method="maml").inner_lr) \
+      == (1, 3, 0.4)
+  assert Config().inner_steps is None and Config().run_name == "strokes_conv4_ProtoNet_S_5w1s_seed0"
+  refusals = [(dict(inner_steps=2), "--inner_steps sets the inner loop of --method maml or anil"),
+              (dict(first_order=True), "--first_order sets the inner loop"),
+              (dict(method="maml", head="dr"), "--head dr belongs to protonet's heads and diagnostics"),
+              (dict(method="anil", centring="both"), "--centring both belongs to protonet's heads"),
+              (dict(method="maml", way=5, test_way=20), "--test_way 20 must equal it")]
+  for options, words in refusals:
+    with pytest.raises(ConfigError, match=words) as refused:
+      Config(**options)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.slow  # four short strokes runs
+@pytest.mark.parametrize("method", ["maml", "anil"])
+def test_a_meta_learned_run_trains_validates_tests_resumes_and_groups_as_protonet_runs_do(tmp_path, method):
+  from fewshot.records.rundir import RunDir  # noqa: PLC0415
+  from fewshot.train import train, train_group  # noqa: PLC0415
+
+  tiny = dict(method=method, way=3, shot=1, query=2, test_query=2, eval_every=2, val_episodes=2, test_episodes=3,
+              inner_steps=2)
+  straight = train(Config(**tiny, episodes=4), tmp_path / "straight", progress=False)
+  assert 0 <= straight["test_accuracy"] <= 100 and straight["model"] == method.upper()
+  rows = RunDir(tmp_path / "straight").read_metrics()
+  assert [r["episode"] for r in rows] == [2, 4] and all(r["val_accuracy"] is not None for r in rows)
+  assert not {"alpha", "norm_ratio", "con_alpha"} & set(rows[0])  # no diagnostics recorded, rather than noise
+  # Trained 2 episodes, then resumed to 4: the records of the run trained 4 from the start.
+  train(Config(**tiny, episodes=2), tmp_path / "resumed", progress=False)
+  resumed = train(Config(**tiny, episodes=4), tmp_path / "resumed", resume=True, progress=False)
+  assert {**resumed, "workdir": None} == {**straight, "workdir": None}
+  strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+  assert strip(RunDir(tmp_path / "resumed").read_metrics()) == strip(rows)
+  # A seed group of seeds 0 and 1 gives seed 0 the run it had alone.
+  grouped = train_group(Config(**tiny, episodes=4), (0, 1), [tmp_path / "g0", tmp_path / "g1"], progress=False)
+  assert grouped[0]["test_accuracy"] == pytest.approx(straight["test_accuracy"], abs=1e-4)

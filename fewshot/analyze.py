@@ -11,7 +11,9 @@ data lives (--data_dir, --tfds_dir). What is printed:
 
 * ``A... -- B...``: the two arms compared (:mod:`fewshot.analysis.arms`): test accuracy across seeds (each arm's
   mean ± 95% t-interval, B − A ± Welch, Mann–Whitney U on the seeds), per-seed geometric means of the
-  diagnostics, and the paper's tables pooled over the seeds, then seed by seed.
+  diagnostics, and the paper's tables pooled over the seeds, then seed by seed. Two arms of metric-learning runs
+  (``python -m fewshot.dml.train``) are compared by their test retrieval (MAP@R, R-precision, precision@1) with the
+  same statistics (:mod:`fewshot.analysis.retrieval_arms`).
 * ``--list``: one row per run (:mod:`fewshot.analysis.listing`): the options that vary among the runs, the test
   accuracy ± its interval, the best checkpoint's episode and the episodes trained.
 * Otherwise, by the arms the runs form:
@@ -42,7 +44,7 @@ import sys
 from absl import flags
 
 from fewshot import cli, options
-from fewshot.analysis import arm_tables, arms, listing
+from fewshot.analysis import arm_tables, arms, listing, retrieval_arms
 from fewshot.analysis import tables as tables_mod
 from fewshot.analysis.measures import MEASURES
 from fewshot.analysis.pairs import CSV_FIELDS, PAIRINGS, compare, compare_arms, csv_records, measure_table, runs_table
@@ -51,6 +53,7 @@ from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
 from fewshot.records.reading import Run, excluded, expand, numerics_warning, protocol_warning, read_runs
+from fewshot.records.rundir import RunDir, run_kind
 
 FORMATS = ("table", "markdown", "csv", "latex")
 
@@ -169,9 +172,34 @@ def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "tabl
   found_a, found_b = [r for r in found_a if r in kept], [r for r in found_b if r in kept]
   warning_a = _joined(warning_a, f"warning: left out {len(dropped)} runs: {', '.join(dropped)} (--exclude)."
                       if dropped else None)
+  if _metric_learning([*found_a, *found_b]):
+    return report_retrieval_arms([*found_a, *found_b], len(found_a), fmt, measurement), _joined(warning_a, warning_b)
   runs = read_runs([*found_a, *found_b], Config.from_dict, measurement)
   return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b,
                                                                               numerics_warning(runs))
+
+
+def _metric_learning(paths: list[str]) -> bool:
+  """Whether the arms are metric-learning runs (a mix is refused where the runs are read)."""
+  kinds = {run_kind(RunDir(path).read_config()) for path in paths if RunDir(path).holds_run()}
+  return kinds == {"dml"}
+
+
+def report_retrieval_arms(paths: list[str], count_a: int, fmt: str, measurement: str | None) -> str:
+  """Two arms of metric-learning runs compared by their test retrieval (:mod:`fewshot.analysis.retrieval_arms`)."""
+  from fewshot.dml.config import DMLConfig  # options only: no JAX
+
+  _check_format(fmt)
+  if measurement is not None:
+    raise ConfigError("--measurement chooses a python -m fewshot.evaluate record; metric-learning runs have none "
+                      "(their test retrieval is in results.json): drop it.")
+  runs = read_runs(paths, DMLConfig.from_dict, kind="dml")
+  a, b = runs[:count_a], runs[count_a:]
+  retrieval_arms.check_arms(a, b)
+  table = retrieval_arms.retrieval_table(a, b)
+  if fmt == "csv":
+    return render_csv([dict(zip(table.headers, (c.text for c in row))) for row in table.rows], list(table.headers))
+  return _with_verdict(retrieval_arms.verdict_line(a, b), _render([table], fmt), fmt)
 
 
 def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tuple[str, str | None]:

@@ -213,3 +213,50 @@ def test_other_bad_runs_are_run_directory_errors(tmp_path):
       analyze.analyze([a, str(path)])
   with pytest.raises(ConfigError, match="at least two run directories"):
     analyze.analyze([a])
+
+
+def _dml_run(path, loss: str, seed: int, map_at_r: float, folds: int = 1):
+  """A metric-learning run's records as fewshot.dml.train leaves them (no JAX)."""
+  from fewshot.dml.config import DMLConfig  # noqa: PLC0415
+  from fewshot.records.rundir import RunDir  # noqa: PLC0415
+
+  config = DMLConfig(dataset="strokes", loss=loss, seed=seed, folds=folds)
+  rundir = RunDir(path)
+  rundir.write_config({**config.to_dict(), "input_shape": [28, 28, 1]})
+  rundir.write_metrics([{"epoch": 1, "step": 100, "loss": 0.5, "val_map_at_r": map_at_r}])
+  test = {"map_at_r": map_at_r, "r_precision": map_at_r + 0.1, "precision_at_1": map_at_r + 0.3}
+  results = {"separated_mean": {"map_at_r": 0.0, "r_precision": 0.0, "precision_at_1": 0.0}}
+  results.update({"concatenated": {"dim": 256, "test": test}} if folds > 1 else {"separated_mean": test})
+  rundir.write_results(results)
+  return str(path)
+
+
+@pytest.mark.parametrize("folds", [1, 4])
+def test_two_arms_of_metric_learning_runs_are_compared_by_their_test_retrieval(tmp_path, folds):
+  """Issue 40, item 4: analyze refused every metric-learning run. MAP@R is the primary measure; a run of several
+  fold models is judged by its concatenated embedding, as Musgrave et al. report it.
+  """
+  import scipy.stats  # noqa: PLC0415
+
+  a_values, b_values = [0.30, 0.32, 0.31], [0.33, 0.36, 0.32]
+  a = [_dml_run(tmp_path / f"triplet_{k}", "triplet", k, v, folds) for k, v in enumerate(a_values)]
+  b = [_dml_run(tmp_path / f"contrastive_{k}", "contrastive", k, v, folds) for k, v in enumerate(b_values)]
+  text = analyze.analyze_arms(a, b)
+  differences = 100 * (np.array(b_values) - np.array(a_values))
+  half = scipy.stats.t.ppf(0.975, 2) * differences.std(ddof=1) / np.sqrt(3)
+  assert text.splitlines()[0] == (
+      "Verdict: too few seeds to say: paired by seed (3 shared seeds), exact sign-flip cannot give p below 0.25 at "
+      f"this n (level 0.05); B − A {differences.mean():+.2f} ± {half:.2f} points of test MAP@R (t-interval of the "
+      "paired differences).")
+  mann_whitney = scipy.stats.mannwhitneyu(a_values, b_values, alternative="two-sided", method="exact").pvalue
+  assert "0: 30.00, 1: 32.00, 2: 31.00" in text and f"{mann_whitney:.4f}" in text and "0.2500" in text
+  assert "precision@1" in text and "0: 63.00, 1: 66.00, 2: 62.00" in text
+
+
+def test_metric_learning_arms_refuse_what_they_cannot_use(tmp_path):
+  a = [_dml_run(tmp_path / "a", "triplet", 0, 0.3)]
+  with pytest.raises(ConfigError, match="--measurement chooses a python -m fewshot.evaluate record; metric-learning"):
+    analyze.analyze_arms(a, [_dml_run(tmp_path / "b", "contrastive", 0, 0.3)], measurement="test_*")
+  # A mix of the two kinds is read as few-shot runs, which names the other kind in one line.
+  with pytest.raises(RunDirError, match="holds a metric-learning run"):
+    analyze.analyze_arms(a, [write_run(tmp_path / "fewshot_seed0", "dr", seed=0)])

@@ -37,18 +37,20 @@ def check_arms(a: list[Run], b: list[Run]) -> None:
     raise ConfigError(f"the arms' runs differ in {', '.join(differ)}; compare arms of one dataset and episode shape.")
 
 
-def verdict_line(a: list[Run], b: list[Run], level: float = 0.05) -> str:
+def verdict_line(a: list[Run], b: list[Run], level: float = 0.05, values=None, measure: str = "test accuracy") -> str:
   """One line that answers "does B differ from A in test accuracy?": the primary test chosen by whether the arms
   share seeds (paired exact sign-flip on the shared seeds, whose runs share every episode; else the exact
   Mann–Whitney U), the smallest p it can give at this n, the effect B − A with its 95% interval, and the answer in
-  fixed words ("too few seeds to say" where even the most extreme result could not reach ``level``).
+  fixed words ("too few seeds to say" where even the most extreme result could not reach ``level``). ``values``:
+  each run's value of another ``measure`` in percent (an arm's runs to an array; default the test accuracy).
   """
   import math
 
   from fewshot.analysis import paired
 
-  acc_a = {r.config.seed: v for r, v in zip(a, _accuracies(a)) if np.isfinite(v)}
-  acc_b = {r.config.seed: v for r, v in zip(b, _accuracies(b)) if np.isfinite(v)}
+  values = values or _accuracies
+  acc_a = {r.config.seed: v for r, v in zip(a, values(a)) if np.isfinite(v)}
+  acc_b = {r.config.seed: v for r, v in zip(b, values(b)) if np.isfinite(v)}
   shared = sorted(set(acc_a) & set(acc_b))
   if len(shared) >= 2:
     differences = [acc_b[s] - acc_a[s] for s in shared]
@@ -59,13 +61,14 @@ def verdict_line(a: list[Run], b: list[Run], level: float = 0.05) -> str:
   else:
     fa, fb = np.array(list(acc_a.values())), np.array(list(acc_b.values()))
     if not (fa.size and fb.size):
-      return "Verdict: no test accuracy in one of the arms, nothing to compare."
+      return f"Verdict: no {measure} in one of the arms, nothing to compare."
     mean, half = stats.welch_difference(fa, fb)
     p = stats.mann_whitney(fa, fb, method="auto")[0]
     floor = 2 / math.comb(fa.size + fb.size, fa.size)
     test = f"unpaired ({fa.size} and {fb.size} seeds, none shared), Mann-Whitney U"
     interval = "Welch interval"
-  effect = f"B − A {mean:+.2f}" + ("" if half is None else f" ± {half:.2f}") + f" points ({interval})"
+  of = "" if measure == "test accuracy" else f" of {measure}"
+  effect = f"B − A {mean:+.2f}" + ("" if half is None else f" ± {half:.2f}") + f" points{of} ({interval})"
   if floor > level:
     return (f"Verdict: too few seeds to say: {test} cannot give p below {floor:.3g} at this n (level {level}); "
             f"{effect}.")

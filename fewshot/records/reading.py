@@ -18,7 +18,7 @@ import numpy as np
 
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.options import LOCATION_FIELDS
-from fewshot.records.rundir import existing_run
+from fewshot.records.rundir import RUN_KINDS, existing_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +63,12 @@ def _measurements(folder: pathlib.Path) -> dict[str, dict]:
   return found
 
 
-def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run:
-  """A few-shot run's records (``config_type`` is ``Config.from_dict``); one-line ``RunDirError`` if unusable."""
-  rundir = existing_run(path)
+def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any], kind: str = "fewshot") -> Run:
+  """A run's records (``config_type``: ``Config.from_dict``, or ``DMLConfig.from_dict`` for ``kind`` "dml");
+  one-line ``RunDirError`` if unusable.
+  """
+  rundir = existing_run(path, RUN_KINDS[kind][1], kind)
+  step = "episode" if kind == "fewshot" else "step"
   record = rundir.read_config()
   config = rundir.read_options(config_type, record)
   try:
@@ -76,17 +79,18 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any]) -> Run
     raise RunDirError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
   if not rows:
     raise RunDirError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
-  if not all(isinstance(row, dict) and "episode" in row for row in rows):
-    raise RunDirError(f"{path}/metrics.jsonl has rows without an 'episode'; retrain or repair it.")
-  odd = next((row["episode"] for row in rows if not _whole_count(row["episode"])), None)
+  if not all(isinstance(row, dict) and step in row for row in rows):
+    raise RunDirError(f"{path}/metrics.jsonl has rows without an '{step}'; retrain or repair it.")
+  odd = next((row[step] for row in rows if not _whole_count(row[step])), None)
   if odd is not None:
-    raise RunDirError(f"{path}/metrics.jsonl has a row at episode {odd!r}, not a whole number of episodes (it was "
+    raise RunDirError(f"{path}/metrics.jsonl has a row at {step} {odd!r}, not a whole number of {step}s (it was "
                       "edited); retrain or repair it.")
   return Run(path=str(path), config=config, rows=rows, results=results, measurements=measurements,
              provenance=record.get("provenance"))
 
 
-def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement: str | None = None) -> list[Run]:
+def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement: str | None = None,
+              kind: str = "fewshot") -> list[Run]:
   """Each run directory's records (:func:`read_run`); a run named twice, under any path, is a one-line
   ``ConfigError``: its copy would count as another run (or another seed) in every statistic. With ``measurement``,
   each run's results are the ``python -m fewshot.evaluate`` record whose file name matches it (:func:`measured`).
@@ -97,7 +101,7 @@ def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement:
     if same != str(path) or list(map(str, paths)).count(str(path)) > 1:
       raise ConfigError(f"{path} names the run {same} names already; name each run once (a copy would count as "
                         "another run, or another seed).")
-  runs = [read_run(path, config_type) for path in paths]
+  runs = [read_run(path, config_type, kind) for path in paths]
   _refuse_copies(runs)
   return runs if measurement is None else [measured(run, measurement) for run in runs]
 

@@ -213,8 +213,10 @@ def _read_rows(path: pathlib.Path) -> list[dict]:
   return rows
 
 
-def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train") -> RunDir:
-  """The run directory at ``path``; a missing, empty or non-run one is a one-line ``RunDirError``."""
+def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train", kind: str = "fewshot") -> RunDir:
+  """The run directory at ``path`` holding a run of ``kind`` (:data:`RUN_KINDS`); a missing, empty or non-run one,
+  or one of the other kind, is a one-line ``RunDirError``.
+  """
   rundir, fix = RunDir(path), f"pass the directory of a {made_by} run"
   if not rundir.path.exists():
     raise RunDirError(f"run directory {path} does not exist; {fix}.")
@@ -224,9 +226,13 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
     raise RunDirError(f"run directory {path} is empty; {fix}.")
   if not rundir.holds_run():
     raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
-  if run_kind(rundir.read_config()) == "dml":
+  found = run_kind(rundir.read_config())
+  if found == "dml" and kind == "fewshot":
     raise RunDirError(f"{path} holds a metric-learning run ({RUN_KINDS['dml'][1]}), not a few-shot one: its test "
                       f"results are in its {rundir.results_path.name} (fewshot.dml has no evaluate command); {fix}.")
+  if found != kind:
+    raise RunDirError(f"{path} holds a {RUN_KINDS[found][0]} run ({RUN_KINDS[found][1]}), not a "
+                      f"{RUN_KINDS[kind][0]} one; {fix}.")
   return rundir
 
 

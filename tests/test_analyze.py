@@ -260,3 +260,12 @@ def test_metric_learning_arms_refuse_what_they_cannot_use(tmp_path):
   # A mix of the two kinds is read as few-shot runs, which names the other kind in one line.
   with pytest.raises(RunDirError, match="holds a metric-learning run"):
     analyze.analyze_arms(a, [write_run(tmp_path / "fewshot_seed0", "dr", seed=0)])
+
+
+def test_an_arm_of_a_method_without_diagnostics_says_so_instead_of_a_table_of_dashes(tmp_path):
+  from fewshot.analysis import arm_tables  # noqa: PLC0415
+
+  path = write_run(tmp_path / "maml_seed0", "softmax", seed=0, results={
+      "test_accuracy": 90.0, "test_ci95": 1.0, "diagnostics": "not recorded: MAML adapts per episode"})
+  table = arm_tables.diagnostics_table(analyze.read_runs([path], Config.from_dict), "MAML, 1 seed")
+  assert [[c.text for c in row] for row in table.rows] == [["not recorded: MAML adapts per episode"]]

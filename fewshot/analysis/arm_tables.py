@@ -134,6 +134,9 @@ def diagnostics_table(arm: list[Run], title: str) -> Table:
   for diagnostic in DIAGNOSTICS:
     means = seed_means(arm, diagnostic.name)
     rows.append((Cell(diagnostic.label), *(Cell(format_value(m)) for m in means), Cell(format_value(_median(means)))))
+  unrecorded = next((r.results["diagnostics"] for r in arm if r.results and r.results.get("diagnostics")), None)
+  if unrecorded:  # a method without them (MAML, ANIL) says why, rather than a table of dashes
+    return Table(f"{title}: the update diagnostics", ("diagnostics",), ((Cell(unrecorded),),))
   return Table(f"{title}: each seed's geometric mean over its checkpoints", headers, tuple(rows))
 
 

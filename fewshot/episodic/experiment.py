@@ -219,8 +219,10 @@ class Experiment:
   def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
     tested = self.test(best_states[0], written)
     stopped = {} if self.config.patience is None else {"stopped_at": None}
+    # A method without the update diagnostics says so where a reader of its records looks (not a row of nulls).
+    said = {} if self.method.DIAGNOSES else {"diagnostics": self.method.NO_DIAGNOSTICS}
     return [{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"],
-             **{key: best.get(key) for key in stopped}}
+             **{key: best.get(key) for key in stopped}, **said}
             for result, best in zip([tested] if self.group is None else tested, best_rows[0])]
 
   # ---- evaluation -------------------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
 DIAGNOSES = False  # see the module's docstring
+NO_DIAGNOSTICS = ("not recorded: the update diagnostics compare one embedding before and after an update under a "
+                  "distance head; MAML and ANIL adapt their network to each episode")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -108,6 +108,7 @@ def test_a_meta_learned_run_trains_validates_tests_resumes_and_groups_as_protone
   rows = RunDir(tmp_path / "straight").read_metrics()
   assert [r["episode"] for r in rows] == [2, 4] and all(r["val_accuracy"] is not None for r in rows)
   assert not {"alpha", "norm_ratio", "con_alpha"} & set(rows[0])  # no diagnostics recorded, rather than noise
+  assert straight["diagnostics"].startswith("not recorded: the update diagnostics compare one embedding")
   # Trained 2 episodes, then resumed to 4: the records of the run trained 4 from the start.
   train(Config(**tiny, episodes=2), tmp_path / "resumed", progress=False)
   resumed = train(Config(**tiny, episodes=4), tmp_path / "resumed", resume=True, progress=False)

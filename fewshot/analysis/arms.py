@@ -25,16 +25,19 @@ from fewshot.records.reading import Run
 SAME = ("dataset", "way", "shot", "query", "test_query", "backbone")
 
 
-def check_arms(a: list[Run], b: list[Run]) -> None:
-  """One-line ``ConfigError`` unless both arms have runs and they share dataset and episode shape."""
+def check_arms(a: list[Run], b: list[Run], same: tuple[str, ...] = SAME,
+               what: str = "one dataset and episode shape") -> None:
+  """One-line ``ConfigError`` unless both arms have runs and they agree in the options ``same`` (``what`` they
+  are: the dataset and episode shape of few-shot runs).
+  """
   for name, arm in (("A", a), ("B", b)):
     if not arm:
       raise ConfigError(f"arm {name} has no runs; pass two arms of run directories: python -m fewshot.analyze "
                         "runs/A_seed* -- runs/B_seed*.")
-  differ = [f"--{f} {sorted({str(getattr(r.config, f)) for r in a + b})}" for f in SAME
+  differ = [f"--{f} {sorted({str(getattr(r.config, f)) for r in a + b})}" for f in same
             if len({getattr(r.config, f) for r in a + b}) > 1]
   if differ:
-    raise ConfigError(f"the arms' runs differ in {', '.join(differ)}; compare arms of one dataset and episode shape.")
+    raise ConfigError(f"the arms' runs differ in {', '.join(differ)}; compare arms of {what}.")
 
 
 def verdict_line(a: list[Run], b: list[Run], level: float = 0.05, values=None, measure: str = "test accuracy") -> str:

@@ -17,7 +17,6 @@ import numpy as np
 
 from fewshot.analysis import arms, paired, stats
 from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p
-from fewshot.errors import ConfigError
 from fewshot.records.reading import Run
 
 METRICS = (("map_at_r", "MAP@R"), ("r_precision", "R-precision"), ("precision_at_1", "precision@1"))
@@ -38,15 +37,7 @@ def values(arm: list[Run], metric: str = "map_at_r") -> np.ndarray:
 
 def check_arms(a: list[Run], b: list[Run]) -> None:
   """One-line ``ConfigError`` unless both arms have runs of one dataset, backbone, embedding and protocol."""
-  for name, arm in (("A", a), ("B", b)):
-    if not arm:
-      raise ConfigError(f"arm {name} has no runs; pass two arms of run directories: python -m fewshot.analyze "
-                        "runs/A_seed* -- runs/B_seed*.")
-  differ = [f"--{f} {sorted({str(getattr(r.config, f)) for r in a + b})}" for f in SAME
-            if len({getattr(r.config, f) for r in a + b}) > 1]
-  if differ:
-    raise ConfigError(f"the arms' runs differ in {', '.join(differ)}; compare arms of one dataset, backbone and "
-                      "protocol.")
+  arms.check_arms(a, b, SAME, "one dataset, backbone and protocol")
 
 
 def retrieval_table(a: list[Run], b: list[Run]) -> Table:

@@ -58,6 +58,9 @@ class Config(RunOptions):
                                   positive=True, heading=MODEL)
   first_order: bool = option(False, "maml/anil: the meta-gradient without the inner steps' second derivatives "
                              "(FOMAML)", heading=MODEL)
+  meta_batch: int | None = option(None, "maml/anil: episodes per meta-update, drawn together so that no class "
+                                  "repeats within one (default 1; Finn et al.'s Omniglot: 32 at 5-way, 16 at 20-way); "
+                                  "--episodes counts meta-updates", positive=True, heading=MODEL)
   way: int = option(5, "classes per episode", positive=True, heading=TRAINING)
   shot: int = option(1, "support images per class", positive=True, heading=TRAINING)
   query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
@@ -187,12 +190,12 @@ class Config(RunOptions):
     """The inner loop's options belong to maml and anil, the heads' to protonet: a one-line ``ConfigError`` for an
     option the run's method would not use (nothing is silently ignored).
     """
-    inner = ("inner_steps", "test_inner_steps", "inner_lr")
+    inner = ("inner_steps", "test_inner_steps", "inner_lr", "meta_batch")
     if self.method == "protonet":
       given = [f"--{name}" for name in inner if getattr(self, name) is not None] + (["--first_order"] *
                                                                                     self.first_order)
       if given:
-        raise ConfigError(f"{given[0]} sets the inner loop of --method maml or anil; pass one, or drop it.")
+        raise ConfigError(f"{given[0]} is an option of --method maml or anil; pass one, or drop it.")
       return
     heads_given = [f"--{name} {getattr(self, name)}" for name, default in
                    (("head", "softmax"), ("classifier", "proto"), ("distance", choices.DISTANCES[0]),
@@ -204,7 +207,10 @@ class Config(RunOptions):
     if self.test_way != self.way:
       raise ConfigError(f"--method {self.method}'s head has one output per --way class ({self.way}); --test_way "
                         f"{self.test_way} must equal it.")
-    for name, default in (("inner_steps", 1), ("test_inner_steps", 3), ("inner_lr", 0.4)):
+    if self.within_alphabet and (self.meta_batch or 1) > 1:
+      raise ConfigError("--within_alphabet draws an episode's classes from one alphabet; --meta_batch draws several "
+                        "episodes' classes together: pass one of them.")
+    for name, default in (("inner_steps", 1), ("test_inner_steps", 3), ("inner_lr", 0.4), ("meta_batch", 1)):
       self.set_default(name, default)
 
   @property

@@ -98,7 +98,7 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner |
   if config.method != "protonet":
     return MetaLearner(model, train_shape(config), adapt="all" if config.method == "maml" else "head",
                        inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
-                       inner_lr=config.inner_lr, first_order=config.first_order,
+                       inner_lr=config.inner_lr, first_order=config.first_order, tasks=config.meta_batch,
                        optimizer=adam(config.learning_rate, config.lr_halve_every),
                        augmentation=build_augmentation(config), precision=config.precision)
   return EpisodicLearner(
@@ -288,7 +288,10 @@ def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple
     shape = shapes[name]
     query_flag = "--test_query" if name == "test" else "--query"
     way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
-    class_draws.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
+    drawn = (way_flag, shape.way)
+    if name == "train" and (config.meta_batch or 1) > 1:  # a meta-update draws its episodes' classes together
+      drawn = (f"--way {config.way} × --meta_batch", shape.way * config.meta_batch)
+    class_draws.check_fits(split, name, drawn, {"--shot": shape.shot, query_flag: shape.query})
   stored = next(iter(loaded.values())).image_shape
   if stored[-1] != config.channels:
     raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")

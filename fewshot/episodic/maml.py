@@ -5,7 +5,9 @@ Each episode adapts a copy of the parameters to its support set by ``inner_steps
 (rate ``inner_lr``) on the support cross-entropy; the meta-update is Adam on the query cross-entropy of the adapted
 copy, differentiated through the inner steps (second order), or with the inner gradients held constant
 (``first_order``, FOMAML). MAML adapts every parameter, ANIL only the head. The head is a linear classifier on the
-embedding, initialised at zero (every class alike, as episode labels are arbitrary).
+embedding, initialised at zero (every class alike, as episode labels are arbitrary). A meta-update averages the
+query losses of ``tasks`` episodes (Finn et al.'s meta-batch), drawn together as ``way × tasks`` classes split into
+episodes, so no class repeats within one update.
 
 BatchNorm normalises with each batch's own statistics at training and evaluation alike (Finn et al.'s code: the
 support set in the inner loop, the queries in the outer loss); running statistics take no part. Evaluation adapts
@@ -49,6 +51,7 @@ class MetaLearner:
   test_inner_steps: int = 3
   inner_lr: float = 0.4
   first_order: bool = False
+  tasks: int = 1  # episodes per meta-update
   optimizer: optax.GradientTransformation = adam()
   augmentation: Augmentation = NO_AUGMENTATION
   precision: str = PRECISIONS[0]
@@ -115,9 +118,16 @@ def _query_loss(learner: MetaLearner, params, batch_stats, episode: Episode, ste
   return heads.loss_and_accuracy(_logits(learner, fast, batch_stats, episode.query_images), episode.query_labels)
 
 
-def train_step(learner: MetaLearner, state: TrainState, episode: Episode):
-  """One meta-update on one episode; ``{"loss", "accuracy"}`` of its queries after adaptation, before the update."""
-  loss_fn = lambda params: _query_loss(learner, params, state.batch_stats, episode, learner.inner_steps)  # noqa: E731
+def train_step(learner: MetaLearner, state: TrainState, episodes: Episode):
+  """One meta-update on ``episodes`` (a leading axis of ``learner.tasks`` episodes): the mean of their query losses
+  after adaptation; ``{"loss", "accuracy"}`` averaged over the tasks, before the update.
+  """
+
+  def loss_fn(params):
+    losses, accuracies = jax.vmap(lambda e: _query_loss(learner, params, state.batch_stats, e, learner.inner_steps))(
+        episodes)
+    return losses.mean(), accuracies.mean()
+
   (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
   return state.apply_gradients(grads, state.batch_stats, learner.optimizer), {"loss": loss, "accuracy": accuracy}
 
@@ -133,8 +143,8 @@ def episode_accuracy(learner: MetaLearner, variables: dict, episode: Episode) ->
 def lowered_step(learner: MetaLearner, input_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
   """One run's training step lowered (nothing compiles): what a seed group's memory check measures."""
   state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), input_shape))
-  shape = learner.shape
-  struct = lambda n, *dims, dtype=jnp.uint8: jax.ShapeDtypeStruct((n, *dims), dtype)  # noqa: E731
+  shape, tasks = learner.shape, learner.tasks
+  struct = lambda n, *dims, dtype=jnp.uint8: jax.ShapeDtypeStruct((tasks, n, *dims), dtype)  # noqa: E731
   episode = Episode(support_images=struct(shape.way * shape.shot, *stored_shape),
                     support_labels=struct(shape.way * shape.shot, dtype=jnp.int32),
                     query_images=struct(shape.way * shape.query, *stored_shape),
@@ -145,9 +155,15 @@ def lowered_step(learner: MetaLearner, input_shape: tuple[int, ...], stored_shap
 
 # ---- compiled chunks (fewshot.training.chunks' step functions) ---------------------------------------------------
 def _train_on_draw(learner: MetaLearner, state: TrainState, key: jax.Array, index, classes, images, last):
+  """One meta-update: the step's ``way × tasks`` classes split into ``tasks`` episodes, each augmented with its own
+  key (the step's own for a single task).
+  """
   del index, last
-  episode = augment_training(learner, key, episode_from_images(images, classes, learner.shape))
-  return train_step(learner, state, episode)
+  shape, tasks = learner.shape, learner.tasks
+  keys = key[None] if tasks == 1 else jax.vmap(lambda t: jax.random.fold_in(key, t))(jnp.arange(tasks))
+  episodes = jax.vmap(lambda k, c, i: augment_training(learner, k, episode_from_images(i, c, shape)))(
+      keys, classes.reshape(tasks, shape.way), images.reshape(tasks, shape.way, *images.shape[1:]))
+  return train_step(learner, state, episodes)
 
 
 def train_chunk(learner: MetaLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
@@ -156,7 +172,7 @@ def train_chunk(learner: MetaLearner, state: TrainState, source, train_key: jax.
   """
   shape = learner.shape
   state, out = chunks.run_chunk(_train_on_draw, learner, state, source, train_key, seed_groups.local_step(state.step),
-                                num_episodes, shape.way, shape.per_class, donate=True)
+                                num_episodes, shape.way * learner.tasks, shape.per_class, donate=True)
   return state, out, {}
 
 

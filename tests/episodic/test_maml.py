@@ -79,13 +79,32 @@ def test_the_first_order_meta_gradient_is_the_query_gradient_at_the_adapted_head
   assert np.abs(grads[False] - grads[True]).max() > 1e-4
 
 
+def test_a_meta_batch_averages_its_tasks_query_losses():
+  """Finn et al.'s meta-batch: the update's loss (and so its gradient) is the mean of its episodes'."""
+  learner = _learner(adapt="all", inner_steps=2, tasks=2)
+  state = maml.init_state(learner, jax.random.key(0), (SIDE, SIDE, 1))
+  one, two = _episode(2), _episode(3)
+  both = jax.tree.map(lambda x, y: jnp.stack([x, y]), one, two)
+  single = lambda e: lambda p: maml._query_loss(learner, p, {}, e, 2)[0]  # noqa: E731
+  expected = jax.tree.map(lambda x, y: (x + y) / 2, jax.grad(single(one))(state.params),
+                          jax.grad(single(two))(state.params))
+  _, metrics = maml.train_step(learner, state, both)
+  assert float(metrics["loss"]) == pytest.approx((single(one)(state.params) + single(two)(state.params)) / 2)
+  batched = jax.grad(lambda p: jax.vmap(lambda e: maml._query_loss(learner, p, {}, e, 2)[0])(both).mean())(
+      state.params)
+  for got, want in zip(jax.tree.leaves(batched), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-7)
+
+
 def test_each_option_belongs_to_its_method_and_is_refused_elsewhere():
   assert Config(method="maml").model_name == "MAML" and Config(method="anil", first_order=True).model_name == "FOANIL"
   assert (Config(method="maml").inner_steps, Config(method="maml").test_inner_steps, Config(method="maml").inner_lr) \
       == (1, 3, 0.4)
   assert Config().inner_steps is None and Config().run_name == "strokes_conv4_ProtoNet_S_5w1s_seed0"
-  refusals = [(dict(inner_steps=2), "--inner_steps sets the inner loop of --method maml or anil"),
-              (dict(first_order=True), "--first_order sets the inner loop"),
+  refusals = [(dict(inner_steps=2), "--inner_steps is an option of --method maml or anil"),
+              (dict(first_order=True), "--first_order is an option of --method maml"),
+              (dict(meta_batch=4), "--meta_batch is an option of --method maml"),
+              (dict(method="maml", dataset="omniglot", within_alphabet=True, meta_batch=2), "pass one of them"),
               (dict(method="maml", head="dr"), "--head dr belongs to protonet's heads and diagnostics"),
               (dict(method="anil", centring="both"), "--centring both belongs to protonet's heads"),
               (dict(method="maml", way=5, test_way=20), "--test_way 20 must equal it")]
@@ -102,7 +121,7 @@ def test_a_meta_learned_run_trains_validates_tests_resumes_and_groups_as_protone
   from fewshot.train import train, train_group  # noqa: PLC0415
 
   tiny = dict(method=method, way=3, shot=1, query=2, test_query=2, eval_every=2, val_episodes=2, test_episodes=3,
-              inner_steps=2)
+              inner_steps=2, meta_batch=2 if method == "maml" else 1)
   straight = train(Config(**tiny, episodes=4), tmp_path / "straight", progress=False)
   assert 0 <= straight["test_accuracy"] <= 100 and straight["model"] == method.upper()
   rows = RunDir(tmp_path / "straight").read_metrics()

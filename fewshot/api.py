@@ -19,7 +19,7 @@ import numpy as np
 from fewshot import heads
 from fewshot.config import Config
 from fewshot.episodic import learning, methods
-from fewshot.episodic.experiment import build_learner, check_values, with_values
+from fewshot.episodic.learners import build_learner, check_values, with_values
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.episodic.maml import MetaLearner
 from fewshot.errors import ConfigError, RunDirError

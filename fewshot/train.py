@@ -36,7 +36,7 @@ def train(config: Config, workdir: str, resume: bool = False, progress: bool = T
 
   ``head`` (a :class:`fewshot.heads.Head` value) and ``backbone`` (a flax module, images ``[n, H, W, C]`` to
   embeddings ``[n, D]``) replace the configuration's; the run records them as ``custom:<name>``
-  (:func:`fewshot.episodic.experiment.with_values`), and ``fewshot.load`` takes them again.
+  (:func:`fewshot.episodic.learners.with_values`), and ``fewshot.load`` takes them again.
   """
   return _train(config, None, [workdir], resume, progress, placement, head, backbone)[0]
 
@@ -57,7 +57,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
   choices.require_values(config, {"head": head, "backbone": backbone},
                          "pass it to fewshot.train.train(config, workdir, {kind}=...), or choose a built-in --{kind}.")
   if head is not None or backbone is not None:
-    from fewshot.episodic.experiment import with_values  # JAX: only for values passed from Python
+    from fewshot.episodic.learners import with_values  # JAX: only for values passed from Python
 
     config = with_values(config, head, backbone)
   runs = Runs.open(config, seeds, workdirs, resume, checkpoint_every=config.eval_every)

@@ -16,7 +16,7 @@ import fewshot
 from fewshot import analyze, heads
 from fewshot.config import Config
 from fewshot.episodic.episodes import EpisodeShape
-from fewshot.episodic.experiment import with_values
+from fewshot.episodic.learners import with_values
 from fewshot.episodic.learning import EpisodicLearner, check_shapes
 from fewshot.errors import ConfigError
 from fewshot.train import train

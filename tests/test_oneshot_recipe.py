@@ -17,7 +17,7 @@ from fewshot.augment import Augmentation, to_float
 from fewshot.augment.affine import Distortion, distort
 from fewshot.config import Config
 from fewshot.data import omniglot
-from fewshot.episodic import experiment, lake, learning
+from fewshot.episodic import experiment, lake, learners, learning
 from fewshot.episodic.episodes import Episode, EpisodeShape
 from fewshot.errors import ConfigError, DataError
 from fewshot.train import train
@@ -64,10 +64,10 @@ def test_all_characters_loads_with_rotations(omniglot_folder, tmp_path):
 
 def test_test_way_sets_validation_and_test_episodes_and_defaults_to_way(monkeypatch):
   config = Config(way=10, test_way=3, query=4, test_query=2)
-  assert experiment.train_shape(config) == EpisodeShape(10, 1, 4)
-  assert experiment.val_shape(config) == EpisodeShape(3, 1, 4) and experiment.test_shape(config) == EpisodeShape(3, 1, 2)
+  assert learners.train_shape(config) == EpisodeShape(10, 1, 4)
+  assert learners.val_shape(config) == EpisodeShape(3, 1, 4) and learners.test_shape(config) == EpisodeShape(3, 1, 2)
   old = {k: v for k, v in dataclasses.asdict(Config(way=7)).items() if k != "test_way"}  # a config.json before it
-  assert Config.from_dict(old).test_way == 7 == experiment.test_shape(Config.from_dict(old)).way
+  assert Config.from_dict(old).test_way == 7 == learners.test_shape(Config.from_dict(old)).way
   with pytest.raises(ConfigError, match="--test_way must be a positive integer"):
     Config(test_way=0)
   built = experiment.Experiment.build(config, splits=("val", "test"))
@@ -89,7 +89,7 @@ def _episode(seed: int = 0) -> Episode:
 
 
 def test_distort_changes_training_images_deterministically_and_leaves_evaluation(tmp_path):
-  plain, distorted = (experiment.build_learner(Config(distort=d)) for d in (False, True))
+  plain, distorted = (learners.build_learner(Config(distort=d)) for d in (False, True))
   episode, key = _episode(), jax.random.key(3)
   augment_training = jax.jit(learning.augment_training, static_argnums=0)  # eagerly, the warp is op by op: slow
   trained = augment_training(distorted, key, episode)

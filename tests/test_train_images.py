@@ -18,7 +18,8 @@ from fewshot.data.holdout import every_fourth_class
 from fewshot.data.split import Split
 from fewshot.episodic import diagnostics, learning
 from fewshot.episodic.episodes import EpisodeShape, sample_episode
-from fewshot.episodic.experiment import Experiment, build_augmentation
+from fewshot.episodic.experiment import Experiment
+from fewshot.episodic.learners import build_augmentation
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.evaluate import evaluate
 from fewshot.records.rundir import RunDir

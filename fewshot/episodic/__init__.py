@@ -6,6 +6,8 @@
 * :mod:`~fewshot.episodic.maml`: MAML and ANIL (:class:`~fewshot.episodic.maml.MetaLearner`), their steps on the
   same chunk driver; :mod:`~fewshot.episodic.methods`: the methods' registry, one row each (``--method``);
 * :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
+* :mod:`~fewshot.episodic.learners`: a configuration's learner (its method's), episode shapes and transforms, and
+  the head and backbone values passed from Python;
 * :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys, and
   the method's side of :mod:`fewshot.training.trainer` (``python -m fewshot.train``'s chunk, rows and test);
 * :mod:`~fewshot.episodic.cached_episodes`, :mod:`~fewshot.episodic.lake`: re-testing a run (the test split embedded

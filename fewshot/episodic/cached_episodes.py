@@ -23,7 +23,8 @@ import numpy as np
 from fewshot import heads
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape, episode_from_images
-from fewshot.episodic.experiment import Experiment, test_shape
+from fewshot.episodic.experiment import Experiment
+from fewshot.episodic.learners import test_shape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training import class_draws, split_embedding
 from fewshot.training.train_state import TrainState

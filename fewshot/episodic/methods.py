@@ -13,7 +13,7 @@ A method is a module of pure functions of a frozen learner (static under ``jax.j
 
 ProtoNet's heads (:mod:`fewshot.episodic.learning`) are the ``protonet`` row; MAML and ANIL
 (:mod:`fewshot.episodic.maml`) are two rows of one module. A new method is its module plus a row here and its
-learner's options in :func:`fewshot.episodic.experiment.build_learner`.
+learner's options in :func:`fewshot.episodic.learners.build_learner`.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_resuming_from_a_damaged_last_checkpoint_is_refused_and_writes_nothing(r
 def _as_local_checkpoints(run):
   """The run's checkpoints rewritten as one process of a multi-process group writes them (state.msgpack)."""
   from fewshot.episodic import learning
-  from fewshot.episodic.experiment import build_learner
+  from fewshot.episodic.learners import build_learner
   from fewshot.training.train_state import run_keys
 
   rundir, config = RunDir(run), Config(**TINY)

@@ -55,14 +55,14 @@ def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[s
 
 
 def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
-  heads = [report._label(entry, h) for h in entry.heads]
+  heads = [report.head_label(entry, h) for h in entry.heads]
   header = ["cell", "published", *[f"{h} (ours)" for h in heads], *[f"{h} verdict" for h in heads]]
   if len(heads) == 2:
     header.append(f"{heads[1]} − {heads[0]} (paired by seed)")
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for r in reports:
     published = report.published_text(r.cell)
-    ours = [report._ours(v) for v in r.by_head.values()]
+    ours = [report.ours_text(v) for v in r.by_head.values()]
     words = [v.words for v in r.by_head.values()]
     row = [r.cell.name, published, *ours, *words]
     if len(heads) == 2:

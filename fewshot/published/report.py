@@ -45,11 +45,11 @@ def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[Cell
   return reports
 
 
-def _label(entry: Entry, head: str) -> str:
+def head_label(entry: Entry, head: str) -> str:
   return model_name(entry.options.get("classifier", "proto"), head, entry.options.get("distance", "squared_euclidean"))
 
 
-def _ours(v: verdicts.Verdict) -> str:
+def ours_text(v: verdicts.Verdict) -> str:
   if v.mean is None:
     return "no runs measured"
   interval = "" if v.ci95 is None else f" ± {v.ci95:.2f}"
@@ -74,11 +74,11 @@ def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport]) 
     published = published_text(report.cell)
     lines.append(f"{report.cell.name}: published {published}")
     for head, v in report.by_head.items():
-      lines.append(f"  {_label(entry, head)}: {_ours(v)}: {v.words}")
+      lines.append(f"  {head_label(entry, head)}: {ours_text(v)}: {v.words}")
     if report.paired is not None:
       mean, half, p, n = report.paired
       interval = "" if half is None else f" ± {half:.2f}"
       p_text = "" if p is None else f", sign-flip p = {p:.3g} (its floor at {n} pairs: {2 / 2 ** n:.3g})"
-      first, second = (_label(entry, h) for h in entry.heads)
+      first, second = (head_label(entry, h) for h in entry.heads)
       lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({n} pairs{p_text})")
   return "\n".join(lines)

@@ -68,15 +68,35 @@ def stopped_at(rows: list[dict], schedule: Schedule) -> int | None:
   """
   if schedule.patience is None:
     return None
-  best, since = None, 0
+  tally = None
   for row in rows:
-    if best is None or score(row, schedule.best_by) > score(best, schedule.best_by):
-      best, since = row, 0
-    else:
-      since += 1
-    if since >= schedule.patience:
+    tally = _tally(tally, row, schedule)
+    if tally[1] >= schedule.patience:
       return row[schedule.step_key]
   return None
+
+
+def _tally(tally: tuple[float, int] | None, row: dict, schedule: Schedule) -> tuple[float, int]:
+  """(the best score so far, the checkpoints since it) once ``row`` is counted; None before the first row. The loop
+  carries it from checkpoint to checkpoint, so a long schedule's patience costs one comparison per row.
+  """
+  value = score(row, schedule.best_by)
+  return (value, 0) if tally is None or value > tally[0] else (tally[0], tally[1] + 1)
+
+
+def _watch(tally, stop, row: dict, schedule: Schedule):
+  """``(tally, stop)`` after a new row: :func:`stopped_at` over the rows so far, without reading them again."""
+  if stop is not None or schedule.patience is None:
+    return tally, stop
+  tally = _tally(tally, row, schedule)
+  return tally, (row[schedule.step_key] if tally[1] >= schedule.patience else None)
+
+
+def _tally_rows(rows: list[dict], schedule: Schedule) -> tuple[float, int] | None:
+  tally = None
+  for row in rows:
+    tally = _tally(tally, row, schedule)
+  return tally
 
 
 def best_row(rows: list[dict], schedule: Schedule) -> dict | None:
@@ -110,6 +130,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   rows = [r for _, r in resumed]
   bests = [best_row(r, schedule) for r in rows]
   stops = [stopped_at(r, schedule) for r in rows]
+  tallies = [_tally_rows(r, schedule) for r in rows]
   done = seed_groups.local_step(state.step)
   _set_position(runs, schedule, done)
   shown = progress and jax.process_index() == 0  # one bar (or line) for all processes
@@ -127,7 +148,7 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
       _record_rows(runs, rows, new_rows, events)
       _stop_if_diverged(runs, schedule, new_rows, done, steps)
       _save_checkpoints(runs, schedule, state, new_rows, bests, done, stops)
-      stops = [stop if stop is not None else stopped_at(r, schedule) for stop, r in zip(stops, rows)]
+      tallies, stops = map(list, zip(*(_watch(t, s, r[-1], schedule) for t, s, r in zip(tallies, stops, rows))))
       _set_position(runs, schedule, done)
       bar.update(steps, _first_runs_fields(runs, postfix(rows[0][-1], bests[0])) if rows else {})
   except KeyboardInterrupt:

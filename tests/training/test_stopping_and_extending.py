@@ -38,6 +38,12 @@ def test_stopped_at_follows_the_rule_on_random_curves(seed):
   kept = values if k is None else values[:k + 1]
   assert loop.best_row(rows, schedule)["step"] == 10 * (int(np.argmax(kept)) + 1)
   assert loop.stopped_at(rows, loop.Schedule(120, 10, best_by="val")) is None  # no patience: never
+  # The loop carries the tally row by row from any resumed prefix instead of reading every row again.
+  cut = int(rng.integers(0, len(rows)))
+  tally, stop = loop._tally_rows(rows[:cut], schedule), loop.stopped_at(rows[:cut], schedule)
+  for row in rows[cut:]:
+    tally, stop = loop._watch(tally, stop, row, schedule)
+  assert stop == loop.stopped_at(rows, schedule)
 
 
 def test_a_run_with_patience_stops_there_and_tests_its_best(tmp_path):

@@ -56,7 +56,8 @@ class TrainedModel:
     images = jnp.asarray(images)
     self._check_protonet("embed")
     self._check_images(images, "images")
-    return split_embedding.embed_batch(learning.eval_embeddings, self.learner, self.variables, images)
+    view = (self.learner, self.config.test_shifts)
+    return split_embedding.embed_batch(learning.view_embeddings, view, self.variables, images)
 
   def _check_protonet(self, what: str) -> None:
     if self.config.method != "protonet":

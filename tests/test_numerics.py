@@ -142,13 +142,13 @@ def test_a_training_step_runs_the_backbone_at_its_precision_and_the_rest_exact(i
 
 
 def test_evaluation_follows_the_same_policy():
-  learner = dataclasses.replace(_learner("tensorfloat32"), test_shifts=1)
+  learner = _learner("tensorfloat32")
   state = jax.eval_shape(lambda: learning.init_state(learner, jax.random.key(0), (28, 28, 1)))
   images = lambda n: jax.ShapeDtypeStruct((n, 28, 28, 1), jnp.uint8)
   labels = lambda n: jax.ShapeDtypeStruct((n,), jnp.int32)
   episode = learning.Episode(support_images=images(3), support_labels=labels(3), query_images=images(6),
                              query_labels=labels(6), classes=labels(3))
-  lowered = jax.jit(lambda v, e: learning.episode_accuracy(learner, v, e)).lower(learning.model_variables(state),
+  lowered = jax.jit(lambda v, e: learning.episode_accuracy(learner, v, e, 1)).lower(learning.model_variables(state),
                                                                                   episode)
   found = products(lowered)
   assert "HIGH" in {p[1] for p in found} and {p[1] for p in found} <= {"HIGH", "HIGHEST"}, found

@@ -32,12 +32,15 @@ from fewshot.training.train_state import TrainState
 BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (128 MiB of float32)
 
 
-def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = split_embedding.BATCH) -> jax.Array:
-  """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform,
-  on the device: each row is the embedding :func:`fewshot.episodic.learning.episode_accuracies` computes for that image in
-  any episode (:func:`fewshot.training.split_embedding.embed_split`, ``batch`` images per compiled call).
+def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = split_embedding.BATCH,
+                shifts: int = 0) -> jax.Array:
+  """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform
+  (and the mean over ``shifts`` translations where > 0), on the device: each row is the embedding
+  :func:`fewshot.episodic.learning.episode_accuracies` computes for that image in any episode with the same
+  ``shifts`` (:func:`fewshot.training.split_embedding.embed_split`, ``batch`` images per compiled call).
   """
-  return jnp.asarray(split_embedding.embed_split(learning.eval_embeddings, learner, variables, images, batch))
+  return jnp.asarray(split_embedding.embed_split(learning.view_embeddings, (learner, shifts), variables, images,
+                                                 batch))
 
 
 def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
@@ -82,7 +85,7 @@ def accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> 
   """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once
   (the test split's, by ``state``'s model).
   """
-  variables, source, learner = learning.model_variables(state), experiment.sources["test"], experiment.test_learner
-  embeddings = embed_split(learner, variables, source.images)
+  variables, source, learner = learning.model_variables(state), experiment.sources["test"], experiment.learner
+  embeddings = embed_split(learner, variables, source.images, shifts=experiment.config.test_shifts)
   return np.asarray(cached_episode_accuracies(learner, variables, embeddings, source.layout, experiment.keys["test"],
                                     num_episodes, test_shape(experiment.config)))

@@ -138,25 +138,17 @@ class Experiment:
             for result, best in zip([tested] if self.group is None else tested, best_rows[0])]
 
   # ---- evaluation -------------------------------------------------------------------------------------------------
-  @property
-  def test_learner(self) -> EpisodicLearner | MetaLearner:
-    """The learner as the test embeds: each image as the mean over its ``--test_shifts`` shifts. Training and
-    validation embed one view (shifts multiply the cost, and without them a run trains and chooses its checkpoints
-    exactly as it would without the option), so the training learner does not carry it.
-    """
-    if not self.config.test_shifts:
-      return self.learner
-    return dataclasses.replace(self.learner, test_shifts=self.config.test_shifts)
-
   def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,)) -> np.ndarray:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
     ``written`` runs); the same episodes every call (fixed key).
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
-    learner = self.test_learner if split == "test" else self.learner
-    accuracies = self.method.episode_accuracies(learner, variables, self.sources[split], self.keys[split],
-                                                num_episodes, shape)
+    # Training and validation embed one view (shifts multiply the cost, and without them a run trains and chooses
+    # its checkpoints exactly as it would without the option): --test_shifts is the test's alone.
+    shifts = self.config.test_shifts if split == "test" else 0
+    accuracies = self.method.episode_accuracies(self.learner, variables, self.sources[split], self.keys[split],
+                                                num_episodes, shape, shifts)
     if self.group is None:
       return np.asarray(accuracies)
     per_run = [np.asarray(a) for a in seed_groups.each_run(accuracies, self.group, written)]
@@ -189,9 +181,7 @@ def _row(episode: int, v: dict) -> dict:
 
 def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple[int, ...] | None, head, backbone):
   """What :meth:`Experiment.build` builds, after ``config``, in the order of its fields."""
-  # Training and validation embed one view: --test_shifts is the test's alone (Experiment.test_learner).
   learner = build_learner(config, head, backbone)
-  learner = dataclasses.replace(learner, test_shifts=0) if config.test_shifts else learner
   method = methods.get(config.method)
   method.check_shapes(learner, config.input_shape)
   loaded = load_data(config, splits)

@@ -100,6 +100,5 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner |
       centring=config.centring,
       psi_classifier=config.psi_classifier,
       augmentation=build_augmentation(config),
-      test_shifts=config.test_shifts,
       precision=config.precision,
   )

@@ -43,9 +43,9 @@ class EpisodicLearner:
 
   ``model`` is any flax module mapping images ``[n, H, W, C]`` to embeddings ``[n, D]``
   (:mod:`fewshot.backbones`); ``head`` a head value (:class:`fewshot.heads.Head`), or a ``--head``
-  name that ``classifier`` and ``distance`` complete into one (they are unused beside a value).
-  ``test_shifts`` > 0: evaluation embeds each image as the mean over its whole-pixel translations
-  within ``±test_shifts`` (:func:`eval_embeddings`); training is untouched (validation: see ``Experiment``).
+  name that ``classifier`` and ``distance`` complete into one (they are unused beside a value). What a test
+  does beyond the learner's embedding (``--test_shifts``) is the test's argument (:func:`eval_embeddings`'s
+  ``shifts``), not the learner's: training and validation never see it.
   """
 
   model: nn.Module
@@ -57,7 +57,6 @@ class EpisodicLearner:
   centring: str = "points"  # of the diagnostics; "features" reproduces the reference code, "both" records each
   psi_classifier: str = "model"  # the paper's ψ uses the model's class distance; the reference code "proto"
   augmentation: Augmentation = NO_AUGMENTATION
-  test_shifts: int = 0
   precision: str = PRECISIONS[0]  # the backbone's (fewshot.numerics); heads and diagnostics are float32 whatever it says
 
   def __post_init__(self):
@@ -164,15 +163,24 @@ def eval_images(learner: EpisodicLearner, images: jax.Array) -> jax.Array:
   return learner.augmentation.eval(images) if learner.augmentation.enabled else images
 
 
-def eval_embeddings(learner: EpisodicLearner, variables: dict, images: jax.Array) -> jax.Array:
+def eval_embeddings(learner: EpisodicLearner, variables: dict, images: jax.Array, shifts: int = 0) -> jax.Array:
   """Embeddings ``[n, D]`` of stored images as every evaluation computes them: the evaluation transform,
-  BatchNorm in evaluation mode (so an image's embedding does not depend on its batch), and with
-  ``learner.test_shifts`` the mean over the image's translations (:func:`fewshot.augment.affine.translations`).
+  BatchNorm in evaluation mode (so an image's embedding does not depend on its batch), and with ``shifts`` > 0
+  (``--test_shifts``) the mean over the image's whole-pixel translations within ``±shifts``
+  (:func:`fewshot.augment.affine.translations`).
   """
   images = eval_images(learner, images)
   one = lambda view: embed(learner, variables["params"], variables["batch_stats"], view, train=False)[0]
   # Shifted views one at a time (lax.map): the activations stay those of a single view's batch.
-  return jax.lax.map(one, affine.translations(images, learner.test_shifts)).mean(0) if learner.test_shifts else one(images)
+  return jax.lax.map(one, affine.translations(images, shifts)).mean(0) if shifts else one(images)
+
+
+def view_embeddings(view: tuple[EpisodicLearner, int], variables: dict, images: jax.Array) -> jax.Array:
+  """:func:`eval_embeddings` of ``view = (learner, shifts)``: an embed function of
+  :mod:`fewshot.training.split_embedding`, whose static argument is one hashable value.
+  """
+  learner, shifts = view
+  return eval_embeddings(learner, variables, images, shifts)
 
 
 # ---- steps ---------------------------------------------------------------------------------------
@@ -221,10 +229,11 @@ def lowered_step(learner: EpisodicLearner, input_shape: tuple[int, ...], stored_
   return jax.jit(lambda s, e: train_step(learner, s, e)[:2]).lower(state, episode)
 
 
-def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode) -> jax.Array:
-  """Query accuracy of a drawn episode, its images embedded by :func:`eval_embeddings`."""
+def episode_accuracy(learner: EpisodicLearner, variables: dict, episode: Episode, shifts: int = 0) -> jax.Array:
+  """Query accuracy of a drawn episode, its images embedded by :func:`eval_embeddings` (with ``shifts``)."""
   n_support = episode.support_images.shape[0]
-  embeddings = eval_embeddings(learner, variables, jnp.concatenate([episode.support_images, episode.query_images]))
+  embeddings = eval_embeddings(learner, variables, jnp.concatenate([episode.support_images, episode.query_images]),
+                               shifts)
   support, query = embeddings[:n_support], embeddings[n_support:]
   return heads.loss_and_accuracy(logits(learner, variables["params"], support, query, episode),
                                  episode.query_labels)[1]
@@ -259,18 +268,20 @@ def train_chunk(learner: EpisodicLearner, state: TrainState, source, train_key: 
   return state, out, diagnosed
 
 
-def _accuracy_on_draw(static: tuple[EpisodicLearner, EpisodeShape], variables: dict, key, index, classes, images,
-                      last):
+def _accuracy_on_draw(static: tuple[EpisodicLearner, EpisodeShape, int], variables: dict, key, index, classes,
+                      images, last):
   del key, index, last
-  learner, shape = static
-  return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape))
+  learner, shape, shifts = static
+  return variables, episode_accuracy(learner, variables, episode_from_images(images, classes, shape), shifts)
 
 
 def episode_accuracies(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
-             shape: EpisodeShape) -> jax.Array:
+                       shape: EpisodeShape, shifts: int = 0) -> jax.Array:
   """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in
-  evaluation mode); ``[R, num_episodes]`` for a group's stacked variables and ``[R]`` keys.
+  evaluation mode, each image the mean over its ``shifts`` translations where > 0); ``[R, num_episodes]`` for a
+  group's stacked variables and ``[R]`` keys.
   """
-  _, accuracies = chunks.run_chunk(_accuracy_on_draw, (learner, shape), variables, source, key, 0, num_episodes,
+  static = (learner, shape, shifts)
+  _, accuracies = chunks.run_chunk(_accuracy_on_draw, static, variables, source, key, 0, num_episodes,
                                    shape.way, shape.per_class, donate=False)
   return jnp.zeros((*key.shape, 0), jnp.float32) if accuracies is None else accuracies

@@ -7,7 +7,8 @@ A method is a module of pure functions of a frozen learner (static under ``jax.j
 * ``train_chunk(learner, state, source, key, episodes) -> (state, metrics, diagnosed)``: its compiled chunk of
   episodes, per-episode ``{"loss", "accuracy"}``, and the update diagnostics of the chunk's last episode (``{}``
   for a method that records none);
-* ``episode_accuracies(learner, variables, source, key, episodes, shape)``: per-episode query accuracy;
+* ``episode_accuracies(learner, variables, source, key, episodes, shape, shifts)``: per-episode query accuracy
+  (``shifts``: ``--test_shifts``, the test's argument);
 * ``lowered_step(learner, input_shape, stored_shape)``: one step lowered, for a seed group's memory check;
 * ``model_variables(state)`` and ``DIAGNOSES``: whether its rows carry the diagnostics.
 

@@ -37,14 +37,14 @@ EPISODES = 40
 )
 def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, augmentation, test_shifts):
   split, shape = random_split(stored), EpisodeShape(4, 2, 3)
-  learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, augmentation=augmentation,
-                            test_shifts=test_shifts)
+  learner = EpisodicLearner(Conv4(features=8), shape, head=head, classifier=classifier, augmentation=augmentation)
   input_shape = (16, 16, 3) if augmentation.enabled else stored
   variables, key = moved_variables(learner, input_shape), jax.random.key(2)
-  per_episode = np.asarray(learning.episode_accuracies(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape))
+  per_episode = np.asarray(learning.episode_accuracies(learner, variables, DeviceSource.from_split(split), key, EPISODES, shape,
+                                                        test_shifts))
 
   # 90 images in chunks of 32: the last chunk is padded.
-  embeddings = cached_episodes.embed_split(learner, variables, split.images, batch=32)
+  embeddings = cached_episodes.embed_split(learner, variables, split.images, batch=32, shifts=test_shifts)
   assert embeddings.shape == (len(split.labels), 8)
   cached = np.asarray(cached_episodes.cached_episode_accuracies(learner, variables, embeddings, DeviceSource.from_split(split).layout,
                                                   key, EPISODES, shape))
@@ -54,12 +54,13 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   # The embeddings gathered for an episode are those the per-episode path computes for it.
   _, indices = sample_class_images(jax.random.fold_in(key, 7), DeviceSource.from_split(split).layout, shape.way,
                                    shape.per_class)
-  alone = learning.eval_embeddings(learner, variables, split.images[np.asarray(indices).reshape(-1)])
+  alone = learning.eval_embeddings(learner, variables, split.images[np.asarray(indices).reshape(-1)], test_shifts)
   np.testing.assert_allclose(np.asarray(embeddings)[np.asarray(indices).reshape(-1)], alone, rtol=1e-5, atol=1e-5)
 
   # A split in host memory embeds alike; small blocks of episodes give the same accuracies.
   host = HostSource(split)
-  np.testing.assert_array_equal(cached_episodes.embed_split(learner, variables, host.images, batch=32), embeddings)
+  np.testing.assert_array_equal(cached_episodes.embed_split(learner, variables, host.images, batch=32,
+                                                            shifts=test_shifts), embeddings)
   blocked = cached_episodes.BLOCK_FLOATS
   try:
     cached_episodes.BLOCK_FLOATS = 7 * shape.way * shape.per_class * 8  # blocks of 7 episodes, the last padded

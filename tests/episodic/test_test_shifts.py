@@ -41,20 +41,21 @@ def test_translations_are_every_whole_pixel_shift_zero_filled():
 def test_eval_embeddings_are_the_mean_of_the_shifted_images_embeddings():
   split = random_split((16, 16, 1), classes=2, per_class=3)
   plain = EpisodicLearner(Conv4(features=8), EpisodeShape(2, 1, 2))
-  shifting = dataclasses.replace(plain, test_shifts=1)
   variables = moved_variables(plain, (16, 16, 1))
   one = lambda images: np.asarray(learning.embed(plain, variables["params"], variables["batch_stats"], images,
                                                  train=False)[0], np.float64)
   expected = np.mean([one(_shifted(split.images, dy, dx)) for dy in (-1, 0, 1) for dx in (-1, 0, 1)], axis=0)
-  np.testing.assert_allclose(learning.eval_embeddings(shifting, variables, split.images), expected, rtol=1e-5,
+  np.testing.assert_allclose(learning.eval_embeddings(plain, variables, split.images, 1), expected, rtol=1e-5,
                              atol=1e-6)
   assert not np.allclose(expected, one(split.images), atol=1e-3), "the check needs the shifts to matter"
   # Without shifts it is the plain evaluation-mode embedding, bit for bit (the runs before the option).
   np.testing.assert_array_equal(learning.eval_embeddings(plain, variables, split.images),
                                 learning.embed(plain, variables["params"], variables["batch_stats"], split.images,
                                                train=False)[0])
-  np.testing.assert_array_equal(split_embedding.embed_batch(learning.eval_embeddings, shifting, variables, split.images),
-                                jax.jit(learning.eval_embeddings, static_argnums=0)(shifting, variables, split.images))
+  np.testing.assert_array_equal(split_embedding.embed_batch(learning.view_embeddings, (plain, 1), variables,
+                                                            split.images),
+                                jax.jit(learning.eval_embeddings, static_argnums=(0, 3))(plain, variables,
+                                                                                         split.images, 1))
 
 
 @pytest.mark.parametrize("fields, fragment", [

@@ -38,13 +38,10 @@ class TrainedModel:
 
   @property
   def theta(self) -> float | None:
-    """The DR head's θ = exp(ρ); None for a head without ρ, and for the softmax head, whose ρ is carried (every
-    paper head's checkpoint holds one) but takes no part in its logits (``metrics.jsonl`` records it all the same).
+    """The DR head's θ = exp(ρ) (:func:`fewshot.episodic.learning.theta`); None for a head without ρ, and for the
+    softmax head, whose ρ is carried but takes no part in its logits.
     """
-    head, rho = getattr(self.learner, "head", None), self.variables["params"].get("rho")
-    if rho is None or (isinstance(head, heads.DistanceHead) and head.formulation != "dr"):
-      return None
-    return float(jnp.exp(rho))
+    return learning.theta(getattr(self.learner, "head", None), self.variables["params"])
 
   def embed(self, images: jax.Array) -> jax.Array:
     """Embeddings ``[n, D]`` of images ``[n, H, W, C]`` (uint8, or float in [0, 1]) as stored by ``fewshot.data``.
@@ -150,6 +147,16 @@ def load_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backb
   """:func:`load` of a run directory its caller opened (``existing_checkpoint``), with its ``config.json`` as read
   (``record``): a command that checked the run first reads it once.
   """
+  config, learner, state = restore_run(rundir, record, checkpoint, head=head, backbone=backbone,
+                                       test_shifts=test_shifts)
+  return TrainedModel(config, learner, learning.model_variables(state))
+
+
+def restore_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backbone=None,
+                test_shifts: int | None = None):
+  """``(config, learner, state)`` of a run's checkpoint: what :func:`load_run` wraps, and what an evaluator
+  (:mod:`fewshot.episodic.evaluators`) runs on.
+  """
   config = rundir.read_options(Config.from_dict, record)
   input_shape = _input_shape(rundir, record)
   if test_shifts is not None:
@@ -158,7 +165,7 @@ def load_run(rundir, record: dict, checkpoint: str = "best", *, head=None, backb
   check_values(config, head, backbone)
   learner = build_learner(config, head, backbone)
   like = methods.get(config.method).init_state(learner, run_keys(config.seed)["init"], input_shape)
-  return TrainedModel(config, learner, learning.model_variables(rundir.checkpoints.restore(checkpoint, like)))
+  return config, learner, rundir.checkpoints.restore(checkpoint, like)
 
 
 def _input_shape(rundir, record: dict) -> tuple[int, int, int]:

@@ -72,16 +72,24 @@ def define_flags() -> None:
 FLAGS = flags.FLAGS
 
 
-def _summary(accuracies, prefix: str = "") -> dict:
-  from fewshot.analysis import stats
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+  """A measurement resolved once per command: the run directory, its configuration and the one tested (the run's,
+  overrides replacing fields), the checkpoint, how the test episodes are embedded, and the cached path's count.
+  """
 
-  mean, half_width = stats.mean_confidence_interval(100.0 * accuracies)
-  return {f"{prefix}test_accuracy": mean, f"{prefix}test_ci95": half_width, f"{prefix}test_episodes": len(accuracies)}
+  rundir: object  # fewshot.records.rundir.RunDir
+  run: Config
+  used: Config
+  checkpoint: str
+  test_by: str
+  cached_episodes: int
 
 
-def _resolve(workdir: str, checkpoint: str, test_by: str, cached_episodes: int | None, overrides: dict):
-  """The run directory, the configuration tested (the run's, ``overrides`` replacing fields) and the cached path's
-  episode count; bad options are one-line ``ConfigError``s, before anything is loaded.
+def resolve(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,
+            **overrides) -> Measurement:
+  """The :class:`Measurement` of these options; bad options are one-line ``ConfigError``s, before anything is
+  loaded.
   """
   if test_by not in TEST_BY:
     raise ConfigError(f"unknown --test_by {test_by!r}; choose one of {', '.join(TEST_BY)}.")
@@ -94,7 +102,7 @@ def _resolve(workdir: str, checkpoint: str, test_by: str, cached_episodes: int |
     raise ConfigError(f"--test_by {test_by} embeds the test split once, which --method {config.method} cannot (it "
                       "adapts its network to each episode); use --test_by episode.")
   used = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
-  return rundir, config, used, cached_episodes or used.test_episodes
+  return Measurement(rundir, config, used, checkpoint, test_by, cached_episodes or used.test_episodes)
 
 
 def _say(line: str, shown: bool) -> None:
@@ -117,27 +125,32 @@ def evaluate(workdir: str, checkpoint: str = "best", test_by: str = "episode", c
   ``both`` (``test_*`` per episode, ``cached_test_*`` over ``cached_episodes`` cached episodes).
   ``progress``: a line on stderr before testing and one after.
   """
-  rundir, _, config, cached_count = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
-  from fewshot.episodic import cached_episodes  # the model machinery, once the options and run passed
-  from fewshot.episodic.experiment import Experiment
+  return run_measurement(resolve(workdir, checkpoint, test_by, cached_episodes, **overrides), progress)
+
+
+def run_measurement(m: Measurement, progress: bool = True) -> dict:
+  """:func:`evaluate` of a resolved measurement: the run's experiment on its test split, its evaluators run on the
+  checkpoint (:mod:`fewshot.episodic.evaluators`).
+  """
+  from fewshot.episodic.experiment import Experiment  # the model machinery, once the options and run passed
   from fewshot.training import compilation_cache
 
   compilation_cache.enable()
-  experiment = Experiment.build(config, splits=("test",))
-  state = rundir.checkpoints.restore(checkpoint, experiment.initial_state())
-  step = rundir.checkpoints.step(checkpoint)
-  tested = _what(test_by, config.test_episodes, cached_count)
-  _say(f"testing {workdir} {checkpoint} checkpoint (episode {step}) on {tested}", progress)
+  experiment = Experiment.build(m.used, splits=("test",))
+  state = m.rundir.checkpoints.restore(m.checkpoint, experiment.initial_state())
+  step = m.rundir.checkpoints.step(m.checkpoint)
+  tested = _what(m.test_by, m.used.test_episodes, m.cached_episodes)
+  _say(f"testing {m.rundir.path} {m.checkpoint} checkpoint (episode {step}) on {tested}", progress)
   started = time.perf_counter()
-  if test_by == "cached":
-    results = {"model": config.model_name, "test_query": config.test_query,
-               **_summary(cached_episodes.accuracies(experiment, state, cached_count))}
+  if m.test_by == "cached":
+    results = {"model": m.used.model_name, "test_query": m.used.test_query,
+               **experiment.evaluator("cached", episodes=m.cached_episodes).run(state)}
   else:
-    results = experiment.test(state)
-    if test_by == "both":
-      results.update(_summary(cached_episodes.accuracies(experiment, state, cached_count), prefix="cached_"))
+    results = experiment.evaluator("episodes").run(state)
+    if m.test_by == "both":
+      results.update(experiment.evaluator("cached", episodes=m.cached_episodes, prefix="cached_").run(state))
   _say(f"tested in {time.perf_counter() - started:.1f} s", progress)
-  results.update(test_by=test_by, checkpoint=checkpoint, checkpoint_episode=step)
+  results.update(test_by=m.test_by, checkpoint=m.checkpoint, checkpoint_episode=step)
   return results
 
 
@@ -146,16 +159,22 @@ def record_path(workdir: str, checkpoint: str = "best", test_by: str = "episode"
   """Where :func:`evaluate`'s measurement of these options is written, and the options it records; with ``check``,
   refused in one line, before anything is tested, where the run directory cannot be written.
   """
-  rundir, run, used, cached = _resolve(workdir, checkpoint, test_by, cached_episodes, overrides)
+  return measurement_record(resolve(workdir, checkpoint, test_by, cached_episodes, **overrides), check)
+
+
+def measurement_record(m: Measurement, check: bool = True) -> tuple[pathlib.Path, dict]:
+  """:func:`record_path` of a resolved measurement."""
   if check:
-    check_writable(rundir.path, "--workdir")
-  step = rundir.checkpoints.step(checkpoint)
-  options = {"checkpoint": checkpoint, "checkpoint_episode": step, "test_by": test_by,
-             "test_episodes": used.test_episodes, "cached_episodes": None if test_by == "episode" else cached,
+    check_writable(m.rundir.path, "--workdir")
+  step = m.rundir.checkpoints.step(m.checkpoint)
+  used = m.used
+  options = {"checkpoint": m.checkpoint, "checkpoint_episode": step, "test_by": m.test_by,
+             "test_episodes": used.test_episodes,
+             "cached_episodes": None if m.test_by == "episode" else m.cached_episodes,
              "test_way": used.test_way, "shot": used.shot, "test_query": used.test_query, "seed": used.seed,
-             "test_shifts": used.test_shifts,
-             "data_dir": used.data_dir, "tfds_dir": used.tfds_dir}
-  return rundir.path / record_name(run, used, checkpoint, step, test_by, cached), options
+             "test_shifts": used.test_shifts, "data_dir": used.data_dir, "tfds_dir": used.tfds_dir}
+  name = record_name(m.run, used, m.checkpoint, step, m.test_by, m.cached_episodes)
+  return m.rundir.path / name, options
 
 
 def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_shifts: int | None = None,
@@ -166,7 +185,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
   """
   from fewshot import api  # the model machinery, only where a model is tested
-  from fewshot.episodic import lake
+  from fewshot.episodic import evaluators, lake
 
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   record = rundir.read_config()  # read once: the model below is loaded from it
@@ -175,9 +194,10 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)
   runs = lake.read_runs(lake_runs, config.image_size)
-  results = lake.score_runs(api.load_run(rundir, record, checkpoint, test_shifts=test_shifts), runs)
-  results.update(lake_runs=str(pathlib.Path(lake_runs).expanduser().resolve()), checkpoint=checkpoint,
-                 checkpoint_episode=rundir.checkpoints.step(checkpoint))
+  config, learner, state = api.restore_run(rundir, record, checkpoint, test_shifts=test_shifts)
+  source = str(pathlib.Path(lake_runs).expanduser().resolve())
+  results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts, source).run(state)
+  results.update(checkpoint=checkpoint, checkpoint_episode=rundir.checkpoints.step(checkpoint))
   if record:
     write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
   return results
@@ -224,10 +244,10 @@ def measure(workdir: str, checkpoint: str = "best", test_by: str = "episode", ca
   """:func:`evaluate`, written (with ``record``) where :func:`record_path` says: ``(results, the options used, the
   file written or None)``.
   """
+  resolved = resolve(workdir, checkpoint, test_by, cached_episodes, **overrides)  # once per command
   # Where it will be written (checked before the test starts, with record) and the options it records.
-  target, options_used = record_path(workdir, checkpoint, test_by, cached_episodes, check=record, **overrides)
-  quiet = {} if progress else {"progress": False}
-  results = evaluate(workdir, checkpoint, test_by, cached_episodes, **quiet, **overrides)
+  target, options_used = measurement_record(resolved, check=record)
+  results = run_measurement(resolved, progress)
   if record:
     write_json_atomic(target, finite_json({**results, "options": options_used}))
   return results, options_used, target if record else None

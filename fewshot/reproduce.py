@@ -116,16 +116,18 @@ def score_drawn_runs(workdir: str, record: str, test: dict, data_dir: str | None
   import dataclasses
 
   from fewshot import api
-  from fewshot.episodic import lake
+  from fewshot.episodic import evaluators, lake
   from fewshot.episodic.experiment import load_data
   from fewshot.records.files import finite_json, write_json_atomic
+  from fewshot.records.rundir import existing_checkpoint
 
-  model = api.load(workdir)
-  config = dataclasses.replace(model.config, rotations=False, data_dir=data_dir or model.config.data_dir,
-                               tfds_dir=tfds_dir or model.config.tfds_dir)
-  runs = lake.draw_runs(load_data(config, ("test",))["test"], test["runs"], test["way"], test["seed"])
+  rundir = existing_checkpoint(workdir, "best")
+  config, learner, state = api.restore_run(rundir, rundir.read_config(), "best")
+  drawn_from = dataclasses.replace(config, rotations=False, data_dir=data_dir or config.data_dir,
+                                   tfds_dir=tfds_dir or config.tfds_dir)
+  runs = lake.draw_runs(load_data(drawn_from, ("test",))["test"], test["runs"], test["way"], test["seed"])
   print(f"scoring {workdir} on {len(runs)} drawn {test['way']}-way one-shot runs", flush=True)
-  results = lake.score_runs(model, runs)
+  results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts).run(state)
   write_json_atomic(record, finite_json({**results, "drawn": dict(test)}))
 
 

@@ -58,13 +58,13 @@ FAKE_TEST = textwrap.dedent("""
     from fewshot import cli
     from fewshot import evaluate as command
 
-    def evaluate(workdir, checkpoint, test_by, cached_episodes, **overrides):
-      episodes = cached_episodes or overrides["test_episodes"] or 600
+    def run_measurement(m, progress=True):
+      episodes = m.cached_episodes if m.test_by == "cached" else m.used.test_episodes
       return {{"model": "ProtoNet_DR", "test_accuracy": 91.5, "test_ci95": 0.25, "test_episodes": episodes,
-               "test_query": 15, "test_by": test_by, "checkpoint": checkpoint, "checkpoint_episode": 2000}}
+               "test_query": 15, "test_by": m.test_by, "checkpoint": m.checkpoint, "checkpoint_episode": 2000}}
 
     command.define_flags()
-    command.evaluate = evaluate
+    command.run_measurement = run_measurement
     sys.argv = ["evaluate"] + {argv}
     cli.run(command.main)
 """)

@@ -81,11 +81,11 @@ def cached_episode_accuracies(learner: EpisodicLearner, variables: dict, embeddi
   return jnp.concatenate([_block(learner, variables, embeddings, layout, key, shape, s) for s in steps])[:num_episodes]
 
 
-def accuracies(experiment: Experiment, state: TrainState, num_episodes: int) -> np.ndarray:
+def accuracies(experiment: Experiment, state: TrainState, num_episodes: int, shifts: int = 0) -> np.ndarray:
   """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once
-  (the test split's, by ``state``'s model).
+  (the test split's, by ``state``'s model, each image the mean over its ``shifts`` translations where > 0).
   """
   variables, source, learner = learning.model_variables(state), experiment.sources["test"], experiment.learner
-  embeddings = embed_split(learner, variables, source.images, shifts=experiment.config.test_shifts)
+  embeddings = embed_split(learner, variables, source.images, shifts=shifts)
   return np.asarray(cached_episode_accuracies(learner, variables, embeddings, source.layout, experiment.keys["test"],
                                     num_episodes, test_shape(experiment.config)))

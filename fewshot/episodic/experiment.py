@@ -129,7 +129,7 @@ class Experiment:
     return dict(loss=f"{row['train_loss']:.3f}", val=f"{row['val_accuracy']:.2f}%", best=f"{best['val_accuracy']:.2f}%")
 
   def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
-    tested = self.test(best_states[0], written)
+    tested = self.evaluator("episodes", written=written).run(best_states[0])
     stopped = {} if self.config.patience is None else {"stopped_at": None}
     # A method without the update diagnostics says so where a reader of its records looks (not a row of nulls).
     said = {} if self.method.DIAGNOSES else {"diagnostics": self.method.NO_DIAGNOSTICS}
@@ -138,15 +138,27 @@ class Experiment:
             for result, best in zip([tested] if self.group is None else tested, best_rows[0])]
 
   # ---- evaluation -------------------------------------------------------------------------------------------------
-  def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,)) -> np.ndarray:
+  def evaluator(self, name: str, **options):
+    """The evaluator ``name`` of :mod:`fewshot.episodic.evaluators` over this experiment: ``episodes`` and
+    ``cached`` default to the run's ``--test_episodes`` and ``--test_shifts``; ``lake`` takes ``runs`` (and
+    ``source``).
+    """
+    from fewshot.episodic import evaluators
+
+    if name == "lake":
+      return evaluators.LakeRuns(self.config, self.learner, **{"shifts": self.config.test_shifts, **options})
+    chosen = {"episodes": evaluators.Episodes, "cached": evaluators.CachedEpisodes}[name]
+    return chosen(self, **{"episodes": self.config.test_episodes, "shifts": self.config.test_shifts, **options})
+
+  def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,),
+                 shifts: int = 0) -> np.ndarray:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
-    ``written`` runs); the same episodes every call (fixed key).
+    ``written`` runs); the same episodes every call (fixed key). ``shifts`` is the test's ``--test_shifts``
+    (:mod:`fewshot.episodic.evaluators`): validation embeds one view, so a run trains and chooses its checkpoints
+    exactly as it would without the option.
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
-    # Training and validation embed one view (shifts multiply the cost, and without them a run trains and chooses
-    # its checkpoints exactly as it would without the option): --test_shifts is the test's alone.
-    shifts = self.config.test_shifts if split == "test" else 0
     accuracies = self.method.episode_accuracies(self.learner, variables, self.sources[split], self.keys[split],
                                                 num_episodes, shape, shifts)
     if self.group is None:
@@ -155,14 +167,8 @@ class Experiment:
     return np.asarray(per_run, accuracies.dtype).reshape(len(per_run), num_episodes)
 
   def test(self, state: TrainState, written: tuple[int, ...] = (0,)) -> dict | list[dict]:
-    """Test results of a run (of each ``written`` run of a group) from its per-episode accuracies."""
-    accuracies = self.accuracies(state, "test", self.config.test_episodes, written)
-    results = []
-    for run_accuracies in (accuracies[None] if self.group is None else accuracies):
-      mean, half_width = stats.mean_confidence_interval(100.0 * run_accuracies)
-      results.append({"model": self.config.model_name, "test_accuracy": mean, "test_ci95": half_width,
-                      "test_episodes": len(run_accuracies), "test_query": self.config.test_query})
-    return results[0] if self.group is None else results
+    """Test results of a run (of each ``written`` run of a group): the ``episodes`` evaluator's."""
+    return self.evaluator("episodes", written=written).run(state)
 
 
 def _row(episode: int, v: dict) -> dict:

@@ -35,6 +35,7 @@ from fewshot.data.catalog import SMALL_IMAGE_SIZE
 from fewshot.data.omniglot import decode
 from fewshot.episodic import learning
 from fewshot.errors import ConfigError, DataError
+from fewshot.training import split_embedding
 
 LABELS = "class_labels.txt"
 _RUN = re.compile(r"run(\d+)")
@@ -241,18 +242,30 @@ def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   the run's ``c``-th ``training/*.png`` in name order). Images are embedded as
   :meth:`TrainedModel.embed` embeds them: with the model's ``--test_shifts`` views.
   """
-  runs_path, config = None, model.config
-  check_model(config)
+  check_model(model.config)
+  source = None
   if isinstance(runs, (str, os.PathLike)):
-    runs_path, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs, config.image_size)
+    source, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs, model.config.image_size)
+  return score(model.config, model.learner, model.variables, runs, model.config.test_shifts, source)
+
+
+def score(config, learner, variables: dict, runs: Sequence[LakeRun], shifts: int = 0,
+          source: str | None = None) -> dict:
+  """:func:`score_runs` of a learner's ``variables`` on runs already read, each image the mean over its ``shifts``
+  translations where > 0 (the ``lake`` evaluator's work, :mod:`fewshot.episodic.evaluators`); ``source`` is
+  recorded as where the runs came from.
+  """
+  check_model(config)
   sides = {run.support.shape[1] for run in runs}
   if sides != {config.image_size}:
     raise ConfigError(f"the runs were read at {', '.join(map(str, sorted(sides)))} px but the model reads "
                       f"{config.image_size} px; read them with read_runs(path, {config.image_size}).")
   # The run's own head (its distance, or a head passed from Python) with its trained parameters.
-  head, params = model.learner.head, learning.head_params(model.variables["params"])
+  head, params = learner.head, learning.head_params(variables["params"])
   # One forward pass over every image: BatchNorm in evaluation mode makes the batch irrelevant.
-  embedded = np.asarray(model.embed(np.concatenate([images for run in runs for images in (run.support, run.queries)])))
+  images = np.concatenate([images for run in runs for images in (run.support, run.queries)])
+  embedded = np.asarray(split_embedding.embed_batch(learning.view_embeddings, (learner, shifts), variables,
+                                                    jnp.asarray(images)))
   sizes = [size for run in runs for size in (run.way, len(run.labels))]
   parts = np.split(embedded, np.cumsum(sizes)[:-1])
   table, correct = [], {"head": [], "nn": []}
@@ -267,7 +280,8 @@ def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
                   f"{rule}_predicted": prediction.tolist()})
     table.append(row)
   rules = {"head": {"name": config.model_name, "classifier": config.classifier, "head": config.head,
-                    "distance": config.distance, "theta": model.theta, **summarise(correct["head"])},
+                    "distance": config.distance, "theta": learning.theta(head, variables["params"]),
+                    **summarise(correct["head"])},
            "nn": {"name": "1-NN (Euclidean)", **summarise(correct["nn"])}}
-  return {"lake_runs": runs_path, "model": config.model_name, "test_shifts": config.test_shifts, "runs": len(runs),
+  return {"lake_runs": source, "model": config.model_name, "test_shifts": shifts, "runs": len(runs),
           "items": sum(sizes[1::2]), "rules": rules, "per_run": table}

@@ -113,6 +113,16 @@ def head_params(params: dict) -> dict:
   return {name: value for name, value in params.items() if name != "backbone"}
 
 
+def theta(head, params: dict) -> float | None:
+  """The DR head's θ = exp(ρ); None for a head without ρ, and for the softmax head, whose ρ is carried (every
+  paper head's checkpoint holds one) but takes no part in its logits (``metrics.jsonl`` records it all the same).
+  """
+  rho = params.get("rho")
+  if rho is None or (isinstance(head, heads.DistanceHead) and head.formulation != "dr"):
+    return None
+  return float(jnp.exp(rho))
+
+
 def embed(learner: EpisodicLearner, params, batch_stats, images: jax.Array, train: bool):
   """Embeddings of images (uint8, or float in [0, 1]) and the batch statistics after the forward pass.
 

@@ -1,5 +1,8 @@
 """Re-test the best checkpoint of a run: ``python -m fewshot.evaluate --workdir runs/<name>``.
 
+A metric-learning run (``python -m fewshot.dml.train``) is re-tested by its fold models' retrieval of the test split
+(:mod:`fewshot.dml.retest`), written as ``test_<checkpoint>_retrieval.json``; what follows is a few-shot run's.
+
 Uses the run's own configuration and test key, so it reproduces the accuracy the run
 reported; ``--test_episodes`` or ``--seed`` draw a different set of test episodes.
 
@@ -35,10 +38,11 @@ from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import record_name
-from fewshot.records.rundir import existing_checkpoint, existing_run
+from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run, run_kind
 
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
+RETRIEVAL_FILE = "test_{checkpoint}_retrieval.json"  # a metric-learning run's re-test
 # What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there.
 EPISODE_FLAGS = ("test_episodes", "test_way", "shot", "test_query", "seed", "data_dir", "tfds_dir", "test_by",
                  "cached_episodes")
@@ -203,26 +207,41 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   return results
 
 
-def lake_table(results: dict) -> str:
-  """The per-run table and the summary lines of :func:`evaluate_lake`'s results."""
-  head, nn = results["rules"]["head"], results["rules"]["nn"]
-  lines = [f"{'run':<8}{'way':>4}{'items':>6}  {head['name']:>12}  {'1-NN':>8}"]
-  for row in results["per_run"]:
-    lines.append(f"{row['run']:<8}{row['way']:>4}{row['items']:>6}  {row['head_accuracy']:>11.1f}%  "
-                 f"{row['nn_accuracy']:>7.1f}%")
-  for rule in (head, nn):
-    lines.append(f"{rule['name']}: {rule['accuracy']:.2f}% of {rule['items']} items ({rule['correct']} right); "
-                 f"{rule['run_mean']:.2f}% ± {rule['run_ci95']:.2f}% over {results['runs']} runs")
-  return "\n".join(lines)
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  if FLAGS.lake_runs is not None:
+  rundir = RunDir(FLAGS.workdir)
+  if rundir.holds_run() and run_kind(rundir.read_config()) == "dml":
+    main_retrieval()
+  elif FLAGS.lake_runs is not None:
     main_lake()
   else:
     main_test()
+
+
+def main_retrieval():
+  """A metric-learning run: its fold models' test retrieval again (:mod:`fewshot.dml.retest`)."""
+  from fewshot.dml import retest
+
+  given = [f"--{name}" for name in (*EPISODE_FLAGS, "lake_runs", "test_shifts")
+           if FLAGS[name].present and name not in ("data_dir", "tfds_dir")]
+  if given:
+    raise ConfigError(f"{', '.join(given)} choose few-shot test episodes; {FLAGS.workdir} is a metric-learning run, "
+                      "re-tested by its retrieval of the test split (leave them out).")
+  if FLAGS.record:
+    check_writable(retest.resolve(FLAGS.workdir, FLAGS.checkpoint)[0].path, "--workdir")
+  results = retest.retest(FLAGS.workdir, FLAGS.checkpoint, FLAGS.data_dir, FLAGS.tfds_dir)
+  parts = [(f"fold model {s['fold']}", s) for s in results["separated"]]
+  parts += [("fold models concatenated", results["concatenated"])] if "concatenated" in results else []
+  for label, part in parts:
+    test = part["test"]
+    print(f"{results['loss']} ({FLAGS.checkpoint} checkpoint, {label}, {part['dim']}-d) on "
+          f"{results['test_classes']} test classes: MAP@R {100 * test['map_at_r']:.2f}%, R-precision "
+          f"{100 * test['r_precision']:.2f}%, precision@1 {100 * test['precision_at_1']:.2f}%")
+  if FLAGS.record:
+    target = existing_run(FLAGS.workdir, kind="dml").path / RETRIEVAL_FILE.format(checkpoint=FLAGS.checkpoint)
+    write_json_atomic(target, finite_json(results))
+    print(f"wrote {target}")
 
 
 def main_lake():
@@ -234,7 +253,9 @@ def main_lake():
   views = f", mean over shifts by up to {results['test_shifts']} px" if results["test_shifts"] else ""
   print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
         f"one-shot runs ({results['runs']} runs, {results['items']} items{views}):")
-  print(lake_table(results))
+  from fewshot.episodic import lake
+
+  print(lake.table(results))
   if FLAGS.record:
     print(f"wrote {existing_run(FLAGS.workdir).path / LAKE_FILE}")
 

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, data, distances
+from fewshot import backbones, data
 from fewshot.analysis import stats
 from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
@@ -179,9 +179,14 @@ class Experiment:
     return dict(loss=f"{row['loss']:.4f}", val_map_at_r=_percent(row["val_map_at_r"]), best=_percent(best["val_map_at_r"]))
 
   def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
-    embedded = [self.embed(k, state, self.test, written) for k, state in enumerate(best_states)]  # [fold][run]
-    return [results(self.config, self.test, [rows[i] for rows in best_rows], [e[i] for e in embedded])
-            for i in range(len(written))]
+    tested = self.evaluator("retrieval", written=written).run(best_states)
+    return [results(self.config, self.test, [rows[i] for rows in best_rows], run) for i, run in enumerate(tested)]
+
+  def evaluator(self, name: str, **options):
+    """The evaluator ``name`` of :mod:`fewshot.dml.evaluators` over this experiment (``retrieval``)."""
+    from fewshot.dml import evaluators
+
+    return {"retrieval": evaluators.Retrieval}[name](self, **options)
 
   def embed(self, fold: int, state, split: Split, runs: tuple[int, ...] = (0,)) -> list[np.ndarray]:
     """Each of ``runs``' (positions on the run axis: this process's) embeddings of ``split`` by fold model ``fold``."""
@@ -201,18 +206,15 @@ def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
   return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
 
 
-def results(c: DMLConfig, test: Split, bests: list[dict], embeddings: list[np.ndarray]) -> dict:
-  """One run's results from each fold model's best validation row and test embeddings."""
-  separated = [{"fold": k, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
-                "dim": int(e.shape[1]), "test": retrieval(e, test.labels)}
-               for k, (best, e) in enumerate(zip(bests, embeddings))]
+def results(c: DMLConfig, test: Split, bests: list[dict], tested: dict) -> dict:
+  """One run's results from each fold model's best validation row and the ``retrieval`` evaluator's test."""
+  separated = [{"fold": s["fold"], "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
+                "dim": s["dim"], "test": s["test"]} for best, s in zip(bests, tested["separated"])]
   out = {"dataset": c.dataset, "loss": c.loss, "miner": c.miner, "folds": c.folds,
          "test_classes": test.num_classes, "test_images": len(test.labels), "separated": separated,
          "separated_mean": {name: _mean([s["test"][name] for s in separated]) for name in REPORTED}}
-  if c.folds > 1:
-    # Each model's embedding is unit-length; their concatenation is re-normalised (the reality check's 512-d).
-    concatenated = distances.l2_normalize(np.concatenate(embeddings, axis=1))
-    out["concatenated"] = {"dim": int(concatenated.shape[1]), "test": retrieval(concatenated, test.labels)}
+  if "concatenated" in tested:
+    out["concatenated"] = tested["concatenated"]
   return out
 
 

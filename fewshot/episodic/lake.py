@@ -268,7 +268,7 @@ def score(config, learner, variables: dict, runs: Sequence[LakeRun], shifts: int
                                                     jnp.asarray(images)))
   sizes = [size for run in runs for size in (run.way, len(run.labels))]
   parts = np.split(embedded, np.cumsum(sizes)[:-1])
-  table, correct = [], {"head": [], "nn": []}
+  per_run, correct = [], {"head": [], "nn": []}
   for run, support, queries in zip(runs, parts[0::2], parts[1::2]):
     predicted = {"head": head_predictions(support, queries, head=head, params=params),
                  "nn": nearest_neighbour(support, queries)}
@@ -278,10 +278,25 @@ def score(config, learner, variables: dict, runs: Sequence[LakeRun], shifts: int
       correct[rule].append(hits)
       row.update({f"{rule}_correct": int(hits.sum()), f"{rule}_accuracy": 100.0 * float(hits.mean()),
                   f"{rule}_predicted": prediction.tolist()})
-    table.append(row)
+    per_run.append(row)
   rules = {"head": {"name": config.model_name, "classifier": config.classifier, "head": config.head,
                     "distance": config.distance, "theta": learning.theta(head, variables["params"]),
                     **summarise(correct["head"])},
            "nn": {"name": "1-NN (Euclidean)", **summarise(correct["nn"])}}
   return {"lake_runs": source, "model": config.model_name, "test_shifts": shifts, "runs": len(runs),
-          "items": sum(sizes[1::2]), "rules": rules, "per_run": table}
+          "items": sum(sizes[1::2]), "rules": rules, "per_run": per_run}
+
+
+def table(results: dict) -> str:
+  """The per-run table and the summary lines of :func:`score_runs`'s results (``python -m fewshot.evaluate
+  --lake_runs`` prints them).
+  """
+  head, nn = results["rules"]["head"], results["rules"]["nn"]
+  lines = [f"{'run':<8}{'way':>4}{'items':>6}  {head['name']:>12}  {'1-NN':>8}"]
+  for row in results["per_run"]:
+    lines.append(f"{row['run']:<8}{row['way']:>4}{row['items']:>6}  {row['head_accuracy']:>11.1f}%  "
+                 f"{row['nn_accuracy']:>7.1f}%")
+  for rule in (head, nn):
+    lines.append(f"{rule['name']}: {rule['accuracy']:.2f}% of {rule['items']} items ({rule['correct']} right); "
+                 f"{rule['run_mean']:.2f}% ± {rule['run_ci95']:.2f}% over {results['runs']} runs")
+  return "\n".join(lines)

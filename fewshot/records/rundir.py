@@ -229,7 +229,7 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
   found = run_kind(rundir.read_config())
   if found == "dml" and kind == "fewshot":
     raise RunDirError(f"{path} holds a metric-learning run ({RUN_KINDS['dml'][1]}), not a few-shot one: its test "
-                      f"results are in its {rundir.results_path.name} (fewshot.dml has no evaluate command); {fix}.")
+                      f"results are in its {rundir.results_path.name} (python -m fewshot.evaluate re-tests it); {fix}.")
   if found != kind:
     raise RunDirError(f"{path} holds a {RUN_KINDS[found][0]} run ({RUN_KINDS[found][1]}), not a "
                       f"{RUN_KINDS[kind][0]} one; {fix}.")

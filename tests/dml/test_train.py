@@ -110,6 +110,25 @@ def test_four_folds_give_separated_and_concatenated_results(four_fold_run):
   assert RunDir(workdir).read_results() == json.loads(json.dumps(results))
 
 
+def test_evaluate_retests_a_metric_learning_run_as_its_results_say(four_fold_run, assert_one_line_error):
+  """``python -m fewshot.evaluate`` of a metric-learning run: each fold model's best checkpoint again, through the
+  experiment's retrieval evaluator, gives the test its results.json holds.
+  """
+  config, workdir, results = four_fold_run
+  done = subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}"], capture_output=True,
+                        text=True)
+  assert done.returncode == 0, done.stderr
+  written = json.loads((workdir / "test_best_retrieval.json").read_text())
+  assert written["separated"] == [{k: v for k, v in s.items() if not k.startswith("best")}
+                                  for s in json.loads(json.dumps(results["separated"]))]
+  assert written["concatenated"] == json.loads(json.dumps(results["concatenated"]))
+  assert written["checkpoint_steps"] == [s["best_epoch"] * TINY["steps_per_epoch"] for s in results["separated"]]
+  assert "fold models concatenated, 64-d) on 8 test classes: MAP@R" in done.stdout and "MAP@R" in done.stdout
+  assert_one_line_error(subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}",
+                                        "--test_way=3"], capture_output=True, text=True),
+                        "--test_way choose few-shot test episodes; ", "is a metric-learning run")
+
+
 def _comparable(rows):
   return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
 

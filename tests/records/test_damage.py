@@ -223,14 +223,18 @@ def test_a_metric_learning_run_is_not_read_as_a_few_shot_one(dml_run, assert_one
   from fewshot.train import train
 
   fragments = (f"{dml_run} holds a metric-learning run (python -m fewshot.dml.train), not a few-shot one: its test "
-               "results are in its results.json (fewshot.dml has no evaluate command)",)
+               "results are in its results.json (python -m fewshot.evaluate re-tests it)",)
   for call in (lambda: evaluate(str(dml_run)), lambda: evaluate_lake(str(dml_run), "all_runs"),
                lambda: fewshot.load(str(dml_run)), lambda: read_run(dml_run, Config.from_dict)):
     _raises_one_line(call, *fragments)
   _raises_one_line(lambda: train(Config(**TINY), str(dml_run), resume=True),
                    f"{dml_run} holds a metric-learning run (python -m fewshot.dml.train), not a few-shot one; "
                    "choose another --workdir.")
-  assert_one_line_error(_cli("fewshot.evaluate", f"--workdir={dml_run}"), *fragments)
+  # The command re-tests a metric-learning run by its retrieval: here one that never saved a checkpoint.
+  unsaved = dml_run.parent / "unsaved"
+  RunDir(unsaved).write_config({**TINY_DML.to_dict(), "input_shape": [28, 28, 1]})
+  assert_one_line_error(_cli("fewshot.evaluate", f"--workdir={unsaved}"),
+                        f"{unsaved} has no 'best' checkpoint yet; train it first (python -m fewshot.dml.train --resume)")
 
 
 def test_a_few_shot_run_is_not_resumed_as_a_metric_learning_one(run):

@@ -16,7 +16,7 @@ from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 # need positive pairs in every batch; C = 32 x M = 1 for classification (proxy) losses.
 EMBEDDING_LOSS_BATCH = (8, 4)
 CLASSIFICATION_LOSS_BATCH = (32, 1)
-DEFAULT_EPOCHS = {"strokes": 20, "omniglot": 20}
+SMALL_DATASET_EPOCHS = 20
 IMAGE_DATASET_EPOCHS = 100
 FOLDS = (1, 4)
 # The headings of --help the options are listed under, with options.DATA and options.RUNS.
@@ -74,7 +74,7 @@ class DMLConfig(RunOptions):
     classes, per_class = CLASSIFICATION_LOSS_BATCH if self.loss in choices.PROXY_LOSSES else EMBEDDING_LOSS_BATCH
     self.set_default("classes", classes)
     self.set_default("per_class", per_class)
-    self.set_default("epochs", DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS))
+    self.set_default("epochs", IMAGE_DATASET_EPOCHS if data.is_image_dataset else SMALL_DATASET_EPOCHS)
     self.set_default("loss_learning_rate", self.learning_rate)
     self.check_fields()  # the resolved defaults too
     choices.check_batch(self.loss, choices.BATCH_NEEDS.get(self.loss, ()), self.classes, self.per_class)
@@ -92,6 +92,7 @@ class DMLConfig(RunOptions):
   @property
   def class_splits(self) -> str | None:
     """The image datasets' 'dml' class split (train/test halves) where they have it; mini_imagenet has only 'fewshot'."""
-    if self.dataset in catalog.SMALL_DATASETS:
+    spec = catalog.SPECS[self.dataset]
+    if spec.kind == catalog.SMALL:
       return None
-    return "dml" if "dml" in catalog.CLASS_SPLITS[self.dataset] else "fewshot"
+    return "dml" if "dml" in spec.class_splits else "fewshot"

@@ -108,15 +108,5 @@ def method_model_name(method: str, first_order: bool) -> str:
   return ("FO" if first_order else "") + method.upper()
 
 
-# Metric-learning losses by name (fewshot.dml.losses.LOSSES holds the functions; a test keeps the two in step):
-# which take mined triplets, and which learn one proxy (or several) per training class.
-LOSSES = ("contrastive", "two_margin_contrastive", "triplet", "npair", "bce_pair", "margin", "lifted_structure",
-          "multi_similarity", "ntxent", "circle", "fastap", "nsl", "cosface", "arcface", "sphereface", "proxy_nca",
-          "soft_triple", "dr_proxy")
-TRIPLET_LOSSES = ("triplet",)
-PROXY_LOSSES = ("nsl", "cosface", "arcface", "sphereface", "proxy_nca", "soft_triple", "dr_proxy")
-# What a batch must hold for a loss to learn from it: the embedding losses compare a positive pair (two images of
-# a class) with negatives (another class), so their batches need 2 or more classes of 2 or more images each; a
-# proxy loss compares each image with the class proxies and learns from any batch.
-BATCH_NEEDS = {name: ("positives", "negatives") for name in LOSSES if name not in PROXY_LOSSES}
+# The metric-learning losses' names and facts are their rows, fewshot.dml.loss_specs.SPECS; the miners' names:
 MINERS = ("batch_hard", "semi_hard")

@@ -21,7 +21,7 @@ PAPER_EPISODES = {1: 60_000, 5: 50_000}
 # Queries per class of the paper's protocol (docs/protocol.md#episodes): 16 in training and validation episodes, 15 in
 # test episodes.
 PAPER_QUERY, PAPER_TEST_QUERY = 16, 15
-SMALL_DATASET_EPISODES = {"strokes": 2_000, "omniglot": 2_000}
+SMALL_DATASET_EPISODES = 2_000
 TRAIN_SPLITS = ("train", "train+val")
 MAX_STEPS = 2 ** 31  # the train state's step is an int32
 # The headings of --help the options are listed under, with options.DATA and options.RUNS.
@@ -148,7 +148,7 @@ class Config(RunOptions):
       if getattr(self, name) == 1:
         raise ConfigError(f"--{name} 1 draws one-class episodes, which have nothing to classify (loss 0, accuracy "
                           "100% whatever the model); use 2 or more classes.")
-    if self.within_alphabet and self.dataset != "omniglot":
+    if self.within_alphabet and not catalog.SPECS[self.dataset].superclasses:
       raise ConfigError(f"--within_alphabet draws episodes from one Omniglot alphabet; {self.dataset} has none.")
     if self.distort and data.is_image_dataset:
       raise ConfigError(f"--distort moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
@@ -158,11 +158,11 @@ class Config(RunOptions):
     if self.test_shifts and data.is_image_dataset:
       raise ConfigError(f"--test_shifts moves ink on a blank background: strokes and omniglot only, not {self.dataset}.")
     # Where the dataset's classes are too small for shot + the paper's queries, as many queries as they hold.
-    room = max(1, catalog.IMAGES_PER_CLASS.get(self.dataset, PAPER_QUERY + self.shot) - self.shot)
+    room = max(1, (catalog.SPECS[self.dataset].images_per_class or PAPER_QUERY + self.shot) - self.shot)
     self.set_default("query", min(PAPER_QUERY, room))
     self.set_default("test_query", min(PAPER_TEST_QUERY, room))
     paper = PAPER_EPISODES.get(self.shot, PAPER_EPISODES[1])
-    self.set_default("episodes", SMALL_DATASET_EPISODES.get(self.dataset, paper))
+    self.set_default("episodes", paper if data.is_image_dataset else SMALL_DATASET_EPISODES)
     self._check_method()
     self.check_fields()  # the resolved defaults too
     if self.episodes >= MAX_STEPS:
@@ -220,7 +220,7 @@ class Config(RunOptions):
 
   @property
   def is_image_dataset(self) -> bool:
-    return self.dataset in catalog.IMAGE_DATASETS
+    return catalog.SPECS[self.dataset].kind == catalog.IMAGE
 
   @property
   def channels(self) -> int:

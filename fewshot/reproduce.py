@@ -19,6 +19,7 @@ import os
 from absl import flags
 
 from fewshot import cli, options
+from fewshot.data import catalog
 from fewshot.data.downloads import fetch_hint
 from fewshot.errors import ConfigError
 from fewshot.published import ENTRIES, plan, report
@@ -66,7 +67,7 @@ def chosen(entry, models: list[str] | None, heads: list[str] | None):
 
 def check_data(entry, data_dir: str | None) -> None:
   """A one-line refusal naming the files an entry needs where --data_dir is missing or not a folder."""
-  if entry.dataset == "strokes":
+  if catalog.SPECS[entry.dataset].built:  # strokes: drawn by the package, no files to read
     return
   if not data_dir or not os.path.isdir(data_dir):
     given = "no --data_dir" if not data_dir else f"--data_dir {data_dir} is not a folder"

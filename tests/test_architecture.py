@@ -171,7 +171,7 @@ def test_every_folder_says_what_it_holds_and_what_it_may_import():
 
 LIGHT_MODULES = [m for m in MODULES if layer(m) in ("kernel", "records", "analysis", "config", "published")] + [
     "fewshot.analyze", "fewshot.plot", "fewshot.train", "fewshot.evaluate", "fewshot.reproduce", "fewshot.dml.train",
-    "fewshot.dml.config", "fewshot.data.get"]
+    "fewshot.dml.config", "fewshot.dml.loss_specs", "fewshot.data.get"]
 
 
 def test_records_analysis_and_the_commands_import_without_jax_flax_orbax_or_tfds():

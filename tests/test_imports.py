@@ -16,15 +16,26 @@ def test_module_imports_neither_tensorflow_datasets_nor_flax(module):
   assert result.stdout.strip() == "[]"
 
 
-def test_the_light_loss_and_miner_names_are_the_registries():
+def test_the_loss_rows_are_the_registered_losses_and_the_light_miner_names_the_miners():
+  """One registry: each row of fewshot.dml.loss_specs (light, what DMLConfig validates with) is the Loss training
+  uses, its function where the row says, its facts the row's.
+  """
   from fewshot import choices  # noqa: PLC0415
+  from fewshot.dml.loss_specs import SPECS, triplet_losses  # noqa: PLC0415
   from fewshot.dml.losses import LOSSES  # noqa: PLC0415
   from fewshot.dml.miners import MINERS  # noqa: PLC0415
 
-  assert choices.LOSSES == tuple(LOSSES) and choices.MINERS == tuple(MINERS)
-  assert choices.TRIPLET_LOSSES == tuple(name for name, spec in LOSSES.items() if spec.takes_triplets)
-  assert choices.PROXY_LOSSES == tuple(name for name, spec in LOSSES.items() if spec.per_class)
-  assert choices.BATCH_NEEDS == {name: spec.needs for name, spec in LOSSES.items() if spec.needs}
+  assert tuple(LOSSES) == tuple(SPECS) and choices.MINERS == tuple(MINERS)
+  for name, spec in SPECS.items():
+    loss = LOSSES[name]
+    assert spec.name == name == loss.name == loss.label
+    assert (loss.takes_triplets, loss.per_class, loss.needs) == (spec.takes_triplets, spec.per_class, spec.needs)
+    assert f"{loss.fn.__module__}:{loss.fn.__name__}" == spec.fn and (loss.init is None) == (spec.init is None)
+    assert LOSSES[name] is loss  # made once: a learner holding it hashes the same at every step
+  assert triplet_losses() == ("triplet",)
+  assert {name for name, spec in SPECS.items() if spec.per_class} == {
+      "nsl", "cosface", "arcface", "sphereface", "proxy_nca", "soft_triple", "dr_proxy"}
+  assert all(spec.needs == (() if spec.per_class else ("positives", "negatives")) for spec in SPECS.values())
 
 
 def test_the_metric_learning_command_refuses_a_bad_flag_before_loading_jax():

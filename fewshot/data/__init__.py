@@ -15,7 +15,8 @@ one's own (``class_lists``) and 90-degree rotations
 as new classes (``omniglot.character_splits``, ``omniglot.rotated``). The image datasets
 (cub, mini_imagenet, cars196, sop) are RGB, stored at int(1.15 * image_size) px, and
 split by ``class_splits`` and ``class_order`` (see ``class_splits``); ``memory_plan`` says which
-splits fit on the device. What each dataset can be asked for is ``catalog``.
+splits fit on the device. What each dataset can be asked for is ``catalog``, where each dataset is one
+row of ``catalog.SPECS``: a new one is its reader and its row.
 
 Its modules by role: what can be asked for (``catalog``, ``split``), getting the files (``downloads``: every
 source, size and checksum; ``fetch``; the command ``get``), reading the files a researcher

@@ -1,6 +1,7 @@
 """Class splits of the image datasets as pure functions: which class ids form 'train', 'val', 'test'.
 
-Every split is a rule on *positions* in a class order; the order is the dataset's
+Every split is a rule on *positions* in a class order (the rule each class split of a dataset's row names:
+``catalog.PARITY``, ``catalog.HALVES`` or ``catalog.FILES``); the order is the dataset's
 default one (label 0, 1, ...) or a seeded random permutation of it, so a random
 order reshuffles which classes land together while keeping the rule (default-order
 splits put related classes together, a domain bias; the splits are listed in docs/protocol.md).
@@ -30,9 +31,6 @@ import numpy as np
 
 from fewshot.data import catalog
 from fewshot.errors import ConfigError, DataError
-
-# Datasets whose partition of the classes is given by their files, per class splits.
-_FILE_DEFINED = {("mini_imagenet", "fewshot"), ("sop", "dml")}
 
 
 def class_permutation(num_classes: int, class_order: str = "default", seed: int = 0) -> np.ndarray:
@@ -67,7 +65,7 @@ def class_ids(dataset: str, subsets: Sequence[str | None], *, class_splits: str 
     subsets: one entry per class (the number of classes is its length): the
       partition its files put it in (see ``class_subsets``); used by mini_imagenet
       and sop, whose class partition is given by files.
-    class_splits: 'fewshot' or 'dml'; None: the dataset's default (``catalog.DEFAULT_CLASS_SPLITS``).
+    class_splits: 'fewshot' or 'dml'; None: the dataset's default (the first of its row's ``class_splits``).
     class_order: 'default' (label order) or 'random' (a seeded permutation of it).
     seed: the permutation's seed for order 'random'.
 
@@ -81,10 +79,11 @@ def class_ids(dataset: str, subsets: Sequence[str | None], *, class_splits: str 
                       f'{", ".join(catalog.IMAGE_DATASETS)}.')
   resolved = catalog.resolve(dataset, class_splits=class_splits, class_order=class_order)
   class_splits, names = resolved.class_splits, resolved.split_names
+  rule = catalog.SPECS[dataset].class_splits[class_splits]
   num_classes = len(subsets)
   perm = class_permutation(num_classes, class_order, seed)
   pos = np.arange(num_classes)
-  if (dataset, class_splits) in _FILE_DEFINED:
+  if rule == catalog.FILES:
     subs = np.array([s if s is not None else "" for s in subsets], dtype=object)
     outside = [c for c in range(num_classes) if subs[c] not in names]
     if outside:
@@ -97,15 +96,15 @@ def class_ids(dataset: str, subsets: Sequence[str | None], *, class_splits: str 
       # Same sizes as the files' partition, as consecutive blocks of the permuted order.
       sizes = np.cumsum([np.sum(subs == name) for name in names])[:-1]
       chosen = {name: perm[block] for name, block in zip(names, np.split(pos, sizes))}
-  elif class_splits == "fewshot":  # cub: Chen et al.'s parity split
+  elif rule == catalog.PARITY:  # cub: Chen et al.'s split
     chosen = {"train": perm[pos % 2 == 0], "val": perm[pos % 4 == 1], "test": perm[pos % 4 == 3]}
-  else:  # dml halves
+  else:  # catalog.HALVES
     n_train = (num_classes + 1) // 2
     chosen = {"train": perm[:n_train], "test": perm[n_train:]}
   out = {name: np.sort(chosen[name]).astype(np.int64) for name in names}
   empty = [name for name in names if not len(out[name])]
   if empty:
-    need = 4 if class_splits == "fewshot" and dataset == "cub" else len(names)
+    need = 4 if rule == catalog.PARITY else len(names)
     raise DataError(f"{dataset} has {num_classes} classes, which leaves split {empty[0]!r} of --class_splits {class_splits} "
                     f"without classes; it needs at least {need}.")
   return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 from collections.abc import Sequence
+from types import ModuleType
 
-from fewshot.data import catalog, class_splits, holdout, images, omniglot, strokes, tfds_io
+from fewshot.data import catalog, class_splits, holdout, images, omniglot, tfds_io
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 
@@ -15,14 +17,9 @@ def default_tfds_dir(tfds_dir: str | None = None) -> str:
   return tfds_io.default_tfds_dir(tfds_dir)
 
 
-def _builder(dataset: str, data_dir: str | None, tfds_dir: str | None, size: int):
-  """The tfds builder of strokes or omniglot (at ``size`` px), prepared if it was not yet."""
-  tfds_dir = default_tfds_dir(tfds_dir)
-  if dataset == "omniglot":
-    return omniglot.builder(data_dir, tfds_dir, size)
-  b = strokes.Strokes(config=strokes.config(), data_dir=tfds_dir)
-  tfds_io.prepare(b)
-  return b
+def reader(dataset: str) -> ModuleType:
+  """The module that reads ``dataset``, as its row names it (``catalog.DatasetSpec.reader``), imported now."""
+  return importlib.import_module(catalog.spec_of(dataset).reader)
 
 
 def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | None, seed: int,
@@ -34,10 +31,10 @@ def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | N
     ids = class_splits.class_ids(resolved.dataset, prepared.class_subsets, class_splits=resolved.class_splits,
                                     class_order=resolved.class_order, seed=seed)
     return {split: prepared.read(ids[split]) for split in wanted}
-  b = _builder(resolved.dataset, data_dir, tfds_dir, resolved.image_size)
-  if resolved.class_splits in (None, "default"):
+  b = reader(resolved.dataset).builder(data_dir, default_tfds_dir(tfds_dir), resolved.image_size)
+  if catalog.SPECS[resolved.dataset].class_splits.get(resolved.class_splits, catalog.STORED) == catalog.STORED:
     return {split: tfds_io.read_split(b, split) for split in wanted}
-  # Omniglot's other class splits: the stored default split's characters, pooled and split again.
+  # catalog.CHARACTERS: omniglot's stored default split's characters, pooled and split again.
   pooled = Split.concatenate(tfds_io.read_split(b, split) for split in catalog.SPLITS)
   characters = omniglot.character_splits(list(pooled.class_names), resolved.class_splits, seed, split_lists)
   return {split: omniglot.by_characters(pooled, characters[split]) for split in wanted}
@@ -103,9 +100,8 @@ def files_read(dataset: str, data_dir: str | None) -> list[str] | None:
   """The files of ``data_dir`` a dataset's images are read from, where its reader knows them (omniglot: the zips and
   folders holding characters); None where it does not (the run then names what the folder holds at its top).
   """
-  if dataset == "omniglot":
-    return list(omniglot.scan(data_dir).sources)
-  return None
+  files = getattr(reader(dataset), "files_read", None)
+  return None if files is None else files(data_dir)
 
 
 def load_split(dataset: str, split: str, data_dir: str | None = None, tfds_dir: str | None = None,

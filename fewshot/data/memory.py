@@ -31,14 +31,8 @@ from fewshot.data import catalog
 #   sop            dml       train   59,551   1.65 GB device  11.80 GB host
 #                            test    60,502   1.67 GB device  11.99 GB host
 #   (MB, GB = 10^6, 10^9 bytes; budget DEVICE_BUDGET_BYTES = 4 GiB per split.
-#   CUB's fewshot counts are those of Chen et al.'s base / val / novel files.)
-REAL_SPLIT_IMAGES = {
-    ("cub", "fewshot"): {"train": 5_885, "val": 2_950, "test": 2_953},
-    ("cub", "dml"): {"train": 5_864, "test": 5_924},
-    ("mini_imagenet", "fewshot"): {"train": 38_400, "val": 9_600, "test": 12_000},
-    ("cars196", "dml"): {"train": 8_054, "test": 8_131},
-    ("sop", "dml"): {"train": 59_551, "test": 60_502},
-}
+#   CUB's fewshot counts are those of Chen et al.'s base / val / novel files. The image counts are each dataset's
+#   row's split_images, catalog.SPECS.)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +53,7 @@ def memory_plan(dataset: str, image_size: int = catalog.DEFAULT_IMAGE_SIZES["con
   """
   class_splits = catalog.resolve(dataset, image_size=image_size, class_splits=class_splits).class_splits
   size = catalog.stored_size(image_size)
-  counts = REAL_SPLIT_IMAGES[dataset, class_splits] if split_images is None else split_images
+  counts = catalog.SPECS[dataset].split_images[class_splits] if split_images is None else split_images
   plan = {}
   for split, n in counts.items():
     nbytes = int(n) * 3 * size ** 2

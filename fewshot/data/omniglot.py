@@ -27,7 +27,7 @@ from fewshot.errors import ConfigError, DataError, one_line
 SPLIT_SEED = 0
 SPLIT_FRACTIONS = (0.6, 0.2)  # train, val; test gets the rest
 
-# Class splits (`character_splits`, named in `catalog.CLASS_SPLITS`): the stored 60/20/20
+# Class splits (`character_splits`, named in omniglot's row of `catalog.SPECS`): the stored 60/20/20
 # split; Vinyals et al.'s split as published (fewshot/data/lists/vinyals: 1,028 / 172 / 423 characters, the test split
 # 12 evaluation alphabets whole and 4 of Gurmukhi's 45 characters) or a user's own lists (fewshot.data.class_lists); a seeded random order cut
 # at Vinyals et al.'s sizes (1,200 training characters, as Ravi & Larochelle 1,028 train + 172 val, and 423 test, of
@@ -259,6 +259,11 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     for cls in names:
       for i, image in enumerate(self.decoded[cls]):
         yield f"{cls}/{i:03d}", {"image": image, "label": cls}
+
+
+def files_read(data_dir: str | None) -> list[str]:
+  """The zips and folders of ``data_dir`` that hold characters: what a run's images are read from."""
+  return list(scan(data_dir).sources)
 
 
 def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0]) -> Omniglot:

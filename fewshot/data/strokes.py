@@ -193,3 +193,13 @@ def config(num_classes: int = NUM_CLASSES, per_class: int = PER_CLASS, seed: int
   if num_classes < 6 or per_class < 1:
     raise DataError(f"strokes needs num_classes >= 6 and per_class >= 1, got {num_classes}, {per_class}; pass larger values.")
   return StrokesConfig(name=f"c{num_classes}_p{per_class}_s{seed}", num_classes=num_classes, per_class=per_class, seed=seed)
+
+
+def builder(data_dir: str | None, tfds_dir: str, size: int = catalog.SMALL_IMAGE_SIZE) -> Strokes:
+  """The prepared strokes builder, as ``catalog.DatasetSpec.reader`` asks of a small dataset's reader; strokes is
+  drawn by the package at 28 px, so it reads no ``data_dir`` and takes no other ``size``.
+  """
+  del data_dir, size  # catalog.resolve refuses any size but 28
+  b = Strokes(config=config(), data_dir=tfds_dir)
+  tfds_io.prepare(b)
+  return b

@@ -1,6 +1,7 @@
 """Deep metric learning: losses, miners, the C x M batch, retrieval metrics, and its experiment.
 
 * the losses and what they reduce with: :mod:`~fewshot.dml.losses` (a subpackage, one module per family),
+  :mod:`~fewshot.dml.loss_specs` (one row per loss: its name, where its function lives, its facts),
   :mod:`~fewshot.dml.miners`, :mod:`~fewshot.dml.tuples`, :mod:`~fewshot.dml.masked`;
 * evaluation, exact and blocked: :mod:`~fewshot.dml.metrics` (retrieval), :mod:`~fewshot.dml.knn`,
   :mod:`~fewshot.dml.pair_similarities`, :mod:`~fewshot.dml.clustering`, :mod:`~fewshot.dml.verification`;

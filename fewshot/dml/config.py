@@ -9,6 +9,7 @@ import dataclasses
 
 from fewshot import choices
 from fewshot.data import catalog
+from fewshot.dml import loss_specs
 from fewshot.errors import ConfigError
 from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 
@@ -16,7 +17,7 @@ from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
 # need positive pairs in every batch; C = 32 x M = 1 for classification (proxy) losses.
 EMBEDDING_LOSS_BATCH = (8, 4)
 CLASSIFICATION_LOSS_BATCH = (32, 1)
-DEFAULT_EPOCHS = {"strokes": 20, "omniglot": 20}
+SMALL_DATASET_EPOCHS = 20
 IMAGE_DATASET_EPOCHS = 100
 FOLDS = (1, 4)
 # The headings of --help the options are listed under, with options.DATA and options.RUNS.
@@ -33,7 +34,7 @@ class DMLConfig(RunOptions):
                                 "--resume may name a new one", heading=DATA)
   backbone: str = option("conv4", "the backbone", choices=choices.BACKBONES, heading=MODEL)
   embedding_dim: int = option(128, "dimension of the L2-normalised embedding", positive=True, heading=MODEL)
-  loss: str = option("triplet", f"the loss, one of {', '.join(choices.LOSSES)} (a run of a user-written loss, "
+  loss: str = option("triplet", f"the loss, one of {', '.join(loss_specs.SPECS)} (a run of a user-written loss, "
                      f"trained from Python, records {choices.CUSTOM_PREFIX}<its name>)", heading=MODEL)
   miner: str = option("none", "triplet-taking losses only", choices=("none", *choices.MINERS), heading=MODEL)
   classes: int | None = option(None, "classes per batch (default 8 for embedding losses, 32 for classification "
@@ -58,11 +59,12 @@ class DMLConfig(RunOptions):
 
   def __post_init__(self):
     self.check_fields()
-    if self.loss not in choices.LOSSES and not self.custom_loss:
-      raise ConfigError(f"unknown --loss {self.loss!r}; choose one of {', '.join(choices.LOSSES)}.")
+    spec = loss_specs.SPECS.get(self.loss)  # None: a user's loss, which says its facts itself
+    if spec is None and not self.custom_loss:
+      raise ConfigError(f"unknown --loss {self.loss!r}; choose one of {', '.join(loss_specs.SPECS)}.")
     # A user's loss says itself whether it takes triplets: fewshot.dml.embedding.MetricLearner checks it.
-    if self.miner != "none" and self.loss not in choices.TRIPLET_LOSSES and not self.custom_loss:
-      takes = ", ".join(choices.TRIPLET_LOSSES)
+    if self.miner != "none" and spec is not None and not spec.takes_triplets:
+      takes = ", ".join(loss_specs.triplet_losses())
       raise ConfigError(f"the {self.loss} loss does not take mined triplets; use --miner none, or a miner only with "
                         f"--loss {takes}.")
     if self.folds not in FOLDS:
@@ -71,13 +73,13 @@ class DMLConfig(RunOptions):
     data = catalog.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
                                 class_splits=self.class_splits, class_order=self.class_order)
     object.__setattr__(self, "image_size", data.image_size)
-    classes, per_class = CLASSIFICATION_LOSS_BATCH if self.loss in choices.PROXY_LOSSES else EMBEDDING_LOSS_BATCH
+    classes, per_class = CLASSIFICATION_LOSS_BATCH if spec is not None and spec.per_class else EMBEDDING_LOSS_BATCH
     self.set_default("classes", classes)
     self.set_default("per_class", per_class)
-    self.set_default("epochs", DEFAULT_EPOCHS.get(self.dataset, IMAGE_DATASET_EPOCHS))
+    self.set_default("epochs", IMAGE_DATASET_EPOCHS if data.is_image_dataset else SMALL_DATASET_EPOCHS)
     self.set_default("loss_learning_rate", self.learning_rate)
     self.check_fields()  # the resolved defaults too
-    choices.check_batch(self.loss, choices.BATCH_NEEDS.get(self.loss, ()), self.classes, self.per_class)
+    choices.check_batch(self.loss, () if spec is None else spec.needs, self.classes, self.per_class)
     self.resolve_locations()
 
   @property
@@ -92,6 +94,7 @@ class DMLConfig(RunOptions):
   @property
   def class_splits(self) -> str | None:
     """The image datasets' 'dml' class split (train/test halves) where they have it; mini_imagenet has only 'fewshot'."""
-    if self.dataset in catalog.SMALL_DATASETS:
+    spec = catalog.SPECS[self.dataset]
+    if spec.kind == catalog.SMALL:
       return None
-    return "dml" if "dml" in catalog.CLASS_SPLITS[self.dataset] else "fewshot"
+    return "dml" if "dml" in spec.class_splits else "fewshot"

@@ -9,14 +9,16 @@ Each reader locates the dataset's folders or archives, then parses and cross-che
 every annotation file and checks that every listed image is present, raising a
 one-line DataError (file, line, what was expected, how to fix) before any image is
 decoded. Decoding and storage are the caller's; ``check_image`` tells a corrupt image.
-The readers import only ``fewshot.data.archives`` (the file tree) and ``fewshot.errors``.
+The readers import only ``fewshot.data.archives`` (the file tree) and ``fewshot.errors``; this module finds each
+dataset's reader by its row of ``fewshot.data.catalog``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from types import ModuleType
 
-from fewshot.data.readers import cars196, cub, mini_imagenet, sop
+from fewshot.data import catalog
 from fewshot.data.readers.cars196 import read_cars196
 from fewshot.data.readers.cub import read_cub
 from fewshot.data.readers.mini_imagenet import read_mini_imagenet
@@ -24,27 +26,20 @@ from fewshot.data.readers.records import SUBSETS, DatasetRecords, ImageRecord, c
 from fewshot.data.readers.sop import read_sop
 from fewshot.errors import DataError
 
-READERS: dict[str, Callable[..., DatasetRecords]] = {
-    "cub": read_cub,
-    "mini_imagenet": read_mini_imagenet,
-    "cars196": read_cars196,
-    "sop": read_sop,
-}
-_LOCATORS = {"cub": cub.locate, "mini_imagenet": mini_imagenet.locate, "cars196": cars196.locate, "sop": sop.locate}
-
-__all__ = ["READERS", "SUBSETS", "DatasetRecords", "ImageRecord", "check_image", "fingerprint", "read",
-           "read_cars196", "read_cub", "read_mini_imagenet", "read_sop"]
+__all__ = ["SUBSETS", "DatasetRecords", "ImageRecord", "check_image", "fingerprint", "read", "read_cars196",
+           "read_cub", "read_mini_imagenet", "read_sop"]
 
 
-def _check_name(dataset: str) -> None:
-  if dataset not in READERS:
-    raise DataError(f'Unknown dataset {dataset!r}; choose one of {", ".join(READERS)}.')
+def module(dataset: str) -> ModuleType:
+  """The reader module an image dataset's row names (``catalog.DatasetSpec.reader``): ``locate`` and ``read_<name>``."""
+  if dataset not in catalog.IMAGE_DATASETS:
+    raise DataError(f'Unknown dataset {dataset!r}; choose one of {", ".join(catalog.IMAGE_DATASETS)}.')
+  return importlib.import_module(catalog.SPECS[dataset].reader)
 
 
 def read(dataset: str, data_dir) -> DatasetRecords:
-  """``READERS[dataset](data_dir)``: the validated records of one dataset."""
-  _check_name(dataset)
-  return READERS[dataset](data_dir)
+  """``read_<dataset>(data_dir)`` of the dataset's reader: its validated records."""
+  return getattr(module(dataset), f"read_{dataset}")(data_dir)
 
 
 def fingerprint(dataset: str, data_dir) -> str:
@@ -53,6 +48,5 @@ def fingerprint(dataset: str, data_dir) -> str:
   Costs a stat per archive and a walk of extracted folders, so a caller can find
   already-prepared data before paying for a full read (a .tgz listing inflates it).
   """
-  _check_name(dataset)
-  tree, _ = _LOCATORS[dataset](data_dir)
+  tree, _ = module(dataset).locate(data_dir)
   return tree.fingerprint

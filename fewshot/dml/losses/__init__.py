@@ -1,8 +1,9 @@
 """Metric-learning losses: pure jittable functions ``(embeddings, labels, ...) -> scalar``.
 
-Each loss lives in the module of its family; :data:`LOSSES` names them for training
-loops and command lines, with how to initialise the loss's own learnable parameters
-(proxies, scales, thresholds) and whether it accepts mined triplets. A user-written
+Each loss lives in the module of its family; :data:`LOSSES` is each row of
+:data:`fewshot.dml.loss_specs.SPECS` (its name, function and facts) as the :class:`Loss` training loops use, with how
+to initialise the loss's own learnable parameters (proxies, scales, thresholds) and whether it accepts mined
+triplets: a new loss is its function and its row there. A user-written
 loss is a :class:`Loss` value too and trains the same way (``fewshot.dml.train.train(...,
 loss=)``); its run records it as ``custom:<name>``. The losses import only :mod:`fewshot.distances`,
 :mod:`fewshot.heads` (the DR proxy loss) and the masked reductions and tuples of :mod:`fewshot.dml`.
@@ -11,11 +12,14 @@ loss=)``); its run records it as ``custom:<name>``. The losses import only :mod:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import re
+from collections.abc import Iterator, Mapping
 from typing import Callable
 
-from fewshot.choices import BATCH_NEEDS, CUSTOM_PREFIX
-from fewshot.dml.losses import margin_losses, pair_losses, proxy_losses, tuple_losses
+from fewshot.choices import CUSTOM_PREFIX
+from fewshot.dml.loss_specs import SPECS, LossSpec
 from fewshot.dml.losses.margin_losses import arcface_loss, cosface_loss, sphereface_loss
 from fewshot.dml.losses.pair_losses import (
   bce_pair_loss,
@@ -122,44 +126,42 @@ class Loss:
     return self.name if LOSSES.get(self.name) == self else CUSTOM_PREFIX + self.name
 
 
-def _unit_proxies(fn, init) -> Loss:
-  return Loss(fn, init, per_class=True)
-
-
-def _named(losses: dict[str, Loss]) -> dict[str, Loss]:
-  """Each registered loss carrying its command-line name and what its batches need (:data:`BATCH_NEEDS
-  <fewshot.choices.BATCH_NEEDS>`).
-  """
-  return {name: dataclasses.replace(loss, name=name, needs=BATCH_NEEDS.get(name, ())) for name, loss in losses.items()}
-
-
 def _no_classes(init):
   """An ``init`` of parameters that do not depend on the classes or the dimension."""
   return lambda key, num_classes, dim: init()
 
 
-LOSSES: dict[str, Loss] = _named({
-    # Embedding losses: they need positive pairs in the batch (C x M batches, M >= 2).
-    "contrastive": Loss(pair_losses.contrastive_loss),
-    "two_margin_contrastive": Loss(pair_losses.two_margin_contrastive_loss),
-    "triplet": Loss(tuple_losses.triplet_margin_loss, takes_triplets=True),
-    "npair": Loss(tuple_losses.npair_loss),
-    "bce_pair": Loss(pair_losses.bce_pair_loss, _no_classes(pair_losses.init_bce_pair_params)),
-    "margin": Loss(pair_losses.margin_loss, _no_classes(pair_losses.init_margin_params)),
-    "lifted_structure": Loss(pair_losses.lifted_structure_loss),
-    "multi_similarity": Loss(tuple_losses.multi_similarity_loss),
-    "ntxent": Loss(tuple_losses.ntxent_loss),
-    "circle": Loss(tuple_losses.circle_loss),
-    "fastap": Loss(tuple_losses.fastap_loss),
-    # Classification losses: one learnable proxy (or several) per training class.
-    "nsl": _unit_proxies(proxy_losses.normalized_softmax_loss, proxy_losses.init_normalized_softmax_params),
-    "cosface": _unit_proxies(margin_losses.cosface_loss, proxy_losses.init_proxies),
-    "arcface": _unit_proxies(margin_losses.arcface_loss, proxy_losses.init_proxies),
-    "sphereface": _unit_proxies(margin_losses.sphereface_loss, proxy_losses.init_proxies),
-    "proxy_nca": _unit_proxies(proxy_losses.proxy_nca_loss, proxy_losses.init_proxies),
-    "soft_triple": _unit_proxies(proxy_losses.soft_triple_loss, proxy_losses.init_soft_triple_params),
-    "dr_proxy": _unit_proxies(proxy_losses.dr_proxy_loss, proxy_losses.init_dr_proxy_params),
-})
+def _load(where):
+  """A function of a row: itself, or the one ``"module:function"`` names, imported now."""
+  if where is None or callable(where):
+    return where
+  module, _, name = where.partition(":")
+  return getattr(importlib.import_module(module), name)
+
+
+@functools.lru_cache(maxsize=None)
+def _registered(spec: LossSpec) -> Loss:
+  """The loss of a row, made once (a learner holds it as a static, hashed value: one row, one ``Loss``)."""
+  init = _load(spec.init)
+  init = _no_classes(init) if init is not None and not spec.per_class else init
+  return Loss(_load(spec.fn), init, per_class=spec.per_class, takes_triplets=spec.takes_triplets, name=spec.name,
+              needs=spec.needs)
+
+
+class _Registered(Mapping):
+  """The rows of :data:`fewshot.dml.loss_specs.SPECS` as losses, read at each use: a row added later is here."""
+
+  def __getitem__(self, name: str) -> Loss:
+    return _registered(SPECS[name])
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(SPECS)
+
+  def __len__(self) -> int:
+    return len(SPECS)
+
+
+LOSSES: Mapping[str, Loss] = _Registered()
 
 
 def check_loss_name(name: str) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fewshot.data import archives, readers
+from fewshot.data import archives, catalog, readers
 
 import dataset_fixtures as fixtures
 from dataset_fixtures import one_line_error
@@ -467,5 +467,9 @@ def test_sop_corrupt_image_and_more_consistency(tmp_path):
 
 
 def test_read_dispatch():
-  assert set(readers.READERS) == {"cub", "mini_imagenet", "cars196", "sop"}
+  """Each image dataset's row names its reader: ``locate`` and ``read_<name>``."""
+  assert tuple(catalog.IMAGE_DATASETS) == ("cub", "mini_imagenet", "cars196", "sop")
+  for name in catalog.IMAGE_DATASETS:
+    module = readers.module(name)
+    assert callable(module.locate) and getattr(module, f"read_{name}") is getattr(readers, f"read_{name}")
   one_line_error(lambda: readers.read("imagenet", "/tmp"), "Unknown dataset 'imagenet'", "cub")

@@ -5,7 +5,6 @@ JPEGs and lists of its own; the shipped Ravi & Larochelle lists are checked on t
 import hashlib
 import io
 import os
-import pathlib
 import re
 import subprocess
 import sys

@@ -19,8 +19,9 @@ splits fit on the device. What each dataset can be asked for is ``catalog``, whe
 row of ``catalog.SPECS``: a new one is its reader and its row.
 
 Its modules by role: what can be asked for (``catalog``, ``split``), getting the files (``downloads``: every
-source, size and checksum; ``fetch``; the command ``get``), reading the files a researcher
-has (``archives`` and its parts, ``readers/`` for the image datasets, ``omniglot``, ``strokes`` built here),
+source, size and checksum; ``fetch``; the command ``get``; ``ilsvrc``: mini-ImageNet built from one's own ILSVRC-2012),
+reading the files a researcher has (``archives`` and its parts, ``readers/`` for the image datasets, ``omniglot``,
+``strokes`` built here),
 class splits (``class_splits``, ``class_lists``, ``holdout``), preparing and reading back (``tfds_io``, ``images``,
 ``image_decoding``, ``prepared``, ``loading``), and device memory (``memory``).
 

@@ -99,6 +99,9 @@ _BY_DISPLAY_NAME = {"omniglot": "omniglot", "Omniglot": "omniglot", "CUB-200-201
 
 
 def fetch_hint(dataset: str) -> str:
-  """What a missing or incomplete data folder's error adds: the command that fetches the dataset (or nothing)."""
+  """What a missing or incomplete data folder's error adds: the command that fetches (or builds) the dataset."""
+  if dataset in ("mini-ImageNet", "mini_imagenet"):
+    return (" (python -m fewshot.data.get mini_imagenet --from ILSVRC/train --to DIR builds it from your own "
+            "ILSVRC-2012)")
   key = _BY_DISPLAY_NAME.get(dataset)
   return f" (python -m fewshot.data.get {key} --to DIR fetches it)" if key else ""

@@ -14,6 +14,18 @@ import dataclasses
 import numpy as np
 
 from fewshot import distances
+from fewshot.analysis import stats
+from fewshot.dml.metrics import retrieval_metrics
+
+RECALL_AT = (1, 2, 4, 8)
+REPORTED = ("precision_at_1", "r_precision", "map_at_r")  # what results.json averages over fold models
+
+
+def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
+  """Retrieval metrics of a split against itself, the query left out of its own list; NaN as null."""
+  recall_at = tuple(k for k in RECALL_AT if k < len(labels))
+  m = retrieval_metrics(embeddings, labels, embeddings, labels, ref_includes_query=True, recall_at=recall_at)
+  return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,8 +38,6 @@ class Retrieval:
   written: tuple[int, ...] = (0,)
 
   def run(self, states: list) -> list[dict]:
-    from fewshot.dml.experiment import retrieval
-
     test = self.experiment.test
     embedded = [self.experiment.embed(k, state, test, self.written) for k, state in enumerate(states)]  # [fold][run]
     out = []

@@ -20,11 +20,11 @@ from fewshot.analysis import stats
 from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
 from fewshot.data.catalog import fits_on_device
-from fewshot.dml import embedding
+from fewshot.dml import embedding, evaluators
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.embedding import Embedder, MetricLearner
+from fewshot.dml.evaluators import REPORTED, retrieval
 from fewshot.dml.losses import Loss, get_loss
-from fewshot.dml.metrics import retrieval_metrics
 from fewshot.dml.samplers import BatchShape
 from fewshot.errors import ConfigError
 from fewshot.training import class_draws, loop, seed_groups, sources
@@ -184,8 +184,6 @@ class Experiment:
 
   def evaluator(self, name: str, **options):
     """The evaluator ``name`` of :mod:`fewshot.dml.evaluators` over this experiment (``retrieval``)."""
-    from fewshot.dml import evaluators
-
     return {"retrieval": evaluators.Retrieval}[name](self, **options)
 
   def embed(self, fold: int, state, split: Split, runs: tuple[int, ...] = (0,)) -> list[np.ndarray]:
@@ -193,17 +191,6 @@ class Experiment:
     embedded = embedding.embed_split(self.fold_learner(fold), embedding.model_variables(state), split.images,
                                      runs=None if self.group is None else runs)
     return [embedded] if self.group is None else list(embedded)
-
-
-RECALL_AT = (1, 2, 4, 8)
-REPORTED = ("precision_at_1", "r_precision", "map_at_r")
-
-
-def retrieval(embeddings: np.ndarray, labels: np.ndarray) -> dict:
-  """Retrieval metrics of a split against itself, the query left out of its own list; NaN as null."""
-  recall_at = tuple(k for k in RECALL_AT if k < len(labels))
-  m = retrieval_metrics(embeddings, labels, embeddings, labels, ref_includes_query=True, recall_at=recall_at)
-  return {name: stats.finite_or_none(v) if isinstance(v, float) else v for name, v in m.as_dict().items()}
 
 
 def results(c: DMLConfig, test: Split, bests: list[dict], tested: dict) -> dict:

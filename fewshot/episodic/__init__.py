@@ -10,8 +10,10 @@
   the head and backbone values passed from Python;
 * :mod:`~fewshot.episodic.experiment`: a :class:`~fewshot.config.Config` built into data, learner and keys, and
   the method's side of :mod:`fewshot.training.trainer` (``python -m fewshot.train``'s chunk, rows and test);
-* :mod:`~fewshot.episodic.cached_episodes`, :mod:`~fewshot.episodic.lake`: re-testing a run (the test split embedded
-  once; Lake et al.'s one-shot runs), as ``python -m fewshot.evaluate`` does.
+* :mod:`~fewshot.episodic.evaluators`: the experiment's evaluators, ``run(state) -> dict`` (the test episodes, the
+  same over the test split embedded once, Lake's runs): the run's test, ``python -m fewshot.evaluate`` and the
+  reproductions call them; :mod:`~fewshot.episodic.cached_episodes` and :mod:`~fewshot.episodic.lake` do their work
+  (the test split embedded once; Lake et al.'s one-shot runs, read or drawn).
 
 Stands on :mod:`fewshot.training`, :mod:`fewshot.records`, :mod:`fewshot.augment`, :mod:`fewshot.data` and the
 research modules at the package root (heads, backbones, distances); nothing outside imports it but the commands

@@ -18,16 +18,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from fewshot import heads
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape, episode_from_images
-from fewshot.episodic.experiment import Experiment
-from fewshot.episodic.learners import test_shape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training import class_draws, split_embedding
-from fewshot.training.train_state import TrainState
 
 BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (128 MiB of float32)
 
@@ -79,13 +75,3 @@ def cached_episode_accuracies(learner: EpisodicLearner, variables: dict, embeddi
   block = max(1, min(num_episodes, BLOCK_FLOATS // (shape.way * shape.per_class * embeddings.shape[-1])))
   steps = jnp.arange(-(-num_episodes // block) * block, dtype=jnp.int32).reshape(-1, block)
   return jnp.concatenate([_block(learner, variables, embeddings, layout, key, shape, s) for s in steps])[:num_episodes]
-
-
-def accuracies(experiment: Experiment, state: TrainState, num_episodes: int, shifts: int = 0) -> np.ndarray:
-  """Per-episode accuracies of the test episodes :meth:`Experiment.accuracies` draws, over embeddings computed once
-  (the test split's, by ``state``'s model, each image the mean over its ``shifts`` translations where > 0).
-  """
-  variables, source, learner = learning.model_variables(state), experiment.sources["test"], experiment.learner
-  embeddings = embed_split(learner, variables, source.images, shifts=shifts)
-  return np.asarray(cached_episode_accuracies(learner, variables, embeddings, source.layout, experiment.keys["test"],
-                                    num_episodes, test_shape(experiment.config)))

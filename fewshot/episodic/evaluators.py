@@ -21,6 +21,8 @@ import dataclasses
 import numpy as np
 
 from fewshot.analysis import stats
+from fewshot.episodic import cached_episodes, lake, learning
+from fewshot.episodic.learners import test_shape
 
 
 def summary(accuracies: np.ndarray, prefix: str = "") -> dict:
@@ -56,10 +58,13 @@ class CachedEpisodes:
   prefix: str = ""  # "cached_" where it is reported beside the per-episode test
 
   def run(self, state) -> dict:
-    from fewshot.episodic import cached_episodes
-
-    accuracies = cached_episodes.accuracies(self.experiment, state, self.episodes, self.shifts)
-    return summary(accuracies, self.prefix)
+    variables, source = learning.model_variables(state), self.experiment.sources["test"]
+    learner = self.experiment.learner
+    embeddings = cached_episodes.embed_split(learner, variables, source.images, shifts=self.shifts)
+    accuracies = cached_episodes.cached_episode_accuracies(learner, variables, embeddings, source.layout,
+                                                           self.experiment.keys["test"], self.episodes,
+                                                           test_shape(self.experiment.config))
+    return summary(np.asarray(accuracies), self.prefix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +80,5 @@ class LakeRuns:
   source: str | None = None  # where the runs were read from (None: drawn)
 
   def run(self, state) -> dict:
-    from fewshot.episodic import lake, learning
-
     return lake.score(self.config, self.learner, learning.model_variables(state), self.runs, self.shifts,
                       self.source)

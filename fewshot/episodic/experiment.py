@@ -17,7 +17,7 @@ from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split, catalog, omniglot
 from fewshot.data.catalog import fits_on_device
-from fewshot.episodic import learning, methods
+from fewshot.episodic import evaluators, learning, methods
 from fewshot.episodic.learners import build_learner, test_shape, train_shape, val_shape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.episodic.maml import MetaLearner
@@ -143,8 +143,6 @@ class Experiment:
     ``cached`` default to the run's ``--test_episodes`` and ``--test_shifts``; ``lake`` takes ``runs`` (and
     ``source``).
     """
-    from fewshot.episodic import evaluators
-
     if name == "lake":
       return evaluators.LakeRuns(self.config, self.learner, **{"shifts": self.config.test_shifts, **options})
     chosen = {"episodes": evaluators.Episodes, "cached": evaluators.CachedEpisodes}[name]

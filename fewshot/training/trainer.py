@@ -55,8 +55,18 @@ class Experiment(Protocol):
 
   def results(self, best_states: list, best_rows: list[list[dict]], written: tuple[int, ...]) -> list[dict]:
     """Each written run's results from every model's best checkpoint (``best_states[model]``, held the state's
-    way) and best row (``best_rows[model][run]``).
+    way) and best row (``best_rows[model][run]``), its test made by one of its evaluators.
     """
+
+  def evaluator(self, name: str, **options) -> Evaluator:
+    """The evaluator ``name`` over this experiment, built with ``options``: what re-tests a checkpoint."""
+
+
+class Evaluator(Protocol):
+  """One way of testing a checkpoint (big_vision's shape): built with what it measures, then run on a state."""
+
+  def run(self, state: Any) -> dict | list[dict]:
+    """The measurement of ``state`` (a run's, a group's stacked, or a list of fold models')."""
 
 
 def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> list[dict | None]:

@@ -13,11 +13,11 @@ May import: kernel, records, analysis (docs/architecture.md, "Layers").
 
 from __future__ import annotations
 
-from fewshot.published import kim2022, lake, musgrave2020, snell2017
+from fewshot.published import finn2017, kim2022, lake, musgrave2020, snell2017
 from fewshot.published.registry import Cell, Comparison, Entry, Model, Schedule
 
 ENTRIES: dict[str, Entry] = {entry.name: entry for entry in (
-    snell2017.OMNIGLOT, lake.BACKGROUND, lake.SMALL1, lake.SMALL2, snell2017.MINI_IMAGENET, kim2022.CUB,
+    snell2017.OMNIGLOT, lake.BACKGROUND, lake.SMALL1, lake.SMALL2, finn2017.OMNIGLOT, snell2017.MINI_IMAGENET, kim2022.CUB,
     kim2022.MINI_IMAGENET, musgrave2020.CUB, musgrave2020.CARS196, musgrave2020.SOP)}
 
 __all__ = ["ENTRIES", "Cell", "Comparison", "Entry", "Model", "Schedule"]

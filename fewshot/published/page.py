@@ -96,7 +96,10 @@ def entry_section(records: str, entry: Entry) -> list[str]:
               f"{schedule.about}. Seeds {', '.join(map(str, seeds))}; {hours:.2f} h of training and validation "
               f"on {'; '.join(where)}.", ""]
     lines += _cell_table(entry, report.cell_reports(records, entry, schedule, seeds)) + [""]
-  if not ran and not entry.not_comparable:
+  if not ran and entry.accelerator:
+    lines += [f"Not run here: its schedule needs an accelerator (`python -m fewshot.reproduce {entry.name} --data_dir "
+              "DIR` on a GPU or TPU, DIR holding " + f"{entry.needs}).", ""]
+  elif not ran and not entry.not_comparable:
     lines += [f"Not run here: it needs {entry.needs} (`python -m fewshot.reproduce {entry.name} --data_dir DIR`).",
               ""]
   if entry.comparisons:

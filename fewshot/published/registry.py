@@ -78,6 +78,7 @@ class Entry:
   comparisons: tuple[Comparison, ...] = ()
   not_comparable: str | None = None  # why fewshot cannot run the published protocol at all, where it cannot
   scored_on: str = "episodes"  # or "lake_runs": the cells score Lake-style one-shot runs (fewshot.episodic.lake)
+  accelerator: bool = False  # its published schedule is far beyond a CPU's hours: run on a GPU or TPU
   notes: tuple[str, ...] = ()
 
   def schedule(self, name: str | None) -> Schedule:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from fewshot.analysis import paired, verdicts
-from fewshot.choices import model_name
+from fewshot.choices import method_model_name, model_name
 from fewshot.published.plan import cell_values
 from fewshot.published.registry import Cell, Entry, Schedule
 
@@ -46,6 +46,10 @@ def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[Cell
 
 
 def head_label(entry: Entry, head: str) -> str:
+  """What the page calls a head's runs: the model's name (``ProtoNet_DR``; ``MAML`` for a meta-learned entry)."""
+  method = entry.options.get("method", "protonet")
+  if method != "protonet":
+    return method_model_name(method, entry.options.get("first_order", False))
   return model_name(entry.options.get("classifier", "proto"), head, entry.options.get("distance", "squared_euclidean"))
 
 

@@ -224,22 +224,25 @@ def page_adjusted(tests: dict[str, dict[str, Test]]) -> dict[tuple[str, str], fl
   return dict(zip(keys, map(float, scipy.stats.false_discovery_control(ps)))) if ps else {}
 
 
-def _under_bh(covered: list[Test], adjusted: list, measure: str, bh: dict, said: str) -> tuple[str, str]:
+def _under_bh(covered: list[Test], adjusted: list, measure: str, bh: dict, said: str,
+              confirmatory: bool = False) -> tuple[str, str]:
   """The claim's tests under the page's BH correction, and the verdict qualified where one significant within the
-  claim (Holm) is not across the page (BH).
+  claim (Holm) is not across the page (BH); a confirmatory verdict (the preregistered seeds) is decided as declared,
+  by Holm within the claim, its BH column exploratory.
   """
   shown = "; ".join(f"{t.setting}: {format_p(bh.get((t.setting, measure)))}" for t in covered)
   failing = [t.setting for t, holm in zip(covered, adjusted)
              if holm is not None and holm < ALPHA and (bh.get((t.setting, measure)) or 1.0) >= ALPHA]
-  if failing and said.startswith(("supported", "partly supported", "contradicted")):
+  if failing and not confirmatory and said.startswith(("supported", "partly supported", "contradicted")):
     said += (f" within the claim (Holm); {', '.join(failing)} not below {ALPHA} after the page's BH correction: "
              "fragile until the preregistered seeds 10-19 decide")
   return shown, said
 
 
-def claim_table(tests: dict[str, dict[str, Test]]) -> Table:
+def claim_table(tests: dict[str, dict[str, Test]], confirmatory: bool = False) -> Table:
   """One row per claim: its words, what was measured in each setting it covers, the paired test, the unpaired
-  one, the corrected p (within the claim, and across the page) and the verdict.
+  one, the corrected p (within the claim, and across the page) and the verdict (``confirmatory``: as the
+  preregistration declared, Holm within the claim deciding).
   """
   bh = page_adjusted(tests)
   rows = []
@@ -252,7 +255,7 @@ def claim_table(tests: dict[str, dict[str, Test]]) -> Table:
     unpaired = "; ".join(f"{t.setting}: {_p(t)}" + ("" if t.pooled_p is None else
                                                   f"; pooled checkpoints {format_p(t.pooled_p)}") for t in covered)
     holm = "; ".join(f"{t.setting}: {format_p(a)}" for t, a in zip(covered, adjusted))
-    across, said = _under_bh(covered, adjusted, measure, bh, said)
+    across, said = _under_bh(covered, adjusted, measure, bh, said, confirmatory)
     rows.append(tuple(Cell(x) for x in (claim, f"“{words}”", f"{MEASURE_WORDS[measure]} — {measured}",
                                         "; ".join(paired_summary(t) for t in covered), unpaired, holm, across, said)))
   return Table("The claims", ("claim", "the paper's words", "measured here (means over seeds)",

@@ -27,7 +27,7 @@ from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, reproduce_dr
+from experiments import dr_centrings, dr_claims, dr_prereg, reproduce_dr
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
 SEEDS = "0-9"  # the claims' six arms
@@ -200,7 +200,7 @@ def plot_curves(arms: dict, out: pathlib.Path) -> str:
   return path.name
 
 
-def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
+def page(arms: dict, made: dict, records: pathlib.Path, figure: str, preregistered: str = "") -> str:
   """The page's markdown, a function of the records alone."""
   tests = {setting: dr_claims.cell_tests(heads["softmax"], heads["DR"], setting) for setting, heads in arms.items()}
   any_run = next(iter(next(iter(arms.values())).values()))[0]
@@ -235,7 +235,8 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str) -> str:
                "the same episodes from the same initialisation; the code computes them differently, so they round "
                "differently and training takes other paths from the first episode. The two 1-shot settings are "
                "therefore replicates of each other: how far they differ is how far run-to-run noise alone goes.\n")
-  sections = [header, render_markdown([dr_claims.claim_table(tests)]), _multiplicity(tests),
+  sections = [header, *([preregistered] if preregistered else []), "## Seeds 0-9: the first look\n",
+              render_markdown([dr_claims.claim_table(tests)]), _multiplicity(tests),
               render_markdown([dr_centrings.centring_table(arms, tests)]),
               render_markdown([dr_claims.experiment_table(tests)]), render_markdown([dr_claims.not_tested_table()]),
               PROTOCOL, render_markdown([dr_claims.accuracy_table(arms, tests)]),
@@ -371,7 +372,8 @@ def main(argv=None) -> str:
   made = json.loads((records / "made.json").read_text())
   arms = load_arms(records, args)
   figure = plot_curves(arms, args.out / "results")
-  text = page(arms, made, records.relative_to(args.out), f"results/{figure}")
+  preregistered = dr_prereg.section(records, arms) if args.dataset == "omniglot" else ""
+  text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered)
   (args.out / "results.md").write_text(text)
   print(f"wrote {args.out / 'results.md'}")
   return text

@@ -220,7 +220,7 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
         "test_shifts"] == 1
 
 
-def _write_dr_records(records, seeds=10, replicate_seeds=None, features=False):
+def _write_dr_records(records, seeds=10, replicate_seeds=None, features=False, first_seed=0):
   """A grid's records as training leaves them, with known paired effects (seed k's S and DR runs share its offset):
 
   * test accuracy 80 + 3k, DR 0.5 higher in every seed: the seeds' spread hides it from the unpaired test, the
@@ -239,7 +239,7 @@ def _write_dr_records(records, seeds=10, replicate_seeds=None, features=False):
     for classifier in ("proto", "nn"):
       for head in ("softmax", "dr"):
         replicate = shot == 1 and classifier == "nn" and replicate_seeds is not None
-        for seed in range(replicate_seeds if replicate else seeds):
+        for seed in range(first_seed, first_seed + (replicate_seeds if replicate else seeds)):
           config = Config(dataset="strokes", way=5, shot=shot, classifier=classifier, head=head, seed=seed,
                           episodes=600, eval_every=100)
           rng = np.random.default_rng(seed)
@@ -326,6 +326,29 @@ def test_claims_2_to_4_are_judged_under_each_centring_where_runs_recorded_both(t
     assert code == ("1-shot ProtoNet: +1 ± 0, p = 0.0020; 5-shot ProtoNet: +1 ± 0, p = 0.0020 (Holm: 0.0039, 0.0039) "
                     "— supported")
     assert rows["4. con-alpha < 1 more often under DR in 1-shot"][1].endswith("— contradicted")
+
+
+def test_the_preregistered_seeds_decide_the_claims_on_their_own_once_all_are_kept(tmp_path):
+  from experiments import dr_claims, dr_prereg, dr_results  # noqa: PLC0415
+
+  records = tmp_path / "records"
+  _write_dr_records(records)
+  first = dr_results.load_arms(records)
+  assert "0 of the block's 40 runs are kept so far" in dr_prereg.section(records, first)
+  _write_dr_records(records, features=True, first_seed=10)
+  arms = dr_prereg.load(records)
+  assert dr_prereg.complete(arms) and [r.config.seed for r in arms["1-shot ProtoNet"]["DR"]] == list(dr_prereg.SEEDS)
+  text = dr_prereg.section(records, first)
+  # Claim 0 on seeds 10-19 alone: DR 0.5 higher in each of 10 pairs, the sign-flip floor 2/2^10 in both settings.
+  tests = {s: dr_claims.cell_tests(h["softmax"], h["DR"], s) for s, h in arms.items()}
+  assert all(t["accuracy"].paired_p == 2 / 2 ** 10 for t in tests.values())
+  confirmatory, pooled = text.split("### Exploratory: seeds 0-19 pooled")
+  claim0 = next(line for line in confirmatory.splitlines() if line.startswith("| 0."))
+  assert claim0.endswith("| supported |")  # decided by Holm within the claim, as declared
+  assert "| per-run geometric mean of div-alpha | 1-shot ProtoNet | DR − S > 0 |" in confirmatory
+  assert "the authors' code (features)" in confirmatory
+  # Seeds 0-19 pooled: 20 pairs, the floor 2/2^20.
+  assert "p = 1.9e-06" in next(line for line in pooled.splitlines() if line.startswith("| 0."))
 
 
 def test_the_1_shot_1_nn_replicate_may_keep_fewer_seeds_than_the_claims_arms(tmp_path):

@@ -18,6 +18,16 @@ def test_the_sign_flip_p_is_scipys_exact_paired_permutation_test(seed, n):
   assert paired.sign_flip_p(paired.paired_differences(a, b)) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("seed, n", [(3, 17), (4, 20)])
+def test_the_sign_flip_p_of_many_pairs_counts_every_pattern(seed, n):
+  """Beyond scipy's reach in a test's time: every one of the 2^n sign patterns, by brute force."""
+  d = np.random.default_rng(seed).normal(0.4, 1.0, size=n)
+  patterns = np.array(np.meshgrid(*[[1.0, -1.0]] * n)).reshape(n, -1)  # [n, 2^n]
+  expected = np.mean(np.abs(d @ patterns) >= abs(d.sum()) * (1 - 1e-12))
+  assert paired.sign_flip_p(d) == expected and 0 < expected < 1
+  assert paired.sign_flip_p(np.ones(20)) == 2 / 2**20 and paired.sign_flip_p(np.zeros(3)) == 1.0
+
+
 def test_five_pairs_cannot_reach_five_percent_and_six_can():
   assert paired.sign_flip_p([1.0, 2.0, 3.0, 4.0, 5.0]) == 2 / 32
   assert paired.sign_flip_p([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == 2 / 64

@@ -7,7 +7,7 @@ the one orchestration above it.
 * :mod:`~fewshot.training.sources`: where a split's images live while training (on the device, or streamed from
   host memory in blocks), behind one interface;
 * :mod:`~fewshot.training.loop`: the checkpoint loop (train a chunk, validate, write a row, checkpoint, resume);
-* :mod:`~fewshot.training.chunks`: the compiled chunk, one driver for both trainers' step functions (one run, or a
+* :mod:`~fewshot.training.chunks`: the compiled chunk, one driver for both experiments' step functions (one run, or a
   seed group vmapped over its run axis);
 * :mod:`~fewshot.training.split_embedding`: a whole split embedded in padded batches (evaluation);
 * :mod:`~fewshot.training.runs`: the runs one training call writes: opened, recorded, restored, finished;

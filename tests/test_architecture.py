@@ -169,6 +169,21 @@ def test_every_folder_says_what_it_holds_and_what_it_may_import():
     assert "import" in doc.lower(), f"{init}'s docstring should say what the folder may import"
 
 
+def _members(folder: pathlib.Path) -> set[str]:
+  """The modules and sub-folders of a package folder (a private ``_name.py`` aside)."""
+  files = {p for p in folder.glob("*.py") if p.name != "__init__.py" and not p.name.startswith("_")}
+  return {_module_name(p) for p in files | set(folder.glob("*/__init__.py"))}
+
+
+@pytest.mark.parametrize("init", sorted(PACKAGE.rglob("__init__.py")), ids=lambda p: _module_name(p))
+def test_every_folders_docstring_names_each_of_its_modules(init):
+  doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+  named = set(re.findall(r":mod:`~?(fewshot[\w.]*)`", doc))
+  missing = sorted(_members(init.parent) - named)
+  assert not missing, (f"{init}'s docstring does not name {', '.join(missing)}; name each module and sub-folder as "
+                       f":mod:`~{missing[0]}` with what it holds.")
+
+
 LIGHT_MODULES = [m for m in MODULES if layer(m) in ("kernel", "records", "analysis", "config", "published")] + [
     "fewshot.analyze", "fewshot.plot", "fewshot.train", "fewshot.evaluate", "fewshot.reproduce", "fewshot.dml.train",
     "fewshot.dml.config", "fewshot.dml.loss_specs", "fewshot.data.get"]

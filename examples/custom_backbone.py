@@ -18,7 +18,7 @@ class TinyNet(nn.Module):
   features: int = 64
 
   @nn.compact
-  def __call__(self, x):  # no `train` argument (no BatchNorm): the trainer calls it without one
+  def __call__(self, x):  # no `train` argument (no BatchNorm): the learner calls it without one
     for _ in range(2):
       x = nn.relu(Conv(self.features, 3, strides=2)(x))  # fewshot's Conv: fast on CPU inside a scan
     return x.mean(axis=(1, 2))

@@ -3,6 +3,17 @@
 ``fewshot.load``, ``fewshot.build`` and ``fewshot.TrainedModel`` (:mod:`fewshot.api`) are imported on first use,
 so that light tools (``python -m fewshot.analyze``) start without the model machinery. How the package is organised,
 and what each folder may import: docs/architecture.md.
+
+* the kernel: :mod:`~fewshot.errors` (errors by kind), :mod:`~fewshot.choices` (the names options choose among),
+  :mod:`~fewshot.options` (option fields, which generate the flags), :mod:`~fewshot.usage` (``--help`` by heading,
+  ``--config`` replay);
+* research: :mod:`~fewshot.distances`, :mod:`~fewshot.heads`, :mod:`~fewshot.backbones`, :mod:`~fewshot.numerics`
+  (which products are exact float32); :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a
+  trained run from Python);
+* the commands: :mod:`~fewshot.train`, :mod:`~fewshot.evaluate`, :mod:`~fewshot.analyze`, :mod:`~fewshot.plot`,
+  :mod:`~fewshot.reproduce`, and what they share, :mod:`~fewshot.cli`;
+* the folders: :mod:`~fewshot.data`, :mod:`~fewshot.augment`, :mod:`~fewshot.records`, :mod:`~fewshot.analysis`,
+  :mod:`~fewshot.published`, :mod:`~fewshot.training`, :mod:`~fewshot.episodic`, :mod:`~fewshot.dml`.
 """
 
 from __future__ import annotations

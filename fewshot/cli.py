@@ -233,7 +233,7 @@ def launch_options(config, values) -> list[tuple[str, object]]:
 
 
 def train_from_flags(config_type, train, train_group, format_results, format_group=None, **train_options) -> None:
-  """A trainer's ``main``: one run (``--seed``) or a seed group (``--seeds``) of the parsed flags, results printed;
+  """A training command's ``main``: one run (``--seed``) or a seed group (``--seeds``) of the parsed flags, results printed;
   a group's then summarised in one line by ``format_group(config, seeds, held results)``.
   """
   from absl import flags, logging

@@ -185,7 +185,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
                   record: bool = True) -> dict:
   """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json`` (``record``).
 
-  The runs are read (and refused) before the model is loaded, so bad input writes nothing.
+  Lake's runs are read (and refused) before the model is loaded, so bad input writes nothing.
   ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
   """
   from fewshot import api  # the model machinery, only where a model is tested

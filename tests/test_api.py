@@ -18,14 +18,14 @@ def _split(num_classes=6, per_class=5):
   return Split(images=images, labels=labels, class_names=tuple(f"c{i}" for i in range(num_classes)))
 
 
-def test_draw_gives_an_episode_of_the_trainers_sampler():
+def test_draw_gives_an_episode_of_the_sampler_training_uses():
   split = _split()
   episode = episodes.draw(split, way=3, shot=2, query=2, seed=7)
   assert episode.support_images.shape == (6, 28, 28, 1) and episode.query_images.shape == (6, 28, 28, 1)
   assert isinstance(episode.support_images, np.ndarray) and episode.support_images.dtype == np.uint8
   np.testing.assert_array_equal(episode.support_labels, [0, 0, 1, 1, 2, 2])
   np.testing.assert_array_equal(episode.query_labels, [0, 0, 1, 1, 2, 2])
-  # The images are those the trainer's draw picks with the same key, class-major, support first.
+  # The images are those training's draw picks with the same key, class-major, support first.
   classes, indices = sample_class_images(jax.random.key(7), ClassLayout.from_split(split), 3, 4)
   np.testing.assert_array_equal(episode.classes, classes)
   picked = np.asarray(indices)

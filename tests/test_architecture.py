@@ -3,7 +3,9 @@
 Every module of ``fewshot`` belongs to one layer (a folder, or a group of root modules); a layer imports only the
 layers below it (``MAY_IMPORT``), so data flows one way and the import graph has no cycles. The records and the
 analysis import without JAX, Flax, orbax or TensorFlow Datasets (they read runs anywhere, in a moment), and so do
-the commands until their options have been checked.
+the commands until their options have been checked. An import the test cannot read (a module named by a computed
+string, an importer under another name) is refused outside ``DYNAMIC_IMPORTS``; each folder's docstring names its
+modules.
 """
 
 from __future__ import annotations
@@ -94,6 +96,86 @@ def _names_a_module(func: ast.expr) -> bool:
   return name in ("import_module", "__import__")
 
 
+IMPORTERS = ("import_module", "__import__")
+# The imports the layer test cannot read (a module named by a computed string), each allowed with why it needs one:
+# (file, the call as ast.unparse writes it). Any other is refused by
+# test_no_module_imports_by_a_name_the_layer_test_cannot_read.
+DYNAMIC_IMPORTS = {
+    # A dataset's row of fewshot.data.catalog names its reader module by a string (a user's reader may live in any
+    # importable module), imported on first use.
+    ("fewshot/data/loading.py", "importlib.import_module(catalog.spec_of(dataset).reader)"),
+    ("fewshot/data/readers/__init__.py", "importlib.import_module(catalog.SPECS[dataset].reader)"),
+    # A loss's row of fewshot.dml.loss_specs names its function as "module:function", imported on first use so that
+    # DMLConfig validates without JAX.
+    ("fewshot/dml/losses/__init__.py", "importlib.import_module(module)"),
+    # The folder's own loaders (fewshot.data.loading, fewshot.data.memory), imported on first use so that naming a
+    # dataset loads no TensorFlow Datasets; a module of the same layer, so no layer is crossed.
+    ("fewshot/data/__init__.py", "importlib.import_module(f'fewshot.data.{_LAZY[name]}')"),
+}
+
+
+def _importer(node: ast.AST) -> str | None:
+  """``import_module`` or ``__import__`` where ``node`` names one (``importlib.import_module``, ``__import__``)."""
+  name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+  return name if name in IMPORTERS else None
+
+
+def dynamic_imports(source: str) -> list[str]:
+  """What ``source`` imports where the layer test cannot read the module, as ``ast.unparse`` writes it:
+  ``import_module`` of anything but a string literal, ``__import__`` at all, and either held under another name
+  (``from importlib import import_module as im``, ``im = importlib.import_module``, ``getattr(importlib, ...)``).
+  """
+  tree = ast.parse(source)
+  called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Call) and _importer(node.func) == "import_module":
+      name = node.args[0] if node.args else None
+      if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        found.append(ast.unparse(node))
+    elif isinstance(node, ast.Call) and _importer(node.func) == "__import__":
+      found.append(ast.unparse(node))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and any(
+        isinstance(a, ast.Constant) and a.value in IMPORTERS for a in node.args):
+      found.append(ast.unparse(node))
+    elif isinstance(node, (ast.Name, ast.Attribute)) and _importer(node) and id(node) not in called:
+      found.append(ast.unparse(node))  # the importer itself, bound to another name or passed on
+    elif isinstance(node, ast.ImportFrom) and any(a.name in IMPORTERS and a.asname not in (None, a.name)
+                                                  for a in node.names):
+      found.append(ast.unparse(node))
+  return found
+
+
+@pytest.mark.parametrize("planted", ["import importlib\nimportlib.import_module(name)",
+                                     "import importlib\nimportlib.import_module('fewshot.' + name)",
+                                     "import importlib as il\nil.import_module(f'fewshot.{name}')",
+                                     "__import__('fewshot.episodic.learning')",
+                                     "from importlib import import_module as im\nim('fewshot.episodic')",
+                                     "import importlib\nim = importlib.import_module",
+                                     "import importlib\ngetattr(importlib, 'import_module')('fewshot.dml')",
+                                     "import builtins\nload = builtins.__import__"])
+def test_a_computed_or_aliased_import_is_seen(planted):
+  assert dynamic_imports(planted), planted
+
+
+@pytest.mark.parametrize("clean", ["import importlib\nimportlib.import_module('fewshot.dml.train')",
+                                   "from importlib import import_module\nimport_module('fewshot.api')",
+                                   "import importlib.metadata\nimportlib.metadata.version('fewshot')",
+                                   "from importlib import metadata"])
+def test_an_import_by_a_literal_name_is_not_flagged(clean):
+  assert not dynamic_imports(clean)
+
+
+def test_no_module_imports_by_a_name_the_layer_test_cannot_read():
+  found = {(path.relative_to(PACKAGE.parent).as_posix(), call) for path in sorted(PACKAGE.rglob("*.py"))
+           for call in dynamic_imports(path.read_text())}
+  unexplained = sorted(found - DYNAMIC_IMPORTS)
+  assert not unexplained, (f"{unexplained} import a module the layer test cannot see; name it by a string literal "
+                           "(importlib.import_module('fewshot.x')), or add the call to DYNAMIC_IMPORTS saying why.")
+  stale = sorted(DYNAMIC_IMPORTS - found)
+  assert not stale, f"DYNAMIC_IMPORTS lists {stale}, which the package no longer holds; remove them."
+
+
 def test_every_module_has_a_layer_and_every_layer_a_rule():
   assert {layer(m) for m in MODULES} == set(MAY_IMPORT)
 
@@ -167,6 +249,21 @@ def test_every_folder_says_what_it_holds_and_what_it_may_import():
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
     assert len(doc.splitlines()) >= 2, f"{init} needs a docstring saying what the folder holds"
     assert "import" in doc.lower(), f"{init}'s docstring should say what the folder may import"
+
+
+def _members(folder: pathlib.Path) -> set[str]:
+  """The modules and sub-folders of a package folder (a private ``_name.py`` aside)."""
+  files = {p for p in folder.glob("*.py") if p.name != "__init__.py" and not p.name.startswith("_")}
+  return {_module_name(p) for p in files | set(folder.glob("*/__init__.py"))}
+
+
+@pytest.mark.parametrize("init", sorted(PACKAGE.rglob("__init__.py")), ids=lambda p: _module_name(p))
+def test_every_folders_docstring_names_each_of_its_modules(init):
+  doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+  named = set(re.findall(r":mod:`~?(fewshot[\w.]*)`", doc))
+  missing = sorted(_members(init.parent) - named)
+  assert not missing, (f"{init}'s docstring does not name {', '.join(missing)}; name each module and sub-folder as "
+                       f":mod:`~{missing[0]}` with what it holds.")
 
 
 LIGHT_MODULES = [m for m in MODULES if layer(m) in ("kernel", "records", "analysis", "config", "published")] + [

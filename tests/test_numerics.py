@@ -131,7 +131,7 @@ def _whole_step(learner):
 @pytest.mark.parametrize("im2col", [False, True])
 def test_a_training_step_runs_the_backbone_at_its_precision_and_the_rest_exact(im2col):
   learner = _learner("tensorfloat32")
-  learner = dataclasses.replace(learner, model=Conv4(features=8, depth=2, im2col=im2col))
+  learner = dataclasses.replace(learner, backbone=Conv4(features=8, depth=2, im2col=im2col))
   found = products(_whole_step(learner))
   backbone = [p for p in found if p[1] == "HIGH"]
   # 2 layers: forward, the diagnostics' second forward, and the kernel's and the input's gradients.

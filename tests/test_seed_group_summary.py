@@ -53,7 +53,7 @@ def test_the_metric_learning_line_is_map_at_r_of_the_models_the_results_hold():
   assert cli.group_line((0, 1), 2, {"x": [None, None]}) == "seed group of 2 seeds: x — (mean ± 95% t-interval)"
 
 
-# The command's main with its trainer replaced: what it prints after the group's runs (no JAX, nothing trained).
+# The command's main with its train_group replaced: what it prints after the group's runs (no JAX, nothing trained).
 FAKE_GROUP = textwrap.dedent("""
     import importlib
     import sys

@@ -6,6 +6,7 @@
 * :mod:`~fewshot.analysis.tables`: tables as text, markdown, LaTeX or CSV;
 * :mod:`~fewshot.analysis.pairs`: the DR paper's tables of run pairs;
 * :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;
+* :mod:`~fewshot.analysis.retrieval_arms`: two arms of metric-learning runs compared by their test retrieval;
 * :mod:`~fewshot.analysis.arm_tables`: runs grouped into arms by configuration, one arm's tables and several arms';
 * :mod:`~fewshot.analysis.listing`: a row per run, the options in which the runs differ, and its results;
 * :mod:`~fewshot.analysis.paired`: the paired per-seed tests (exact sign-flip, Holm, power);

@@ -19,13 +19,14 @@ from fewshot.analysis import stats
 from fewshot.analysis.measures import LABELS, MEASURES
 from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p, format_value
 from fewshot.errors import ConfigError
-from fewshot.records.reading import Run
+from fewshot.records.reading import PROTOCOL_OPTIONS, Run
 
-# What must agree between the arms for a comparison to mean anything.
-SAME = ("dataset", "way", "shot", "query", "test_query", "backbone")
+# What must agree between two arms of few-shot runs: their protocol's options, and the queries of the training and
+# test episodes too, since the verdict pairs the arms' runs by seed as runs that drew the same episodes.
+ARM_OPTIONS = (*PROTOCOL_OPTIONS["fewshot"], "query", "test_query")
 
 
-def check_arms(a: list[Run], b: list[Run], same: tuple[str, ...] = SAME,
+def check_arms(a: list[Run], b: list[Run], same: tuple[str, ...] = ARM_OPTIONS,
                what: str = "one dataset and episode shape") -> None:
   """One-line ``ConfigError`` unless both arms have runs and they agree in the options ``same`` (``what`` they
   are: the dataset and episode shape of few-shot runs).

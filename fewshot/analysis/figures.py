@@ -21,10 +21,13 @@ import numpy as np
 
 from fewshot.choices import MODEL_NAMES, display_name
 from fewshot.options import LOCATION_FIELDS
+from fewshot.records.reading import PROTOCOL_OPTIONS
 
 # Options a run's model name already spells (choices.model_name), and those that never tell arms apart.
 MODEL_FIELDS = ("head", "classifier", "distance")
 NOT_AN_ARM = ("seed", *LOCATION_FIELDS)
+# What a caption names: the protocol's options, and the validation way, since the curves are of validation episodes.
+CAPTION_OPTIONS = (*PROTOCOL_OPTIONS["fewshot"], "test_way")
 INTERVAL_BAND, SEEDS_BAND = "95% interval", "seeds' 25–75%"
 # matplotlib's default colour cycle by name: the paper's four models keep theirs in every figure.
 MODEL_COLOURS = {name: f"C{k}" for k, name in enumerate(MODEL_NAMES.values())}
@@ -80,8 +83,7 @@ def caption(groups) -> str:
   runs differ in is named instead of its value (``...; runs differ in dataset``).
   """
   configs = [members[0].config for _, members in groups]
-  protocol = ("dataset", "way", "shot", "test_way", "backbone")
-  same = {name: len({str(getattr(c, name)) for c in configs}) == 1 for name in protocol}
+  same = {name: len({str(getattr(c, name)) for c in configs}) == 1 for name in CAPTION_OPTIONS}
   same["test_way"] |= all(c.test_way == c.way for c in configs)  # the default: "way" says it already
   c = configs[0]
   parts = [c.dataset] if same["dataset"] else []

@@ -17,10 +17,10 @@ import numpy as np
 
 from fewshot.analysis import arms, paired, stats
 from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p
-from fewshot.records.reading import Run
+from fewshot.records.reading import PROTOCOL_OPTIONS, Run
 
 METRICS = (("map_at_r", "MAP@R"), ("r_precision", "R-precision"), ("precision_at_1", "precision@1"))
-SAME = ("dataset", "backbone", "embedding_dim", "folds", "class_splits", "image_size")
+ARM_OPTIONS = PROTOCOL_OPTIONS["dml"]  # what two arms of metric-learning runs must share: their protocol's options
 
 
 def test_retrieval(run: Run, metric: str) -> float:
@@ -37,7 +37,7 @@ def values(arm: list[Run], metric: str = "map_at_r") -> np.ndarray:
 
 def check_arms(a: list[Run], b: list[Run]) -> None:
   """One-line ``ConfigError`` unless both arms have runs of one dataset, backbone, embedding and protocol."""
-  arms.check_arms(a, b, SAME, "one dataset, backbone and protocol")
+  arms.check_arms(a, b, ARM_OPTIONS, "one dataset, backbone and protocol")
 
 
 def retrieval_table(a: list[Run], b: list[Run]) -> Table:

@@ -7,7 +7,7 @@
   of test-time averaging (``--distort``, ``--test_shifts``);
 * :mod:`~fewshot.augment.augmentation`: :class:`Augmentation`, the transforms one run holds.
 
-Imports JAX and :mod:`fewshot.data.catalog` only: both trainers stand on it, it stands on neither.
+Imports JAX and :mod:`fewshot.data.catalog` only: both experiments stand on it, it stands on neither.
 
 May import: kernel, research, data (docs/architecture.md, "Layers").
 """

@@ -58,7 +58,7 @@ class Augmentation:
   @classmethod
   def for_dataset(cls, image_size: int, channels: int, image_dataset: bool, augment: bool,
                   distortion: Distortion | None = None) -> Augmentation:
-    """The transforms a run on a dataset gets: what both trainers build from their configuration.
+    """The transforms a run on a dataset gets: what both experiments build from their configuration.
 
     The image datasets are stored at int(1.15·size) and always evaluated through the
     paper's evaluation transform; ``augment`` turns the random training transform on. The

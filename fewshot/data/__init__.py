@@ -18,12 +18,18 @@ split by ``class_splits`` and ``class_order`` (see ``class_splits``); ``memory_p
 splits fit on the device. What each dataset can be asked for is ``catalog``, where each dataset is one
 row of ``catalog.SPECS``: a new one is its reader and its row.
 
-Its modules by role: what can be asked for (``catalog``, ``split``), getting the files (``downloads``: every
-source, size and checksum; ``fetch``; the command ``get``; ``ilsvrc``: mini-ImageNet built from one's own ILSVRC-2012),
-reading the files a researcher has (``archives`` and its parts, ``readers/`` for the image datasets, ``omniglot``,
-``strokes`` built here),
-class splits (``class_splits``, ``class_lists``, ``holdout``), preparing and reading back (``tfds_io``, ``images``,
-``image_decoding``, ``prepared``, ``loading``), and device memory (``memory``).
+Its modules by role:
+
+* what can be asked for: :mod:`~fewshot.data.catalog` (one row per dataset), :mod:`~fewshot.data.split` (``Split``);
+* getting the files: :mod:`~fewshot.data.downloads` (every source, size and checksum), :mod:`~fewshot.data.fetch`,
+  the command :mod:`~fewshot.data.get`, :mod:`~fewshot.data.ilsvrc` (mini-ImageNet built from one's own ILSVRC-2012);
+* reading the files a researcher has: :mod:`~fewshot.data.archives` (one read-only tree) and its parts
+  :mod:`~fewshot.data.archive_parts` and :mod:`~fewshot.data.tar_parts`, :mod:`~fewshot.data.readers` for the image
+  datasets, :mod:`~fewshot.data.omniglot`, and :mod:`~fewshot.data.strokes` (drawn here);
+* class splits: :mod:`~fewshot.data.class_splits`, :mod:`~fewshot.data.class_lists`, :mod:`~fewshot.data.holdout`;
+* preparing and reading back: :mod:`~fewshot.data.tfds_io`, :mod:`~fewshot.data.images`,
+  :mod:`~fewshot.data.image_decoding`, :mod:`~fewshot.data.prepared`, :mod:`~fewshot.data.loading`;
+* device memory: :mod:`~fewshot.data.memory`.
 
 It imports only ``fewshot.errors`` of the package: everything else stands on it. The loaders (and
 tensorflow_datasets behind them) are imported on first use, so that configurations and analysis

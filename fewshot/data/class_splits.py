@@ -16,7 +16,7 @@ splits put related classes together, a domain bias; the splits are listed in doc
 A partition defined by files (mini-ImageNet, SOP) is, in the default order, exactly
 those files' classes. In a random order it is blocks of the same sizes taken from
 the permuted order: a seeded random class split with the official sizes, the
-official partitions pooled. The 'dml' class splits have no 'val': its trainer makes
+official partitions pooled. The 'dml' class splits have no 'val': its experiment makes
 class-disjoint folds inside 'train' (Musgrave et al. 2020, A Metric Learning Reality Check).
 
 Class ids in each split are returned sorted, so a split's class order (and its

@@ -1,6 +1,6 @@
 """Validation classes held out of a training split, for class splits that define none.
 
-Two rules, one per trainer, both class-disjoint and both deterministic:
+Two rules, one per experiment, both class-disjoint and both deterministic:
 
 * :func:`every_fourth_class`: episodic training on class splits without 'val' (``dml`` on
   cars196/sop, Omniglot's ``background_evaluation``) validates on the training classes

@@ -49,7 +49,7 @@ class MetricLearner:
   :class:`~fewshot.dml.losses.Loss`, which it holds): configuration only (hashable).
   """
 
-  model: nn.Module
+  embedder: nn.Module
   batch: BatchShape
   loss: str | Loss = "triplet"
   miner: str | None = None
@@ -81,12 +81,13 @@ class MetricLearner:
 @functools.partial(jax.jit, static_argnums=(0, 2))
 def init_state(learner: MetricLearner, key: jax.Array, stored_shape: tuple[int, ...]) -> TrainState:
   """The initial state for stored images of ``stored_shape`` (the model sees them after the evaluation transform)."""
-  model_key, loss_key = jax.random.split(key)
+  embedder_key, loss_key = jax.random.split(key)
   zeros = learner.augmentation.eval(jnp.zeros((2, *stored_shape), jnp.uint8))
-  variables = learner.model.init(model_key, zeros, train=False)
-  dim = learner.model.apply(variables, zeros[:1], train=False).shape[-1]
+  variables = learner.embedder.init(embedder_key, zeros, train=False)
+  dim = learner.embedder.apply(variables, zeros[:1], train=False).shape[-1]
   spec = learner.loss
   loss_params = {} if spec.init is None else spec.init(loss_key, learner.num_classes, dim)
+  # "model": the embedder's parameters, the model's (beside the loss's); a checkpoint key, so recorded runs keep it.
   return TrainState.create({"model": variables["params"], "loss": loss_params}, variables.get("batch_stats", {}),
                            learner.optimizer)
 
@@ -99,7 +100,7 @@ def model_variables(state: TrainState) -> dict:
 def embed(learner: MetricLearner, variables: dict, images: jax.Array) -> jax.Array:
   """L2-normalised embeddings of images (uint8, or float in [0, 1]), after the evaluation transform, BatchNorm in evaluation mode."""
   with numerics.backbone_precision(learner.precision):
-    embeddings = learner.model.apply(variables, learner.augmentation.eval(images), train=False)
+    embeddings = learner.embedder.apply(variables, learner.augmentation.eval(images), train=False)
   return distances.l2_normalize(embeddings)
 
 
@@ -107,7 +108,7 @@ def _loss(learner: MetricLearner, params, batch_stats, batch: Batch):
   variables = {"params": params["model"], "batch_stats": batch_stats}
   # train_chunk's batches arrive transformed (float, passed through); a direct caller's uint8 are converted.
   with numerics.backbone_precision(learner.precision):
-    embeddings, updates = learner.model.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
+    embeddings, updates = learner.embedder.apply(variables, to_float(batch.images), train=True, mutable=["batch_stats"])
   embeddings = distances.l2_normalize(embeddings)
   options = dict(learner.loss_options)
   if learner.miner is not None:

@@ -107,10 +107,10 @@ class Experiment:
     if num_classes in self._learners:
       return self._learners[num_classes]
     c = self.config
-    model = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
+    embedder = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
     sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
     self._learners[num_classes] = MetricLearner(
-        model, BatchShape(c.classes, c.per_class), loss=self.loss, miner=None if c.miner == "none" else c.miner,
+        embedder, BatchShape(c.classes, c.per_class), loss=self.loss, miner=None if c.miner == "none" else c.miner,
         num_classes=num_classes, optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
         augmentation=self.augmentation, batch_sharding=sharding, precision=c.precision)
     return self._learners[num_classes]

@@ -1,4 +1,4 @@
-"""Few-shot episodic learning: episodes, the episodic learner, its experiment, the test protocols, the diagnostics.
+"""Few-shot episodic learning: episodes, the episodic learner, its experiment and evaluators, the diagnostics.
 
 * :mod:`~fewshot.episodic.episodes`: an N-way K-shot episode and how it is drawn (:func:`draw` one in Python);
 * :mod:`~fewshot.episodic.learning`: :class:`EpisodicLearner` and its pure steps (``train_step``, ``train_chunk``,

@@ -78,7 +78,7 @@ def sample_episode(key: chex.PRNGKey, source: DeviceSource, shape: EpisodeShape)
 
 
 def draw(split: Split, way: int, shot: int, query: int, seed: int = 0) -> Episode:
-  """One N-way K-shot episode of ``split`` as numpy arrays, drawn by the trainer's sampler with ``seed``.
+  """One N-way K-shot episode of ``split`` as numpy arrays, drawn by the sampler training uses, with ``seed``.
 
   ``support_images [way*shot, H, W, C]`` and ``query_images [way*query, H, W, C]`` are uint8 as
   stored (``TrainedModel.embed`` takes them as they are); the labels are episode labels

@@ -70,10 +70,10 @@ class CachedEpisodes:
 @dataclasses.dataclass(frozen=True)
 class LakeRuns:
   """Lake et al.'s one-shot runs (:func:`fewshot.episodic.lake.read_runs` or :func:`~fewshot.episodic.lake.draw_runs`)
-  scored by the run's head and by 1-NN on its embedding (a lone run's).
+  scored by the trained run's head and by 1-NN on its embedding (a lone training run's, not a seed group's).
   """
 
-  config: object  # the run's fewshot.config.Config
+  config: object  # the trained run's fewshot.config.Config
   learner: object
   runs: tuple
   shifts: int = 0

@@ -1,5 +1,8 @@
 """Lake et al.'s one-shot classification runs (the Omniglot repository's ``all_runs``): reading and scoring.
 
+Here a *run* is one of Lake's episodes, never a training run (docs/architecture.md, "Words": Lake's runs); the
+trained run scored is a *model* (:func:`fewshot.load`).
+
     import fewshot
     from fewshot.episodic import lake
     results = lake.score_runs(fewshot.load("runs/omniglot_conv4_ProtoNet_DR_5w1s_seed0"), "all_runs.zip")

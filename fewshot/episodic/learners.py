@@ -83,15 +83,15 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner |
   ``backbone`` (:func:`with_values`, or :func:`check_values` for a run's), the values in place of its named ones;
   the learner resolves and checks them.
   """
-  model = backbones.get_backbone(config.backbone) if backbone is None else backbone
+  backbone = backbones.get_backbone(config.backbone) if backbone is None else backbone
   if config.method != "protonet":
-    return MetaLearner(model, train_shape(config), adapt="all" if config.method == "maml" else "head",
+    return MetaLearner(backbone, train_shape(config), adapt="all" if config.method == "maml" else "head",
                        inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
                        inner_lr=config.inner_lr, first_order=config.first_order, tasks=config.meta_batch,
                        optimizer=adam(config.learning_rate, config.lr_halve_every),
                        augmentation=build_augmentation(config), precision=config.precision)
   return EpisodicLearner(
-      model,
+      backbone,
       train_shape(config),
       head=config.head if head is None else head,
       classifier=config.classifier,

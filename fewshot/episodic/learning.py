@@ -41,14 +41,14 @@ DIAGNOSES = True  # its rows carry the update diagnostics (fewshot.episodic.meth
 class EpisodicLearner:
   """One backbone + head trained on episodes of one shape: configuration only (hashable, static under jit).
 
-  ``model`` is any flax module mapping images ``[n, H, W, C]`` to embeddings ``[n, D]``
+  ``backbone`` is any flax module mapping images ``[n, H, W, C]`` to embeddings ``[n, D]``
   (:mod:`fewshot.backbones`); ``head`` a head value (:class:`fewshot.heads.Head`), or a ``--head``
   name that ``classifier`` and ``distance`` complete into one (they are unused beside a value). What a test
   does beyond the learner's embedding (``--test_shifts``) is the test's argument (:func:`eval_embeddings`'s
   ``shifts``), not the learner's: training and validation never see it.
   """
 
-  model: nn.Module
+  backbone: nn.Module
   shape: EpisodeShape
   head: str | heads.Head = "softmax"
   classifier: str = "proto"
@@ -76,7 +76,7 @@ class EpisodicLearner:
     return self.head if heads.has_class_distance(self.head) else None
 
 
-# ---- model and head ----------------------------------------------------------------------------
+# ---- the model: backbone and head ---------------------------------------------------------------
 def init_state(learner: EpisodicLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
   """The initial state ``params = {"backbone": ..., **head.init(...)}``, once :func:`check_shapes` passed;
   ``input_shape`` is the backbone's input (the transformed images'), not the stored one.
@@ -87,8 +87,8 @@ def init_state(learner: EpisodicLearner, key: jax.Array, input_shape: tuple[int,
 
 @functools.partial(jax.jit, static_argnums=(0, 2))  # eager init would compile op by op
 def _init_state(learner: EpisodicLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
-  variables = learner.model.init(key, jnp.zeros((2, *input_shape), jnp.float32),
-                                 **backbones.call_options(learner.model, False))
+  variables = learner.backbone.init(key, jnp.zeros((2, *input_shape), jnp.float32),
+                                 **backbones.call_options(learner.backbone, False))
   params = {"backbone": variables["params"], **learner.head.init(jax.random.fold_in(key, 1))}
   return TrainState.create(params, variables.get("batch_stats", {}), learner.optimizer)
 
@@ -98,7 +98,7 @@ def check_shapes(learner: EpisodicLearner, input_shape: tuple[int, ...]) -> None
   """One-line ``ConfigError`` for a backbone or head that returns the wrong shapes, from tracing alone (nothing runs):
   see :func:`fewshot.backbones.check_output` and :func:`fewshot.heads.check_outputs`.
   """
-  dim = backbones.check_output(learner.model, input_shape)
+  dim = backbones.check_output(learner.backbone, input_shape)
   shape = learner.shape
   heads.check_outputs(learner.head, shape.way, shape.way * shape.shot, shape.way * shape.query, dim)
 
@@ -133,9 +133,9 @@ def embed(learner: EpisodicLearner, params, batch_stats, images: jax.Array, trai
   variables = {"params": params["backbone"], "batch_stats": batch_stats}
   with numerics.backbone_precision(learner.precision):
     if not train:
-      return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, False)), batch_stats
-    embeddings, updates = learner.model.apply(variables, to_float(images),
-                                              **backbones.call_options(learner.model, True), mutable=["batch_stats"])
+      return learner.backbone.apply(variables, to_float(images), **backbones.call_options(learner.backbone, False)), batch_stats
+    embeddings, updates = learner.backbone.apply(variables, to_float(images),
+                                              **backbones.call_options(learner.backbone, True), mutable=["batch_stats"])
   return embeddings, updates.get("batch_stats", batch_stats)  # a backbone without BatchNorm has none
 
 

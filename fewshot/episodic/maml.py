@@ -44,7 +44,7 @@ NO_DIAGNOSTICS = ("not recorded: the update diagnostics compare one embedding be
 class MetaLearner:
   """One backbone + linear head meta-learned on episodes of one shape: configuration only (static under jit)."""
 
-  model: nn.Module
+  backbone: nn.Module
   shape: EpisodeShape
   adapt: str = "all"  # "all" (MAML) or "head" (ANIL)
   inner_steps: int = 1
@@ -65,9 +65,9 @@ def init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ...
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
 def _init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
-  variables = learner.model.init(key, jnp.zeros((2, *input_shape), jnp.float32),
-                                 **backbones.call_options(learner.model, False))
-  dim, way = backbones.check_output(learner.model, input_shape), learner.shape.way
+  variables = learner.backbone.init(key, jnp.zeros((2, *input_shape), jnp.float32),
+                                 **backbones.call_options(learner.backbone, False))
+  dim, way = backbones.check_output(learner.backbone, input_shape), learner.shape.way
   params = {"backbone": variables.get("params", {}), "head": {"w": jnp.zeros((dim, way)), "b": jnp.zeros((way,))}}
   return TrainState.create(params, variables.get("batch_stats", {}), learner.optimizer)
 
@@ -75,7 +75,7 @@ def _init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ..
 @functools.lru_cache(maxsize=64)
 def check_shapes(learner: MetaLearner, input_shape: tuple[int, ...]) -> None:
   """One-line ``ConfigError`` for a backbone that does not map images to ``[n, D]`` embeddings (tracing only)."""
-  backbones.check_output(learner.model, input_shape)
+  backbones.check_output(learner.backbone, input_shape)
 
 
 def _embed(learner: MetaLearner, backbone_params, batch_stats, images) -> jax.Array:
@@ -83,8 +83,8 @@ def _embed(learner: MetaLearner, backbone_params, batch_stats, images) -> jax.Ar
   variables = {"params": backbone_params, "batch_stats": batch_stats}
   with numerics.backbone_precision(learner.precision):
     if not batch_stats:  # a backbone without BatchNorm
-      return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, True))
-    return learner.model.apply(variables, to_float(images), **backbones.call_options(learner.model, True),
+      return learner.backbone.apply(variables, to_float(images), **backbones.call_options(learner.backbone, True))
+    return learner.backbone.apply(variables, to_float(images), **backbones.call_options(learner.backbone, True),
                                mutable=["batch_stats"])[0]
 
 

@@ -1,5 +1,11 @@
-"""Published results fewshot can run, as data (``registry``), one module per source (``snell2017``, ...), the runs
-that reproduce them (``plan``), ours beside theirs (``report``) and the page that sets ours beside theirs (``page``).
+"""Published results fewshot can run, as data, with the runs that reproduce them and ours beside theirs.
+
+* :mod:`~fewshot.published.registry`: what a published result is (``Entry``: source, protocol, models, cells);
+* one module per source: :mod:`~fewshot.published.snell2017`, :mod:`~fewshot.published.kim2022`,
+  :mod:`~fewshot.published.musgrave2020`, :mod:`~fewshot.published.lake`;
+* :mod:`~fewshot.published.plan`: the runs that reproduce an entry, where they live, what their records say;
+* :mod:`~fewshot.published.report`: ours beside theirs, cell by cell;
+* :mod:`~fewshot.published.page`: docs/reproductions.md, built from the kept records.
 
     from fewshot import published
     entry = published.ENTRIES["snell2017_omniglot"]

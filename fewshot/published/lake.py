@@ -30,9 +30,9 @@ MODELS = (
 _SCHEDULES = (
     Schedule("own", {}, "each model's own length (6,000 episodes, Adam's rate halved every 3,000 for the recipe and "
              "every 2,000 for protonet), the checkpoint chosen on 20-way validation episodes", published=True),
-    # Declared before any of its runs: what a 2-core CPU trains for 3 seeds of both models and heads in each of the
-    # three settings (36 runs) in hours. Both models halve their rate once, at half the length, as the recipe's own
-    # 6,000 episodes halve at 3,000.
+    # Declared before any of its training runs: what a 2-core CPU trains for 3 seeds of both models and heads in each
+    # of the three settings (36 training runs) in hours. Both models halve their rate once, at half the length, as
+    # the recipe's own 6,000 episodes halve at 3,000.
     Schedule("short", dict(episodes=2000, eval_every=500, lr_halve_every=1000), "2,000 episodes, Adam's rate halved "
              "at 1,000, validated every 500 (a third of each model's own length): what a 2-core CPU trains for 3 "
              "seeds of both models and heads in hours", published=False),

@@ -209,8 +209,13 @@ def expand(paths: list[str], exclude: list[str] | tuple[str, ...] = ()) -> tuple
   return found, folder, f"warning: left out {len(left_out)} runs: {shown}." if left_out else None
 
 
-# The options that make runs comparable: analysis warns when they differ.
-PROTOCOL = ("dataset", "way", "shot", "backbone")
+# The options two runs must share to be compared as one protocol, by run kind (rundir.RUN_KINDS): the one list,
+# which analysis derives its others from (analysis.arms.ARM_OPTIONS, analysis.figures.CAPTION_OPTIONS,
+# analysis.retrieval_arms.ARM_OPTIONS). Few-shot runs that differ in one are compared with a warning
+# (protocol_warning); a metric-learning run has no episodes, and its protocol is Musgrave et al.'s (the embedding's
+# size, the fold models, the class splits, the input side).
+PROTOCOL_OPTIONS = {"fewshot": ("dataset", "way", "shot", "backbone"),
+                    "dml": ("dataset", "backbone", "embedding_dim", "folds", "class_splits", "image_size")}
 
 
 def run_precision(run: Run) -> str:
@@ -243,7 +248,7 @@ def run_labels(runs: list[Run]) -> list[str]:
 
 def protocol_warning(runs: list[Run]) -> str | None:
   """One line naming the protocol options in which the runs differ, or None if they agree."""
-  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL}
+  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL_OPTIONS["fewshot"]}
   differ = [f"{name} " + " vs ".join(v) for name, v in values.items() if len(set(v)) > 1]
   if not differ:
     return None

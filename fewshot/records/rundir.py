@@ -9,7 +9,7 @@ Layout::
   <workdir>/results.json      test results of the best checkpoint
 
 Every file is written atomically (a temporary file renamed into place; checkpoints likewise,
-:mod:`fewshot.records.checkpoints`), so a run killed at any moment leaves each file whole. Both trainers write
+:mod:`fewshot.records.checkpoints`), so a run killed at any moment leaves each file whole. Both training commands write
 through :class:`RunDir`, and ``evaluate`` and ``fewshot.load`` read through it
 (``analyze`` and ``plot`` read the records through :mod:`fewshot.records.reading`):
 :func:`existing_run` is the one check that a directory holds a run, and :mod:`fewshot.records.reuse` the one rule

@@ -7,7 +7,7 @@ the one orchestration above it.
 * :mod:`~fewshot.training.sources`: where a split's images live while training (on the device, or streamed from
   host memory in blocks), behind one interface;
 * :mod:`~fewshot.training.loop`: the checkpoint loop (train a chunk, validate, write a row, checkpoint, resume);
-* :mod:`~fewshot.training.chunks`: the compiled chunk, one driver for both trainers' step functions (one run, or a
+* :mod:`~fewshot.training.chunks`: the compiled chunk, one driver for both experiments' step functions (one run, or a
   seed group vmapped over its run axis);
 * :mod:`~fewshot.training.split_embedding`: a whole split embedded in padded batches (evaluation);
 * :mod:`~fewshot.training.runs`: the runs one training call writes: opened, recorded, restored, finished;
@@ -18,7 +18,10 @@ the one orchestration above it.
 * :mod:`~fewshot.training.distributed`: several processes (hosts) training one seed group;
 * :mod:`~fewshot.training.peers`: a process of several that stops (killed, interrupted, failed) stops the
   others, each with one line;
-* :mod:`~fewshot.training.compilation_cache`: JAX's persistent compilation cache, on by default.
+* :mod:`~fewshot.training.compilation_cache`: JAX's persistent compilation cache, on by default;
+* :mod:`~fewshot.training.progress`: where a run stands while it trains (a bar on a terminal, a line per checkpoint
+  in a log);
+* :mod:`~fewshot.training.provenance`: the versions, commit and devices a run trains on, and how its data was split.
 
 Imports JAX, :mod:`fewshot.records` and :mod:`fewshot.data`; never :mod:`fewshot.episodic` or :mod:`fewshot.dml`,
 which stand on it. Nothing is re-exported here, so that the light modules (``distributed``'s flag checks, ``peers``,

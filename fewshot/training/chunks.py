@@ -1,4 +1,4 @@
-"""The compiled chunk both trainers run: a learner's steps between two checkpoints as one ``lax.scan``.
+"""The compiled chunk both experiments run: a learner's steps between two checkpoints as one ``lax.scan``.
 
 A *step function* is a module-level function ``step(static, carry, key, index, classes, images, last) ->
 (carry, out)``: ``static`` is hashable configuration (a learner, or a learner and an episode shape), ``carry``
@@ -7,7 +7,7 @@ key, ``classes [C]`` and ``images [C, M, H, W, Ch]`` its draw from the split, an
 chunk's last step. :func:`run_chunk` runs steps ``first .. first + count - 1`` of a run over a source's blocks
 (:mod:`fewshot.training.sources`) as compiled programs, and a seed group's (``[R]`` keys, a carry stacked over
 R runs, :mod:`fewshot.training.seed_groups`) as the same program ``vmap``-ed over the run axis, every run drawing
-its own steps with its own key. The few-shot and the metric-learning trainers supply only their step function.
+its own steps with its own key. The few-shot and the metric-learning experiments supply only their step function.
 
     >>> state, out = run_chunk(episode_step, learner, state, source, key, first=0, count=100, num_classes=5,
     ...                        per_class=17, donate=True)

@@ -1,6 +1,6 @@
-"""The checkpoint loop both trainers stand on: train a chunk, validate, write a row, checkpoint.
+"""The checkpoint loop both experiments stand on: train a chunk, validate, write a row, checkpoint.
 
-A trainer supplies its compiled chunk of steps, its validation and its metrics rows;
+An experiment supplies its compiled chunk of steps, its validation and its metrics rows;
 :func:`train_until` does the rest, the same way for episodes and for metric-learning
 batches, for one run and for a seed group (:mod:`fewshot.training.seed_groups`): resume from ``last``,
 write the row before the checkpoints (so a run killed in between resumes from the previous

@@ -1,12 +1,13 @@
-"""The runs one training call writes, and the bookkeeping both trainers share around their loops.
+"""The runs one training call writes, and the bookkeeping around the loop that both training commands share.
 
 One run, or a seed group's runs (:mod:`fewshot.training.seed_groups`): their configurations, their directories, and
-which of them this process writes (all of them on one host; across hosts, those of its own devices). A trainer opens
-them before JAX loads (:meth:`Runs.open`: bad directories are refused, nothing written), lays them over the devices
-once its experiment is built (:meth:`Runs.on`), records their configurations once every process has checked them
-(:meth:`Runs.begin`, under each directory's lock: one writer per directory), trains them with
-:func:`fewshot.training.loop.train_until`, restores their best checkpoints (:meth:`Runs.restore`) and writes their
-results (:meth:`Runs.finish`). It supplies only its chunk, its rows and its test.
+which of them this process writes (all of them on one host; across hosts, those of its own devices). A training
+command opens them before JAX loads (:meth:`Runs.open`: bad directories are refused, nothing written); the trainer
+(:func:`fewshot.training.trainer.train_runs`) lays them over the devices once the experiment is built
+(:meth:`Runs.on`), records their configurations once every process has checked them (:meth:`Runs.begin`, under each
+directory's lock: one writer per directory), trains them with :func:`fewshot.training.loop.train_until`, restores
+their best checkpoints (:meth:`Runs.restore`) and writes their results (:meth:`Runs.finish`). The experiment
+supplies only its chunk, its rows and its test.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a split's images live during training, behind one interface: resident on the device or streamed.
 
-Every step of both trainers draws ``C`` classes and ``M`` images of each from a split (an
+Every step of both experiments draws ``C`` classes and ``M`` images of each from a split (an
 episode is ``way x (shot + query)``, a metric-learning batch ``classes x per_class``) with
 the key ``fold_in(key, step)``. A source hands a compiled chunk those draws as *blocks*:
 

@@ -1,6 +1,6 @@
 """A whole split embedded in padded batches, for one run or each run of a seed group: what evaluation embeds.
 
-Both trainers embed splits the same way: the few-shot cached test (:mod:`fewshot.episodic.cached_episodes`) and
+Both experiments embed splits the same way: the few-shot cached test (:mod:`fewshot.episodic.cached_episodes`) and
 ``fewshot.load``, the metric-learning validation and test (:mod:`fewshot.dml.experiment`). An *embed function* is
 a module-level function ``embed(static, variables, images) -> [n, D]`` (BatchNorm in evaluation mode, so an image's
 embedding does not depend on its batch); it runs here in batches of one static size, the last padded, so that one

@@ -1,4 +1,4 @@
-"""What a training run carries from step to step, its keys and the paper's optimiser: one home for both trainers.
+"""What a training run carries from step to step, its keys and the paper's optimiser: one home for both experiments.
 
 The few-shot learner keeps ``params = {"backbone", "rho"}``, the metric learner
 ``{"model", "loss"}``; either way the state is ``(step, params, batch_stats, opt_state)``,

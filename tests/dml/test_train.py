@@ -1,4 +1,4 @@
-"""The metric-learning trainer end to end: learning on real Omniglot, the run directory, folds, resume, bad input."""
+"""Metric-learning training end to end: learning on real Omniglot, the run directory, folds, resume, bad input."""
 
 import json
 import subprocess
@@ -44,10 +44,10 @@ def four_fold_run(cars_dir, tmp_path_factory):
   return config, workdir, train(config, str(workdir), progress=False)
 
 
-def _untrained_map_at_r(trainer, split):
+def _untrained_map_at_r(experiment, split):
   """MAP@R of fold model 0 as the run initialises it (same keys), before any training."""
-  learner = trainer.fold_learner(0)
-  variables = embedding.model_variables(trainer.initial_state(0))
+  learner = experiment.fold_learner(0)
+  variables = embedding.model_variables(experiment.initial_state(0))
   return retrieval(embedding.embed_split(learner, variables, split.images), split.labels)["map_at_r"]
 
 
@@ -55,10 +55,10 @@ def _untrained_map_at_r(trainer, split):
 def test_short_omniglot_run_improves_map_at_r(omniglot_dir, tmp_path):
   config = DMLConfig(dataset="omniglot", data_dir=str(omniglot_dir), backbone="conv4", embedding_dim=64,
                      loss="triplet", miner="semi_hard", steps_per_epoch=60, epochs=2)
-  trainer = Experiment(config)  # one load of the data and one compile for before and after
-  untrained_val = _untrained_map_at_r(trainer, trainer.folds[0][1])
-  untrained_test = _untrained_map_at_r(trainer, trainer.test)
-  (results,) = train_runs(trainer, Runs.open(config, None, [str(tmp_path / "run")], resume=False), progress=False)
+  experiment = Experiment(config)  # one load of the data and one compile for before and after
+  untrained_val = _untrained_map_at_r(experiment, experiment.folds[0][1])
+  untrained_test = _untrained_map_at_r(experiment, experiment.test)
+  (results,) = train_runs(experiment, Runs.open(config, None, [str(tmp_path / "run")], resume=False), progress=False)
   rows = RunDir(tmp_path / "run").read_metrics()
   assert [(r["epoch"], r["step"]) for r in rows] == [(1, 60), (2, 120)]
   best = max(rows, key=lambda r: r["val_map_at_r"])
@@ -160,10 +160,10 @@ def test_resume_after_interruption_matches_uninterrupted_run(four_fold_run, tmp_
         RunDir(straight / f"fold{k}").read_metrics())
   assert {k: v for k, v in resumed.items() if k != "workdir"} == {
       k: v for k, v in straight_results.items() if k != "workdir"}
-  trainer = Experiment(config)
+  experiment = Experiment(config)
   for k in range(4):
-    a = RunDir(workdir / f"fold{k}").checkpoints.restore("last", trainer.initial_state(k))
-    b = RunDir(straight / f"fold{k}").checkpoints.restore("last", trainer.initial_state(k))
+    a = RunDir(workdir / f"fold{k}").checkpoints.restore("last", experiment.initial_state(k))
+    b = RunDir(straight / f"fold{k}").checkpoints.restore("last", experiment.initial_state(k))
     jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
 
 

@@ -11,6 +11,10 @@ one-line DataError (file, line, what was expected, how to fix) before any image 
 decoded. Decoding and storage are the caller's; ``check_image`` tells a corrupt image.
 The readers import only ``fewshot.data.archives`` (the file tree) and ``fewshot.errors``; this module finds each
 dataset's reader by its row of ``fewshot.data.catalog``.
+
+* :mod:`~fewshot.data.readers.cub`, :mod:`~fewshot.data.readers.mini_imagenet`, :mod:`~fewshot.data.readers.cars196`,
+  :mod:`~fewshot.data.readers.sop`: one dataset's files each (``locate`` and ``read_<name>``);
+* :mod:`~fewshot.data.readers.records`: what every reader returns (``DatasetRecords``, ``ImageRecord``).
 """
 
 from __future__ import annotations

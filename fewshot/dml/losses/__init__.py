@@ -1,6 +1,9 @@
 """Metric-learning losses: pure jittable functions ``(embeddings, labels, ...) -> scalar``.
 
-Each loss lives in the module of its family; :data:`LOSSES` is each row of
+Each loss lives in the module of its family: :mod:`~fewshot.dml.losses.pair_losses` (one term per pair),
+:mod:`~fewshot.dml.losses.tuple_losses` (an anchor against a positive and negatives),
+:mod:`~fewshot.dml.losses.proxy_losses` (learnable proxies per class) and :mod:`~fewshot.dml.losses.margin_losses`
+(CosFace, ArcFace, SphereFace). :data:`LOSSES` is each row of
 :data:`fewshot.dml.loss_specs.SPECS` (its name, function and facts) as the :class:`Loss` training loops use, with how
 to initialise the loss's own learnable parameters (proxies, scales, thresholds) and whether it accepts mined
 triplets: a new loss is its function and its row there. A user-written

@@ -2,7 +2,7 @@
 
 * :mod:`~fewshot.published.registry`: what a published result is (``Entry``: source, protocol, models, cells);
 * one module per source: :mod:`~fewshot.published.snell2017`, :mod:`~fewshot.published.kim2022`,
-  :mod:`~fewshot.published.musgrave2020`, :mod:`~fewshot.published.lake`;
+  :mod:`~fewshot.published.musgrave2020`, :mod:`~fewshot.published.lake`, :mod:`~fewshot.published.finn2017`;
 * :mod:`~fewshot.published.plan`: the runs that reproduce an entry, where they live, what their records say;
 * :mod:`~fewshot.published.report`: ours beside theirs, cell by cell;
 * :mod:`~fewshot.published.page`: docs/reproductions.md, built from the kept records.

@@ -6,7 +6,6 @@ construction: the test is on the per-seed differences B − A. With a handful of
 * :func:`sign_flip_p`: the exact paired permutation test (every sign pattern of the differences; 5 pairs cannot
   go below 2/32 = 0.0625);
 * :func:`holm`: Holm's step-down correction of the p-values within one claim;
-* :func:`power`: the chance that a design detects an effect of one standard deviation (Monte Carlo, seeded);
 * :func:`detectable_shift`: the smallest effect, in SDs of the differences, that the sign-flip test finds at a
   given power and level (what "not detected" could have seen, once multiplied by the differences' SD);
 * :func:`verdict`: supported / partly supported / not detected / contradicted, from the corrected p-values.
@@ -85,26 +84,6 @@ def holm(ps: list[float | None]) -> list[float | None]:
     running = max(running, min(1.0, (len(order) - rank) * p))
     adjusted[i] = round(running, 12)
   return adjusted
-
-
-@functools.lru_cache(maxsize=None)  # a page asks for the same few designs many times
-def power(n_a: int, n_b: int | None = None, effect_sd: float = 1.0, draws: int = 2000, seed: int = 0) -> float:
-  """The chance that a design finds (p < 0.05, two-sided) an effect of ``effect_sd`` standard deviations: the exact
-  Mann-Whitney U on ``n_a`` vs ``n_b`` seeds, or, with ``n_b`` None, the sign-flip test on ``n_a`` pairs whose
-  differences shift by ``effect_sd`` of their own SD. Normal data; ``draws`` seeded simulations.
-  """
-  import scipy.stats
-
-  rng = np.random.default_rng(seed)
-  hits = 0
-  for _ in range(draws):
-    if n_b is None:
-      p = sign_flip_p(rng.normal(effect_sd, 1.0, n_a))
-    else:
-      p = scipy.stats.mannwhitneyu(rng.normal(0, 1, n_a), rng.normal(effect_sd, 1, n_b), alternative="two-sided",
-                                   method="exact").pvalue
-    hits += p is not None and p < SIGNIFICANCE_LEVEL
-  return hits / draws
 
 
 @functools.lru_cache(maxsize=None)  # a page asks for the same few designs many times

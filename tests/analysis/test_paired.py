@@ -31,7 +31,6 @@ def test_the_sign_flip_p_of_many_pairs_counts_every_pattern(seed, n):
 def test_five_pairs_cannot_reach_five_percent_and_six_can():
   assert paired.sign_flip_p([1.0, 2.0, 3.0, 4.0, 5.0]) == 2 / 32
   assert paired.sign_flip_p([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == 2 / 64
-  assert paired.power(5) == 0.0 and paired.power(10, draws=500) > 0.5
 
 
 @pytest.mark.parametrize("n, level", [(8, 0.05), pytest.param(10, 0.025, marks=pytest.mark.slow)])  # the page's: 5 s
@@ -64,11 +63,6 @@ def test_holm_is_its_definition():
     expected[i] = running
   adjusted = paired.holm(ps)
   assert adjusted[3] is None and [a for a in adjusted if a is not None] == pytest.approx(expected)
-
-
-def test_five_seeds_against_five_see_one_sd_about_one_time_in_five():
-  """The review's figure for the unpaired design: about 20% power at an effect of one standard deviation."""
-  assert 0.12 < paired.power(5, 5, draws=1000) < 0.32
 
 
 @pytest.mark.parametrize("differences, ps, expected", [

@@ -1,24 +1,26 @@
 """A backbone convolution's forms: one square NHWC convolution (kernel HWIO, symmetric zero padding), computed in
 several ways that give the same values and gradients to float rounding; ``--conv`` chooses one.
 
-The forms differ only where a seed group ``vmap`` s the training step over its runs, each run with its own kernel:
+The forms differ where a seed group ``vmap`` s the training step over its runs, each run with its own kernel:
 
-* ``lax``: ``lax.conv_general_dilated``. Under ``vmap`` it becomes one convolution with ``feature_group_count`` =
-  runs, and its kernel gradient one with ``batch_group_count`` = runs, which cuDNN runs far below a dense
+* ``lax``: ``lax.conv_general_dilated``. Under ``vmap`` the runs' convolutions become one with
+  ``feature_group_count`` = runs, and the kernel gradient a grouped one too, which cuDNN runs far below a dense
   convolution's rate (jax-ml/jax#13800, #26266, #26568).
 * ``im2col``: the image's patches times the kernel as one matrix product; under ``vmap`` a batched product.
-* ``map``: ``lax`` for one run; under ``vmap`` with a batched kernel, a ``lax.map`` over the run axis, each run a
-  dense convolution, forward and backward (the rest of the step stays ``vmap`` ped).
+* ``map``: ``lax`` for one run; under ``vmap`` a ``lax.map`` over the batched axis, one dense convolution per run,
+  forward and backward, while the rest of the step stays batched.
 * ``im2col_grad``: ``lax`` forward and input gradient; the kernel gradient as patches times the output gradient,
-  under ``vmap`` a batched matrix product instead of a batch-grouped convolution.
+  under ``vmap`` a batched matrix product instead of a grouped convolution.
 * ``auto``: :data:`AUTO` 's form for the backend.
 
 ``map`` is a ``jax.custom_vjp`` whose forward and backward are each a ``jax.custom_batching.custom_vmap`` function
-(a ``custom_vmap`` function alone has no reverse-mode derivative). Their rules map over the axis where the kernel is
-batched; where it is not (a batch of images under one kernel), they fall back to the dense function's own batching,
-which folds the axis into the images' and stays dense. The custom forms' derivatives are traced after the forward
-pass, outside the backbone's ``--precision`` context, so the precision the forward saw travels with them as a static
-argument (:func:`current_precision`).
+(a ``custom_vmap`` function alone has no reverse-mode derivative); its backward is built the same way from the dense
+convolution's ``vjp``, so it differentiates to any order. Each rule calls the mapped function again, so nested
+``vmap`` s (a group's runs around MAML's tasks) map at every level; a batch of images under one kernel is folded into
+one dense convolution instead. On several devices XLA does not split a ``lax.map`` over a run axis sharded across
+them (it gathers the runs: the same values, none of the speed), so ``map`` is for groups on one device each.
+The custom forms' derivatives are traced after the forward pass, outside the backbone's ``--precision`` context, so
+the precision the forward saw travels with them as a static argument (:func:`current_precision`).
 """
 
 from __future__ import annotations
@@ -87,31 +89,36 @@ def _under(precision: str | None):
   return contextlib.nullcontext() if precision is None else jax.default_matmul_precision(precision)
 
 
-def _mapped_over_kernels(dense):
-  """``dense`` (arrays, the kernel second, to arrays) whose ``vmap`` over a batched kernel is a ``lax.map``."""
+def _mapped_over_kernels(dense, per_image: bool):
+  """``dense`` (``x``, the kernel, then any arrays, to arrays) whose ``vmap`` is a ``lax.map`` over the batched axis.
+
+  Where the kernel is not batched and ``dense`` 's outputs are per image (``per_image``: the forward convolution), the
+  axis is folded into the images instead: one dense convolution, as ``lax`` 's own batching would do. Both call the
+  mapped function again, never ``dense``, so an outer ``vmap`` (a group's runs around MAML's tasks) maps too.
+  """
   mapped = jax.custom_batching.custom_vmap(dense)
 
   @mapped.def_vmap
   def rule(axis_size, in_batched, *args):
     leaves, tree = jax.tree.flatten(args)
-    batched = jax.tree.leaves(in_batched)  # the kernel's is the second: x, then the kernel, lead every call
-    if not batched[1]:  # one kernel: the dense function's own batching folds the axis in and stays dense
-      axes = jax.tree.unflatten(tree, [0 if b else None for b in batched])
-      out = jax.vmap(dense, in_axes=axes)(*args)
-    else:
-      leaves = [a if b else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, b in zip(leaves, batched)]
-      out = jax.lax.map(lambda a: dense(*a), jax.tree.unflatten(tree, leaves))
+    batched = jax.tree.leaves(in_batched)
+    if per_image and not batched[1]:
+      x = args[0]
+      y = mapped(x.reshape(-1, *x.shape[2:]), *args[1:])
+      return y.reshape(*x.shape[:2], *y.shape[1:]), True
+    leaves = [a if b else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, b in zip(leaves, batched)]
+    out = jax.lax.map(lambda a: mapped(*a), jax.tree.unflatten(tree, leaves))
     return out, jax.tree.map(lambda _: True, out)
 
   return mapped
 
 
-def _mapped(dense):
-  """``dense`` (arrays, the kernel second, to arrays) as a function whose ``vmap`` over a batched kernel is a
-  ``lax.map`` (:func:`_mapped_over_kernels`), differentiable to any order: its derivative is ``dense`` 's own
-  ``vjp`` mapped the same way, built when a derivative is traced (MAML's meta-gradient takes the second).
+def _mapped(dense, per_image: bool = True):
+  """``dense`` (``x``, the kernel, then any arrays, to arrays) as a function whose ``vmap`` is a ``lax.map``
+  (:func:`_mapped_over_kernels`), differentiable to any order: its derivative is ``dense`` 's own ``vjp`` mapped the
+  same way, built when a derivative is traced (MAML's meta-gradient takes the second).
   """
-  mapped = _mapped_over_kernels(dense)
+  mapped = _mapped_over_kernels(dense, per_image)
 
   @jax.custom_vjp
   def f(*args):
@@ -121,11 +128,11 @@ def _mapped(dense):
     return f(*args), args  # f, not mapped: an outer derivative of this forward pass is f's
 
   def f_bwd(args, g):
-    def vjp(*args_and_g):  # the kernel still second, so the backward pass maps over the runs as the forward does
+    def vjp(*args_and_g):  # x and the kernel still first: the backward pass maps over the runs as the forward does
       *primals, cotangent = args_and_g
       return jax.vjp(dense, *primals)[1](cotangent)
 
-    return _mapped(vjp)(*args, g)
+    return _mapped(vjp, per_image=False)(*args, g)  # the kernel's gradient is per batch element: never folded
 
   f.defvjp(f_fwd, f_bwd)
   return f
@@ -141,7 +148,7 @@ def _map_form(stride: int, pad: int, precision: str | None):
 
 
 def map_conv(x, kernel, stride: int, pad: int, precision: str | None = None) -> jnp.ndarray:
-  """The ``map`` form: ``lax`` for one run, a ``lax.map`` of dense convolutions over a batched kernel's axis."""
+  """The ``map`` form: ``lax`` for one run; under ``vmap`` a ``lax.map`` of dense convolutions over the batched axis."""
   return _map_form(stride, pad, precision)(x, kernel)
 
 

@@ -86,6 +86,23 @@ def test_the_gradient_of_a_vmapped_group_and_of_one_kernel_over_a_batch_equal_la
     jax.tree.map(assert_close, got, want)
 
 
+@pytest.mark.parametrize("per_task", [True, False], ids=["maml", "anil"])
+def test_nested_vmaps_map_at_every_level(per_task):
+  """A group's runs around MAML's tasks: each task's own kernel (MAML), or one kernel over the tasks (ANIL)."""
+  rng = np.random.default_rng(3)
+  x = jnp.asarray(rng.normal(size=(RUNS, 2, 2, 7, 7, 3)), jnp.float32)  # runs, tasks, images
+  kernel = jnp.asarray(rng.normal(size=(RUNS, 2, 3, 3, 3, 4) if per_task else (RUNS, 3, 3, 3, 4)), jnp.float32)
+
+  def program(form):
+    task_loss = lambda x, k: jnp.sum(jnp.sin(convolutions.conv(x, k, 1, 1, form)))  # noqa: E731
+    run_loss = lambda x, k: jax.vmap(task_loss, in_axes=(0, 0 if per_task else None))(x, k).sum()  # noqa: E731
+    return jax.jit(jax.vmap(jax.grad(run_loss, argnums=(0, 1))))
+
+  want = program("lax")(x, kernel)
+  jax.tree.map(assert_close, program("map")(x, kernel), want)
+  assert not re.findall(r"(?:feature|batch)_group_count = [2-9]", program("map").lower(x, kernel).as_text())
+
+
 def test_every_form_differentiates_twice_as_maml_s_meta_gradient_does():
   x, kernel, _, pad = group_arrays(3, 1, seed=2)
 

@@ -160,8 +160,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--json", default=None, help="write the results here")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--precisions", default="float32", help="the backbone's --precision names, comma-separated")
-  parser.add_argument("--conv", default="auto", choices=("auto", "im2col", "lax"),
-                      help="convolution of backbones.Conv: auto (im2col on CPU only), or force one")
+  parser.add_argument("--conv", default="auto", choices=choices.CONV_FORMS,
+                      help="the form of backbones.Conv (fewshot.convolutions): auto (im2col on CPU only), or one")
   args = parser.parse_args(argv)
   args.sizes = parse_ints(args.sizes)
   args.heads = [h for h in args.heads.split(",") if h]
@@ -240,8 +240,7 @@ def main(argv=None) -> int:
     source = DeviceSource.from_split(split, device)
     for head, precision in ((h, p) for h in args.heads for p in args.precisions):
       load_before = load()
-      im2col = {"auto": None, "im2col": True, "lax": False}[args.conv]
-      learner = EpisodicLearner(Conv4(im2col=im2col), shape, head=head, classifier=args.classifier,
+      learner = EpisodicLearner(Conv4(conv=args.conv), shape, head=head, classifier=args.classifier,
                                 precision=precision)
       step_flops = flops.program_flops(learning.lowered_step(learner, input_shape, input_shape))
       variants = {"scan": JaxScan(learner, source, input_shape, n_ep, args.seed)}

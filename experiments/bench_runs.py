@@ -16,14 +16,21 @@ memory one run of the group needs (argument + output + temporary bytes of the co
 chunk, over R). Medians over ``--repeats``; the variants alternate within each repetition.
 Each row also gives the group's and the single run's GFLOP/s (the training step's FLOPs counted from its layer
 shapes, ``experiments/flops.py``, on every backend) and their fraction of the device's matrix-product peak under the
-same ``--precision``, measured in the same process.
+same ``--precisions`` name, measured in the same process.
 
   python -m experiments.bench_runs --sizes 28,84 --heads softmax,dr --groups 1,2,4,8,16 --torch
+
+Each convolution form (``--conv``, :mod:`fewshot.convolutions`) and ``--precisions`` name is timed in turn, so one
+command compares the forms of issue 41 on a GPU:
+
+  python -m experiments.bench_runs --sizes 28,84 --heads dr --groups 1,8,32 --conv lax,im2col,map,im2col_grad \
+      --precisions float32,tensorfloat32 --json forms.json
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -31,7 +38,7 @@ import time
 
 import jax
 
-from fewshot import choices
+from fewshot import choices, convolutions
 from fewshot.backbones import Conv4
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
@@ -62,10 +69,10 @@ def episode_flops(learner, input_shape: tuple[int, ...]) -> float:
 
 
 def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, use_torch: bool,
-          peak: float, precision: str = "float32", im2col: bool | None = None) -> list[dict]:
+          peak: float, precision: str = "float32", conv: str = "auto") -> list[dict]:
   channels = 1 if size == 28 else 3
   split = random_split(size, channels, 64, 20)
-  learner = EpisodicLearner(Conv4(im2col=im2col), SHAPE, head=head, precision=precision)
+  learner = EpisodicLearner(Conv4(conv=conv), SHAPE, head=head, precision=precision)
   input_shape = (size, size, channels)
   single_source = DeviceSource.from_split(split)
   single_keys = run_keys(0)
@@ -103,8 +110,8 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
         times[name].append(time.perf_counter() - start)
     t = {name: statistics.median(v) for name, v in times.items()}
     group_total = runs * episodes / t["group"]
-    conv = {None: "auto", True: "im2col", False: "lax"}[im2col]
-    row = {"size": size, "head": head, "precision": precision, "conv": conv, "runs": runs, "devices": group.num_devices,
+    row = {"size": size, "head": head, "precision": precision, "conv": conv_name(conv), "runs": runs,
+           "devices": group.num_devices,
            "group_episodes_per_s": group_total, "per_run_episodes_per_s": group_total / runs,
            "sequential_episodes_per_s": episodes / t["single"],
            "group_vs_sequential": group_total / (episodes / t["single"]),
@@ -121,15 +128,22 @@ def bench(size: int, head: str, groups: list[int], episodes: int, repeats: int, 
   return rows
 
 
+def conv_name(conv: str) -> str:
+  """A row's convolution form: what ran, ``auto (im2col)`` where the backend chose it."""
+  return f"auto ({convolutions.resolve(conv)})" if conv == "auto" else conv
+
+
 def table(rows: list[dict]) -> str:
-  head = ("| episode | head | runs | group ep/s (total) | per run | sequential ep/s | group / sequential | "
+  head = ("| episode | head | precision | conv | runs | group ep/s (total) | per run | sequential ep/s | "
+          "group / sequential | "
           "eager PyTorch ep/s | group / PyTorch | per run / PyTorch | MiB per run | single GFLOP/s (of peak) | "
           "group GFLOP/s (of peak) |")
-  lines = [head, "|" + "---|" * 13]
+  lines = [head, "|" + "---|" * 15]
   for r in rows:
     torch_cells = (f"{r['torch_episodes_per_s']:.2f} | {r['group_vs_torch']:.2f} | {r['per_run_vs_torch']:.2f}"
                    if "torch_episodes_per_s" in r else "– | – | –")
-    lines.append(f"| {r['size']}×{r['size']} | {r['head']} | {r['runs']} | {r['group_episodes_per_s']:.2f} | "
+    lines.append(f"| {r['size']}×{r['size']} | {r['head']} | {r['precision']} | {r['conv']} | {r['runs']} | "
+                 f"{r['group_episodes_per_s']:.2f} | "
                  f"{r['per_run_episodes_per_s']:.2f} | {r['sequential_episodes_per_s']:.2f} | "
                  f"{r['group_vs_sequential']:.2f} | {torch_cells} | {r['bytes_per_run'] / 2**20:.0f} | "
                  f"{r['single_gflops']:.0f} ({_percent(r['single_peak_fraction'])}) | "
@@ -150,22 +164,29 @@ def main(argv=None) -> int:
                       "84 on a CPU; 50 and 20 elsewhere, where a 2-episode chunk is mostly its launch and diagnostics)")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--torch", action="store_true", help="time eager PyTorch too (pip install torch==2.13.0)")
-  parser.add_argument("--precision", default="float32", choices=choices.PRECISIONS, help="the backbone's")
-  parser.add_argument("--conv", default="auto", choices=("auto", "im2col", "lax"),
-                      help="convolution of backbones.Conv: auto (im2col on CPU only), or force one; under vmap lax's "
-                      "becomes one grouped convolution, im2col's one batched matrix product")
+  parser.add_argument("--precisions", default="float32", help="the backbone's, comma-separated (of "
+                      f"{', '.join(choices.PRECISIONS)}): each timed in turn")
+  parser.add_argument("--conv", default="auto", help="forms of backbones.Conv (fewshot.convolutions), comma-separated "
+                      f"(of {', '.join(choices.CONV_FORMS)}): each timed in turn; auto is the backend's (im2col on "
+                      "CPU only). Under a group's vmap lax becomes one grouped convolution, im2col one batched "
+                      "matrix product, map a lax.map of dense convolutions over the runs, im2col_grad lax with "
+                      "im2col's batched product for the kernel gradient")
   parser.add_argument("--json", default=None, help="write the rows here")
   args = parser.parse_args(argv)
+  precisions, convs = args.precisions.split(","), args.conv.split(",")
+  for name, values, known in (("--precisions", precisions, choices.PRECISIONS), ("--conv", convs, choices.CONV_FORMS)):
+    if unknown := [v for v in values if v not in known]:
+      parser.error(f"{name} names {unknown[0]!r}; choose among {', '.join(known)}.")
   rows = []
   print(f"jax {jax.__version__} on {jax.devices()}", flush=True)
-  peak = flops.matmul_peak_gflops(args.precision)
-  print(f"matmul peak under --precision {args.precision}: {peak:.1f} GFLOP/s", flush=True)
-  for size in (int(s) for s in args.sizes.split(",")):
-    for head in args.heads.split(","):
-      cpu = jax.default_backend() == "cpu"
+  cpu = jax.default_backend() == "cpu"
+  for precision in precisions:
+    peak = flops.matmul_peak_gflops(precision)
+    print(f"matmul peak under --precision {precision}: {peak:.1f} GFLOP/s", flush=True)
+    for size, head, conv in itertools.product([int(s) for s in args.sizes.split(",")], args.heads.split(","), convs):
       episodes = args.episodes or ((10 if size == 28 else 2) if cpu else (50 if size == 28 else 20))
       rows += bench(size, head, [int(g) for g in args.groups.split(",")], episodes, args.repeats, args.torch, peak,
-                    args.precision, {"auto": None, "im2col": True, "lax": False}[args.conv])
+                    precision, conv)
   print(table(rows))
   if args.json:
     with open(args.json, "w") as f:

@@ -12,8 +12,10 @@ Each step runs as its own subprocess, with a time limit, so one that fails or ha
 4. ``experiments.bench_episodes`` at 28 and 84 px under every ``--precision`` (the eager PyTorch twin beside it where
    torch sees the device), with each precision's share of the matrix-product peak;
 5. ``experiments.bench_runs``: seed groups of 1, 8 and 32 runs against the same runs one after another, with the
-   backbone's convolutions as ``lax`` ones (``vmap`` makes each one grouped convolution) and, at 84×84, as im2col
-   products (``vmap`` makes them batched matrix products): which fills a GPU is what this step is for.
+   backbone's convolutions as ``lax`` ones (``vmap`` makes each one grouped convolution) and, at 84×84, in the other
+   forms of :mod:`fewshot.convolutions` (im2col: batched matrix products; map: dense convolutions mapped over the
+   runs; im2col_grad: lax with im2col's kernel gradient): which fills a GPU is what this step is for, and its winner
+   per backend is what ``fewshot.convolutions.AUTO`` is to say.
 
 It writes ``DIR/device_check.md`` (a table per step, then what an accelerator must show and whether it did) and
 ``DIR/device_check.json`` (every figure), and each step's output beside them.
@@ -58,9 +60,9 @@ def steps(out: pathlib.Path, smoke: bool) -> dict[str, list[str]]:
                          *bench],
       "bench_runs": [*python, "experiments.bench_runs", "--sizes=28,84", "--heads=dr", f"--groups={groups}",
                      "--repeats=1" if smoke else "--repeats=3", f"--json={out / 'bench_runs.json'}"],
-      "bench_runs im2col": [*python, "experiments.bench_runs", "--sizes=84", "--heads=dr", "--conv=im2col",
-                            f"--groups={groups.split(',', 1)[1]}", "--repeats=1" if smoke else "--repeats=3",
-                            f"--json={out / 'bench_runs_im2col.json'}"],
+      "bench_runs forms": [*python, "experiments.bench_runs", "--sizes=84", "--heads=dr",
+                           "--conv=im2col,map,im2col_grad", f"--groups={groups.split(',', 1)[1]}",
+                           "--repeats=1" if smoke else "--repeats=3", f"--json={out / 'bench_runs_forms.json'}"],
   }
 
 
@@ -91,7 +93,7 @@ def read_json(path: pathlib.Path):
 def findings(results: dict, out: pathlib.Path) -> dict:
   """The figures each step produced, read from its output."""
   found = {"provenance": None, "numerics": None, "main": None, "episodes": read_json(out / "bench_episodes.json"),
-           "runs": (read_json(out / "bench_runs.json") or []) + (read_json(out / "bench_runs_im2col.json") or [])}
+           "runs": (read_json(out / "bench_runs.json") or []) + (read_json(out / "bench_runs_forms.json") or [])}
   lines = results.get("provenance", {}).get("tail", "").strip().splitlines()
   found["provenance"] = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
   summary = re.findall(r"^=*\s*(.*(?:passed|failed).*?)\s*=*$", results.get("numerics tests", {}).get("tail", ""),

@@ -82,7 +82,7 @@ def main() -> None:
   from fewshot.episodic.episodes import EpisodeShape
 
   for size, channels in ((28, 1), (84, 3)):
-    learner = learning.EpisodicLearner(Conv4(im2col=False), EpisodeShape(5, 1, 16), head="dr")
+    learner = learning.EpisodicLearner(Conv4(conv="lax"), EpisodeShape(5, 1, 16), head="dr")
     lowered = learning.lowered_step(learner, (size, size, channels), (size, size, channels))
     print(f"Conv4 {size}x{size}x{channels}, 5-way 1-shot 16-query: {program_flops(lowered) / 1e9:.2f} GFLOP per "
           "training episode")

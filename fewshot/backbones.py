@@ -21,7 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from fewshot import choices
+from fewshot import choices, convolutions
 from fewshot.errors import ConfigError
 
 # He initialisation with fan-out, as in the reference code: N(0, 2 / (k*k*out_channels)).
@@ -32,26 +32,13 @@ def _batch_norm(train: bool, name: str | None = None) -> nn.BatchNorm:
   return nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, name=name)
 
 
-def _window_slices(x: jnp.ndarray, window: int, stride: int, pad: int, pad_value: float):
-  """The ``window²`` strided views of ``x`` whose stacking would be its im2col patches."""
-  n, h, w, c = x.shape
-  if pad:
-    x = jnp.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)), constant_values=pad_value)
-  out_h, out_w = (h + 2 * pad - window) // stride + 1, (w + 2 * pad - window) // stride + 1
-  return [
-      x[:, i : i + stride * (out_h - 1) + 1 : stride, j : j + stride * (out_w - 1) + 1 : stride, :]
-      for i in range(window)
-      for j in range(window)
-  ]
-
-
 def max_pool(x: jnp.ndarray, window: int, stride: int, pad: int = 0) -> jnp.ndarray:
   """Max-pooling as an elementwise maximum of strided views; floors odd sizes like PyTorch.
 
   Not ``nn.max_pool``: XLA lowers the gradient of a windowed max to select-and-scatter,
   which is several times slower on CPU than the gradient of an elementwise maximum.
   """
-  views = _window_slices(x, window, stride, pad, -jnp.inf)
+  views = convolutions.window_slices(x, window, stride, pad, -jnp.inf)
   out = views[0]
   for view in views[1:]:
     # A select, not jnp.maximum: maximum's gradient tests `x == max`, and when forward and
@@ -65,11 +52,10 @@ def max_pool(x: jnp.ndarray, window: int, stride: int, pad: int = 0) -> jnp.ndar
 class Conv(nn.Module):
   """A square convolution with ``nn.Conv``'s parameters (``kernel`` [k, k, in, out], ``bias``).
 
-  On CPU it runs as im2col + one matrix product: XLA's CPU convolutions (their gradients
-  above all) run about ten times slower inside a ``lax.scan`` body than outside
-  (jax-ml/jax#12868), while matrix products do not. Elsewhere it is ``lax.conv``, which
-  the accelerator's libraries do best. Both give the same numbers to float rounding, so a
-  checkpoint trained on one backend loads on the other.
+  ``conv`` is its form (:mod:`fewshot.convolutions`, ``--conv``): ``auto`` is im2col + one matrix product on the
+  CPU, where XLA's convolutions (their gradients above all) run about ten times slower inside a ``lax.scan``
+  body than outside it (jax-ml/jax#12868) and matrix products do not, and ``lax.conv`` elsewhere. Every form gives
+  the same numbers to float rounding, so a checkpoint trained in one form loads in another.
   """
 
   features: int
@@ -77,21 +63,14 @@ class Conv(nn.Module):
   strides: int = 1
   padding: int | None = None  # None: SAME for odd kernels
   use_bias: bool = True
-  im2col: bool | None = None  # None: on CPU only
+  conv: str = "auto"
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     k, in_features = self.kernel_size, x.shape[-1]
     pad = k // 2 if self.padding is None else self.padding
     kernel = self.param("kernel", he_fan_out, (k, k, in_features, self.features))
-    im2col = jax.default_backend() == "cpu" if self.im2col is None else self.im2col
-    if im2col:
-      patches = jnp.concatenate(_window_slices(x, k, self.strides, pad, 0.0), axis=-1)
-      y = patches @ kernel.reshape(k * k * in_features, self.features)
-    else:
-      y = jax.lax.conv_general_dilated(
-          x, kernel, (self.strides,) * 2, [(pad, pad)] * 2, dimension_numbers=("NHWC", "HWIO", "NHWC")
-      )
+    y = convolutions.conv(x, kernel, self.strides, pad, self.conv)
     if self.use_bias:
       y = y + self.param("bias", nn.initializers.zeros, (self.features,))
     return y
@@ -105,12 +84,12 @@ class Conv4(nn.Module):
 
   features: int = 64
   depth: int = 4
-  im2col: bool | None = None
+  conv: str = "auto"  # the convolutions' form (fewshot.convolutions)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
     for _ in range(self.depth):
-      x = Conv(self.features, 3, im2col=self.im2col)(x)
+      x = Conv(self.features, 3, conv=self.conv)(x)
       x = nn.relu(_batch_norm(train)(x))
       x = max_pool(x, 2, 2)
     return x.reshape(x.shape[0], -1)
@@ -119,15 +98,15 @@ class Conv4(nn.Module):
 class BasicBlock(nn.Module):
   features: int
   strides: int = 1
-  im2col: bool | None = None
+  conv: str = "auto"  # the convolutions' form (fewshot.convolutions)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
-    conv = lambda f, k, s, name=None: Conv(f, k, s, use_bias=False, im2col=self.im2col, name=name)
-    y = nn.relu(_batch_norm(train)(conv(self.features, 3, self.strides)(x)))
-    y = _batch_norm(train)(conv(self.features, 3, 1)(y))
+    layer = lambda f, k, s, name=None: Conv(f, k, s, use_bias=False, conv=self.conv, name=name)  # noqa: E731
+    y = nn.relu(_batch_norm(train)(layer(self.features, 3, self.strides)(x)))
+    y = _batch_norm(train)(layer(self.features, 3, 1)(y))
     if self.strides != 1 or x.shape[-1] != self.features:
-      x = _batch_norm(train, "shortcut_bn")(conv(self.features, 1, self.strides, "shortcut_conv")(x))
+      x = _batch_norm(train, "shortcut_bn")(layer(self.features, 1, self.strides, "shortcut_conv")(x))
     return nn.relu(x + y)
 
 
@@ -139,16 +118,16 @@ class ResNet18(nn.Module):
 
   stage_features: tuple[int, ...] = (64, 128, 256, 512)
   blocks_per_stage: int = 2
-  im2col: bool | None = None
+  conv: str = "auto"  # the convolutions' form (fewshot.convolutions)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
-    x = Conv(64, 7, 2, use_bias=False, im2col=self.im2col)(x)
+    x = Conv(64, 7, 2, use_bias=False, conv=self.conv)(x)
     x = nn.relu(_batch_norm(train)(x))
     x = max_pool(x, 3, 2, pad=1)
     for stage, features in enumerate(self.stage_features):
       for block in range(self.blocks_per_stage):
-        x = BasicBlock(features, 2 if stage > 0 and block == 0 else 1, self.im2col)(x, train)
+        x = BasicBlock(features, 2 if stage > 0 and block == 0 else 1, self.conv)(x, train)
     return x.mean(axis=(1, 2))
 
 
@@ -156,17 +135,17 @@ class ResNet12Block(nn.Module):
   """3 × [3×3 conv → BatchNorm] (LeakyReLU 0.1 between), a 1×1 conv + BatchNorm shortcut, LeakyReLU, 2×2 max-pool."""
 
   features: int
-  im2col: bool | None = None
+  conv: str = "auto"  # the convolutions' form (fewshot.convolutions)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
-    conv = lambda k, name=None: Conv(self.features, k, use_bias=False, im2col=self.im2col, name=name)  # noqa: E731
+    layer = lambda k, name=None: Conv(self.features, k, use_bias=False, conv=self.conv, name=name)  # noqa: E731
     y = x
     for i in range(3):
-      y = _batch_norm(train)(conv(3)(y))
+      y = _batch_norm(train)(layer(3)(y))
       if i < 2:
         y = nn.leaky_relu(y, 0.1)
-    shortcut = _batch_norm(train, "shortcut_bn")(conv(1, "shortcut_conv")(x))
+    shortcut = _batch_norm(train, "shortcut_bn")(layer(1, "shortcut_conv")(x))
     return max_pool(nn.leaky_relu(y + shortcut, 0.1), 2, 2)
 
 
@@ -178,12 +157,12 @@ class ResNet12(nn.Module):
   """
 
   stage_features: tuple[int, ...] = (64, 160, 320, 640)
-  im2col: bool | None = None
+  conv: str = "auto"  # the convolutions' form (fewshot.convolutions)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
     for features in self.stage_features:
-      x = ResNet12Block(features, self.im2col)(x, train)
+      x = ResNet12Block(features, self.conv)(x, train)
     return x.mean(axis=(1, 2))
 
 
@@ -191,11 +170,11 @@ BACKBONES: dict[str, Callable[[], nn.Module]] = {"conv4": Conv4, "resnet12": Res
 assert tuple(BACKBONES) == choices.BACKBONES
 
 
-def get_backbone(name: str) -> nn.Module:
-  """A backbone by name (``conv4``, ``resnet12`` or ``resnet18``)."""
+def get_backbone(name: str, conv: str = "auto") -> nn.Module:
+  """A backbone by name (``conv4``, ``resnet12`` or ``resnet18``), its convolutions in form ``conv`` (``--conv``)."""
   if name not in BACKBONES:
     raise ValueError(f"Unknown backbone {name!r}; choose one of {', '.join(BACKBONES)}.")
-  return BACKBONES[name]()
+  return BACKBONES[name](conv=conv)
 
 
 @functools.cache

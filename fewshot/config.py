@@ -13,7 +13,7 @@ import os
 from fewshot import choices
 from fewshot.data import catalog
 from fewshot.errors import ConfigError
-from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
+from fewshot.options import DATA, RUNS, RunOptions, conv_option, option, precision_option
 
 # Episode counts of the distance-ratio paper (arXiv 2201.08676, Sec. 4; docs/protocol.md#training-and-model-selection)
 # for its datasets; the small datasets get counts that finish in minutes on a 2-core CPU.
@@ -133,6 +133,7 @@ class Config(RunOptions):
   augment: bool | None = option(None, "the paper's training augmentation on the device (default: on for the image "
                                 "datasets, off for strokes/omniglot)", heading=TRAINING)
   precision: str = precision_option()
+  conv: str = conv_option()
 
   def __post_init__(self):
     self.check_fields()

@@ -62,6 +62,16 @@ def precision_option():
                 heading=NUMERICS)
 
 
+def conv_option():
+  """The ``--conv`` field both training commands' configurations share (fewshot.convolutions)."""
+  return option("auto", "how the built-in backbones compute a convolution, every form to the same values (float "
+                "rounding aside): lax (a seed group's vmap makes it one grouped convolution), im2col (patches times "
+                "the kernel, one matrix product; batched in a group), map (lax; a group maps it over its runs, dense "
+                "forward and backward), im2col_grad (lax, its kernel gradient as im2col's product) or auto (the "
+                "backend's: im2col on CPUs, lax elsewhere until a GPU measures the forms)", choices=choices.CONV_FORMS,
+                heading=NUMERICS)
+
+
 def current_names(record: dict) -> dict:
   """A config.json's object under today's names (:data:`RENAMED`, :data:`RENAMED_VALUES`); a name given both ways
   keeps the new one's value.

@@ -116,7 +116,7 @@ def random_resnet_variables(seed=0):
 def test_resnet18_forward_224_in_eval_mode():
   # lax.conv path: its CPU compile is ~6x faster than im2col's at this size; the two paths
   # are checked equal convolution by convolution in test_conv_im2col_equals_lax_conv.
-  model = ResNet18(im2col=False)
+  model = ResNet18(conv="lax")
   variables = random_resnet_variables()
   forward = jax.jit(lambda v, x: model.apply(v, x, train=False))
   rng = np.random.default_rng(1)
@@ -140,11 +140,11 @@ CONV_CONFIGS = [(3, 1, 8, True, None), (7, 2, 8, False, None), (3, 2, 8, False, 
 class ConvStack(nn.Module):
   """Each configuration applied to the same input (odd, non-square spatial size)."""
 
-  im2col: bool
+  conv: str
 
   @nn.compact
   def __call__(self, x):
-    return [Conv(f, k, s, padding=p, use_bias=b, im2col=self.im2col)(x) for k, s, f, b, p in CONV_CONFIGS]
+    return [Conv(f, k, s, padding=p, use_bias=b, conv=self.conv)(x) for k, s, f, b, p in CONV_CONFIGS]
 
 
 def weighted_sum(outputs, weights):
@@ -160,7 +160,7 @@ def assert_close_relative(a, b, rtol=1e-4):
 def test_conv_im2col_equals_lax_conv():
   rng = np.random.default_rng(2)
   x = jnp.asarray(rng.normal(size=(2, 9, 11, 3)), jnp.float32)
-  params = jax.jit(ConvStack(True).init)(jax.random.key(0), x)["params"]  # eager init compiles op by op: slow
+  params = jax.jit(ConvStack("im2col").init)(jax.random.key(0), x)["params"]  # eager init compiles op by op: slow
   # Random biases so that the bias path is compared too.
   params = jax.tree_util.tree_map_with_path(
       lambda p, v: jnp.asarray(rng.normal(size=v.shape), jnp.float32) if "'bias'" in jax.tree_util.keystr(p) else v, params)
@@ -171,12 +171,12 @@ def test_conv_im2col_equals_lax_conv():
     out_shapes.append((2, (9 + 2 * p - k) // s + 1, (11 + 2 * p - k) // s + 1, f))
   weights = [jnp.asarray(rng.normal(size=s), jnp.float32) for s in out_shapes]
   results = {}
-  for im2col in (True, False):
-    def loss(params, x, im2col=im2col):
-      outs = ConvStack(im2col).apply({"params": params}, x)
+  for conv in ("im2col", "lax"):
+    def loss(params, x, conv=conv):
+      outs = ConvStack(conv).apply({"params": params}, x)
       return weighted_sum(outs, weights), outs
-    results[im2col] = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(params, x)
-  ((value_a, outs_a), (gp_a, gx_a)), ((value_b, outs_b), (gp_b, gx_b)) = results[True], results[False]
+    results[conv] = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(params, x)
+  ((value_a, outs_a), (gp_a, gx_a)), ((value_b, outs_b), (gp_b, gx_b)) = results["im2col"], results["lax"]
   assert [o.shape for o in outs_a] == [o.shape for o in outs_b] == out_shapes
   for a, b in zip(outs_a, outs_b):  # each configuration on its own
     assert_close_relative(a, b)
@@ -190,14 +190,14 @@ CONV4_W = np.random.default_rng(4).normal(size=(4, 64)).astype(np.float32)
 
 
 @functools.lru_cache(maxsize=None)
-def conv4_loss_and_grads(im2col, whole):
+def conv4_loss_and_grads(conv, whole):
   """Loss sum(w * Conv4(x)) in training mode and its gradients w.r.t. the parameters and x.
 
   ``whole=False``: ``value_and_grad(jit(loss))``, forward and backward compiled apart (the
   backward reads the forward's saved values); ``whole=True``: ``jit(value_and_grad(loss))``,
   one program, as in the learner's train step.
   """
-  model = Conv4(im2col=im2col)
+  model = Conv4(conv=conv)
   variables = conv4_variables()
 
   def loss(params, x):
@@ -211,12 +211,12 @@ def conv4_loss_and_grads(im2col, whole):
 
 @functools.lru_cache(maxsize=None)
 def conv4_variables():
-  return jax.jit(lambda k: Conv4(im2col=False).init(k, jnp.zeros((2, 28, 28, 1)), train=False))(jax.random.key(1))
+  return jax.jit(lambda k: Conv4(conv="lax").init(k, jnp.zeros((2, 28, 28, 1)), train=False))(jax.random.key(1))
 
 
 def test_conv4_im2col_equals_lax_conv_in_values_and_gradients():
-  value_a, grad_params_a, grad_x_a = conv4_loss_and_grads(True, whole=False)
-  value_b, grad_params_b, grad_x_b = conv4_loss_and_grads(False, whole=False)
+  value_a, grad_params_a, grad_x_a = conv4_loss_and_grads("im2col", whole=False)
+  value_b, grad_params_b, grad_x_b = conv4_loss_and_grads("lax", whole=False)
   assert value_a == pytest.approx(value_b, rel=1e-4)
   assert_close_relative(grad_x_a, grad_x_b)
   scale = max(np.abs(g).max() for g in jax.tree.leaves(grad_params_b))
@@ -236,8 +236,8 @@ def test_conv4_gradient_is_the_same_compiled_as_one_program():
   # program XLA recomputes the BatchNorm output feeding the pool with different rounding, so
   # the equality fails on both sides and the gradient of that window is dropped (30-50 %
   # of the Conv4 kernel gradients on CPU). Routing by `jnp.where(view > out, view, out)` fixes it.
-  value_a, grad_params_a, grad_x_a = conv4_loss_and_grads(False, whole=True)
-  value_b, grad_params_b, grad_x_b = conv4_loss_and_grads(False, whole=False)
+  value_a, grad_params_a, grad_x_a = conv4_loss_and_grads("lax", whole=True)
+  value_b, grad_params_b, grad_x_b = conv4_loss_and_grads("lax", whole=False)
   assert value_a == pytest.approx(value_b, rel=1e-5)
   for layer in ("Conv_0", "Conv_1", "Conv_2", "Conv_3"):
     a, b = grad_params_a[layer]["kernel"], grad_params_b[layer]["kernel"]
@@ -324,7 +324,7 @@ def conv4_setup():
 def apply_with_intermediates(train):
   # BatchNorm does not care how the convolution is computed; lax.conv compiles fastest.
   mutable = ["batch_stats", "intermediates"] if train else ["intermediates"]
-  return jax.jit(lambda v, x: Conv4(im2col=False).apply(v, x, train=train, capture_intermediates=True, mutable=mutable))
+  return jax.jit(lambda v, x: Conv4(conv="lax").apply(v, x, train=train, capture_intermediates=True, mutable=mutable))
 
 
 def test_batchnorm_train_uses_batch_statistics_and_updates_running_ones(conv4_setup):

@@ -25,7 +25,7 @@ def conv4_forward_flops(size: int, channels: int) -> int:
 
 @pytest.mark.parametrize("size, channels", [(28, 1), (84, 3)])
 def test_a_forward_pass_counts_its_layers_flops_exactly(size, channels):
-  model = Conv4(im2col=False)
+  model = Conv4(conv="lax")
   images = jax.ShapeDtypeStruct((3, size, size, channels), jnp.float32)
   variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x, train=False), images)  # shapes: nothing runs
   lowered = jax.jit(lambda v, x: model.apply(v, x, train=False)).lower(variables, images)
@@ -35,16 +35,17 @@ def test_a_forward_pass_counts_its_layers_flops_exactly(size, channels):
 
 def test_a_training_step_counts_the_same_with_either_convolution_and_near_xlas_count_on_the_cpu():
   counts = {}
-  for im2col in (False, True):
-    learner = learning.EpisodicLearner(Conv4(im2col=im2col), EpisodeShape(5, 1, 16), head="dr")
+  for conv in ("lax", "im2col"):
+    learner = learning.EpisodicLearner(Conv4(conv=conv), EpisodeShape(5, 1, 16), head="dr")
     lowered = learning.lowered_step(learner, (28, 28, 1), (28, 28, 1))
-    counts[im2col] = flops.program_flops(lowered)
-  assert counts[False] == counts[True]
+    counts[conv] = flops.program_flops(lowered)
+  assert counts["lax"] == counts["im2col"]
   # Forward, the input's and the kernel's gradients (none for the images): 3 forward passes less layer 1's input one.
   per_image = conv4_forward_flops(28, 1)
-  assert counts[True] == pytest.approx(85 * (3 * per_image - 2 * 9 * 64 * 28 * 28), rel=0.01)
+  assert counts["im2col"] == pytest.approx(85 * (3 * per_image - 2 * 9 * 64 * 28 * 28), rel=0.01)
   xla = seed_groups.program_cost(lowered)["flops"]  # of the program as lowered, by the CPU's XLA on every backend
-  assert counts[True] <= xla <= 1.1 * counts[True]  # XLA also counts the elementwise work (BatchNorm, ReLU, Adam)
+  # XLA also counts the elementwise work (BatchNorm, ReLU, Adam).
+  assert counts["im2col"] <= xla <= 1.1 * counts["im2col"]
 
 
 def test_the_page_says_what_an_accelerator_must_show_and_whether_it_did():

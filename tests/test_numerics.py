@@ -113,7 +113,7 @@ def test_retrieval_neighbours_and_kmeans_are_exact():
 
 
 def _learner(precision: str) -> learning.EpisodicLearner:
-  return learning.EpisodicLearner(Conv4(features=8, depth=2, im2col=False), EpisodeShape(3, 1, 2), head="dr",
+  return learning.EpisodicLearner(Conv4(features=8, depth=2, conv="lax"), EpisodeShape(3, 1, 2), head="dr",
                                   precision=precision)
 
 
@@ -128,10 +128,10 @@ def _whole_step(learner):
   return jax.jit(step).lower(state, images, jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
 
 
-@pytest.mark.parametrize("im2col", [False, True])
-def test_a_training_step_runs_the_backbone_at_its_precision_and_the_rest_exact(im2col):
+@pytest.mark.parametrize("conv", ["lax", "im2col", "map", "im2col_grad"])
+def test_a_training_step_runs_the_backbone_at_its_precision_and_the_rest_exact(conv):
   learner = _learner("tensorfloat32")
-  learner = dataclasses.replace(learner, backbone=Conv4(features=8, depth=2, im2col=im2col))
+  learner = dataclasses.replace(learner, backbone=Conv4(features=8, depth=2, conv=conv))
   found = products(_whole_step(learner))
   backbone = [p for p in found if p[1] == "HIGH"]
   # 2 layers: forward, the diagnostics' second forward, and the kernel's and the input's gradients.
@@ -167,7 +167,7 @@ def test_the_augmentations_resample_exactly(augmentation):
 
 
 def test_a_metric_learning_step_runs_the_embedder_at_its_precision_and_the_loss_exact():
-  learner = dml_embedding.MetricLearner(dml_embedding.Embedder(Conv4(features=8, depth=2, im2col=False), 4),
+  learner = dml_embedding.MetricLearner(dml_embedding.Embedder(Conv4(features=8, depth=2, conv="lax"), 4),
                                         BatchShape(3, 2), loss="npair", precision="tensorfloat32")
   found = products(dml_embedding.lowered_step(learner, (28, 28, 1)))
   assert {p[1] for p in found} == {"HIGH", "HIGHEST"}, found  # npair's positives and similarities are exact

@@ -11,7 +11,7 @@ from fewshot import choices
 from fewshot.data import catalog
 from fewshot.dml import loss_specs
 from fewshot.errors import ConfigError
-from fewshot.options import DATA, RUNS, RunOptions, option, precision_option
+from fewshot.options import DATA, RUNS, RunOptions, conv_option, option, precision_option
 
 # The reality check's batches (Musgrave et al., 2020): C = 8 classes x M = 4 images for embedding losses, which
 # need positive pairs in every batch; C = 32 x M = 1 for classification (proxy) losses.
@@ -56,6 +56,7 @@ class DMLConfig(RunOptions):
                       heading=TRAINING)
   seed: int = option(0, "seed of initialisation and of every batch", heading=RUNS)
   precision: str = precision_option()
+  conv: str = conv_option()
 
   def __post_init__(self):
     self.check_fields()

@@ -107,7 +107,7 @@ class Experiment:
     if num_classes in self._learners:
       return self._learners[num_classes]
     c = self.config
-    embedder = Embedder(backbones.get_backbone(c.backbone), embedding_dim=c.embedding_dim)
+    embedder = Embedder(backbones.get_backbone(c.backbone, c.conv), embedding_dim=c.embedding_dim)
     sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
     self._learners[num_classes] = MetricLearner(
         embedder, BatchShape(c.classes, c.per_class), loss=self.loss, miner=None if c.miner == "none" else c.miner,

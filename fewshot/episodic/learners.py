@@ -83,7 +83,10 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner |
   ``backbone`` (:func:`with_values`, or :func:`check_values` for a run's), the values in place of its named ones;
   the learner resolves and checks them.
   """
-  backbone = backbones.get_backbone(config.backbone) if backbone is None else backbone
+  if backbone is not None and config.conv != "auto":
+    raise ConfigError(f"--conv {config.conv} chooses the built-in backbones' convolutions; a backbone passed from "
+                      "Python computes its own (fewshot.backbones.Conv takes a form too): drop --conv.")
+  backbone = backbones.get_backbone(config.backbone, config.conv) if backbone is None else backbone
   if config.method != "protonet":
     return MetaLearner(backbone, train_shape(config), adapt="all" if config.method == "maml" else "head",
                        inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,

@@ -134,7 +134,7 @@ def test_config_json_records_the_software_hardware_and_data_split(logged_run):
   assert (recorded["jax"], recorded["backend"], recorded["device_count"], recorded["process_count"]) == (
       jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
   assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
-  assert recorded["installed"] is _installed() and saved["precision"] == "float32"
+  assert recorded["installed"] is _installed() and (saved["precision"], saved["conv"]) == ("float32", "auto")
   assert recorded["command"].split()[1:3] == ["-m", "fewshot.train"]
   assert f"--workdir={logged_run[0]}" in recorded["command"]
   started = datetime.datetime.fromisoformat(recorded["started"])

@@ -196,7 +196,7 @@ def test_conv_is_an_option_recorded_and_refused_in_one_line(config_type):
 
 
 def test_the_option_reaches_the_built_in_backbones_and_refuses_a_custom_one():
-  assert learners.build_learner(Config(conv="im2col_grad")).model.conv == "im2col_grad"
+  assert learners.build_learner(Config(conv="im2col_grad")).backbone.conv == "im2col_grad"
   assert backbones.get_backbone("resnet12", "map").conv == "map"
   with pytest.raises(ConfigError, match="^--conv map chooses the built-in backbones' convolutions") as info:
     learners.build_learner(Config(conv="map"), backbone=backbones.Conv4())

@@ -5,9 +5,10 @@
     python -m fewshot.analyze [flags] A... -- B...              # two arms of seeds; flags go before --
 
 A PATH is a run directory (it holds config.json) or a folder of them: every run directory below it, at any
-depth, is read (metric-learning runs, and runs with no metrics row yet, are left out with a warning). The runs
-are then grouped into *arms* by configuration: the runs of an arm share every option but --seed and where the
-data lives (--data_dir, --tfds_dir). What is printed:
+depth, is read (runs with no metrics row yet are left out with a warning). The runs are then grouped into *arms* by
+configuration: the runs of an arm share every option but --seed and where the data lives (--data_dir,
+--tfds_dir). Few-shot runs (``python -m fewshot.train``) and metric-learning runs (``python -m fewshot.dml.train``)
+are not compared with each other (refused in one line; ``--list`` lists both). What is printed of few-shot runs:
 
 * ``A... -- B...``: the two arms compared (:mod:`fewshot.analysis.arms`): test accuracy across seeds (each arm's
   mean ± 95% t-interval, B − A ± Welch, Mann–Whitney U on the seeds), per-seed geometric means of the
@@ -15,7 +16,8 @@ data lives (--data_dir, --tfds_dir). What is printed:
   (``python -m fewshot.dml.train``) are compared by their test retrieval (MAP@R, R-precision, precision@1) with the
   same statistics (:mod:`fewshot.analysis.retrieval_arms`).
 * ``--list``: one row per run (:mod:`fewshot.analysis.listing`): the options that vary among the runs, the test
-  accuracy ± its interval, the best checkpoint's episode and the episodes trained.
+  accuracy ± its interval, the best checkpoint's episode and the episodes trained; then a metric-learning run's row
+  each (:func:`fewshot.analysis.retrieval_runs.listing_table`: its test MAP@R, R-precision and precision@1).
 * Otherwise, by the arms the runs form:
 
   - one arm (a run, or the seeds of one configuration, e.g. ``runs/A_seed*``): its test accuracy across seeds
@@ -28,6 +30,11 @@ data lives (--data_dir, --tfds_dir). What is printed:
     95% t-interval, its directories), then, for two arms of one dataset and episode shape, the two-arm report
     that ``A -- B`` gives (arm A the one whose options come first: at their defaults, e.g. the softmax head),
     else each arm's diagnostics.
+
+Of metric-learning runs (:mod:`fewshot.analysis.retrieval_runs`): one run's rows (each fold model's checkpoints:
+epoch, loss, validation MAP@R, R-precision and precision@1) and test retrieval (each fold model's best checkpoint,
+their mean, their embeddings concatenated); several runs as their arms, a row each (each seed's test MAP@R, each
+metric's mean ± 95% t-interval), two arms then compared as ``A... -- B...`` compares them.
 
 p < 0.05 is marked (``*`` in the terminal table, bold in markdown and LaTeX, a ``*_significant`` column in CSV).
 ``--format csv`` writes one table: the pairs' records (one per measure and pair), one record per run for arms (its
@@ -44,16 +51,17 @@ import sys
 from absl import flags
 
 from fewshot import cli, options
-from fewshot.analysis import arm_tables, arms, listing, retrieval_arms
+from fewshot.analysis import arm_tables, arms, listing, retrieval_runs
 from fewshot.analysis import tables as tables_mod
 from fewshot.analysis.measures import MEASURES
 from fewshot.analysis.pairs import CSV_FIELDS, PAIRINGS, compare, compare_arms, csv_records, measure_table, runs_table
 from fewshot.analysis.tables import format_p, format_proportion, render_csv  # noqa: F401  (as analyze has offered)
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
+from fewshot.records import reading
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
 from fewshot.records.reading import Run, excluded, expand, numerics_warning, protocol_warning, read_runs
-from fewshot.records.rundir import RunDir, run_kind
+from fewshot.records.rundir import run_kind
 
 FORMATS = ("table", "markdown", "csv", "latex")
 
@@ -65,7 +73,7 @@ def define_flags() -> None:
                       "first run against each other run; all: every pair")
     flags.DEFINE_bool("list", False, "list the runs instead: a row per run, the options that vary among them, its "
                       "test accuracy, best episode and episodes trained; then python -m fewshot.evaluate's "
-                      "measurements recorded in them")
+                      "measurements recorded in them; then metric-learning runs, with their test MAP@R")
     flags.DEFINE_multi_string("exclude", [], "leave out the runs this path or shell pattern names (repeatable), e.g. "
                               "a second run of one configuration and seed: --exclude 'runs/old/*'")
     flags.DEFINE_string("measurement", None, "compare the runs' test accuracy by their python -m fewshot.evaluate "
@@ -104,14 +112,6 @@ def arms_tables(a: list[Run], b: list[Run]) -> list[tables_mod.Table]:
                                                                      for m in MEASURES]
 
 
-def _with_verdict(line: str, text: str, fmt: str) -> str:
-  """The arms' verdict line before their tables (a comment in LaTeX, so the file still compiles)."""
-  if fmt == "latex":  # ASCII, after the preamble's comment line (pdflatex reads the file as it is)
-    first, _, rest = text.partition("\n")
-    return f"{first}\n% {line.replace('−', '-').replace('±', '+/-')}\n{rest}"
-  return (f"**{line}**\n\n" if fmt == "markdown" else f"{line}\n\n") + text
-
-
 def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
   """The output of ``python -m fewshot.analyze A... -- B...``: two arms of seed groups (in CSV, the test accuracy
   and the per-seed diagnostics' records first, then the per-checkpoint comparisons, as the tables come).
@@ -122,7 +122,7 @@ def report_arms(a: list[Run], b: list[Run], fmt: str = "table") -> str:
     records = arms.csv_records(a, b) + csv_records(compare_arms(a, b))
     return render_csv([{**dict.fromkeys(arms.CSV_EXTRA_FIELDS, ""), **r} for r in records],
                       CSV_FIELDS + arms.CSV_EXTRA_FIELDS)
-  return _with_verdict(arms.verdict_line(a, b), _render(arms_tables(a, b), fmt), fmt)
+  return tables_mod.with_verdict(arms.verdict_line(a, b), _render(arms_tables(a, b), fmt), fmt)
 
 
 def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, str | None]:
@@ -134,7 +134,8 @@ def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, 
       arms.check_arms(*arms_)
       if fmt == "csv":
         return report_arms(*arms_, fmt), None
-      return _with_verdict(arms.verdict_line(*arms_), _render([overview] + arms_tables(*arms_), fmt), fmt), None
+      text = _render([overview] + arms_tables(*arms_), fmt)
+      return tables_mod.with_verdict(arms.verdict_line(*arms_), text, fmt), None
     except ConfigError as e:  # two arms of different shapes: each is shown alone
       warning = f"warning: the two arms are not compared ({e})"
   if fmt == "csv":
@@ -148,11 +149,19 @@ def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, 
 
 
 def report_listing(runs: list[Run], fmt: str = "table") -> str:
+  """A row per run: few-shot runs' table, then metric-learning runs' (:mod:`fewshot.analysis.retrieval_runs`)."""
   _check_format(fmt)
-  if fmt == "csv":
-    return render_csv(listing.csv_records(runs), listing.csv_fields(runs))
-  measured = listing.measurements_table(runs)
-  return _render([listing.listing_table(runs)] + ([measured] if measured else []), fmt)
+  few = [run for run in runs if run_kind(run.config.to_dict()) == "fewshot"]
+  metric = [run for run in runs if run not in few]
+  if fmt == "csv":  # one table: each kind's fields, those it lacks empty
+    metric_fields = retrieval_runs.csv_fields(metric, arms=False) if metric else ()
+    fields = tuple(dict.fromkeys((listing.csv_fields(few) if few else ()) + metric_fields))
+    records = listing.csv_records(few) if few else []
+    records += retrieval_runs.csv_records([[run] for run in metric], metric_fields)
+    return render_csv([{f: r.get(f, "") for f in fields} for r in records], fields)
+  measured = listing.measurements_table(few) if few else None
+  tables = ([listing.listing_table(few)] if few else []) + ([measured] if measured else [])
+  return _render(tables + ([retrieval_runs.listing_table(metric)] if metric else []), fmt)
 
 
 def _joined(*warnings: str | None) -> str | None:
@@ -172,34 +181,18 @@ def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "tabl
   found_a, found_b = [r for r in found_a if r in kept], [r for r in found_b if r in kept]
   warning_a = _joined(warning_a, f"warning: left out {len(dropped)} runs: {', '.join(dropped)} (--exclude)."
                       if dropped else None)
-  if _metric_learning([*found_a, *found_b]):
+  if reading.one_kind([*found_a, *found_b]) == "dml":
     return report_retrieval_arms([*found_a, *found_b], len(found_a), fmt, measurement), _joined(warning_a, warning_b)
   runs = read_runs([*found_a, *found_b], Config.from_dict, measurement)
   return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b,
                                                                               numerics_warning(runs))
 
 
-def _metric_learning(paths: list[str]) -> bool:
-  """Whether the arms are metric-learning runs (a mix is refused where the runs are read)."""
-  kinds = {run_kind(RunDir(path).read_config()) for path in paths if RunDir(path).holds_run()}
-  return kinds == {"dml"}
-
-
 def report_retrieval_arms(paths: list[str], count_a: int, fmt: str, measurement: str | None) -> str:
   """Two arms of metric-learning runs compared by their test retrieval (:mod:`fewshot.analysis.retrieval_arms`)."""
-  from fewshot.dml.config import DMLConfig  # options only: no JAX
-
   _check_format(fmt)
-  if measurement is not None:
-    raise ConfigError("--measurement chooses a python -m fewshot.evaluate record; metric-learning runs have none "
-                      "(their test retrieval is in results.json): drop it.")
-  runs = read_runs(paths, DMLConfig.from_dict, kind="dml")
-  a, b = runs[:count_a], runs[count_a:]
-  retrieval_arms.check_arms(a, b)
-  table = retrieval_arms.retrieval_table(a, b)
-  if fmt == "csv":
-    return render_csv([dict(zip(table.headers, (c.text for c in row))) for row in table.rows], list(table.headers))
-  return _with_verdict(retrieval_arms.verdict_line(a, b), _render([table], fmt), fmt)
+  runs = cli.read_runs_of(paths, "dml", measurement)
+  return retrieval_runs.report_arms(runs[:count_a], runs[count_a:], fmt)
 
 
 def analyze(paths: list[str], pairing: str = "first", fmt: str = "table") -> tuple[str, str | None]:
@@ -224,11 +217,20 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
   if list_runs and measurement is not None:
     raise ConfigError("--list lists every measurement of the runs; --measurement chooses one to compare them by: "
                       "pass one of them.")
-  runs = read_runs(found, Config.from_dict, measurement)
-  if list_runs:
+  if list_runs:  # both kinds of run, a table each
     if pairing is not None:
       raise ConfigError("--list lists the runs and --pairs compares them in pairs; pass one of them.")
-    return report_listing(runs, fmt), warning
+    kinds = reading.run_kinds(found)
+    return report_listing([run for kind in ("fewshot", "dml") for run in cli.read_runs_of(
+        [path for path in found if kinds[path] == kind], kind)], fmt), warning
+  if reading.one_kind(found) == "dml":
+    if pairing is not None:
+      raise ConfigError("--pairs compares few-shot runs in the DR paper's tables of run pairs; metric-learning runs "
+                        "are compared as arms of seeds: leave it out.")
+    runs = cli.read_runs_of(found, "dml", measurement)
+    text, not_compared = retrieval_runs.report(runs, fmt)
+    return text, _joined(warning, not_compared, numerics_warning(runs))
+  runs = read_runs(found, Config.from_dict, measurement)
   arms_ = arm_tables.arms_of(runs)
   pairwise = not folder and len(arms_) > 1 and all(len(arm) == 1 for arm in arms_)
   if pairwise:

@@ -159,6 +159,25 @@ def parse_seeds(text: str) -> tuple[int, ...]:
   return tuple(seeds)
 
 
+def read_runs_of(paths: list[str], kind: str, measurement: str | None = None) -> list:
+  """The records of runs of one ``kind`` (``records.rundir.RUN_KINDS``) as ``analyze`` and ``plot`` read them, each
+  kind's options by its own class (``Config``, ``DMLConfig``: options only, no JAX); ``measurement``: a few-shot run's
+  ``python -m fewshot.evaluate`` record to read as its results (:func:`fewshot.records.reading.measured`).
+  """
+  from fewshot.records.reading import read_runs
+
+  if kind == "fewshot":
+    from fewshot.config import Config
+
+    return read_runs(paths, Config.from_dict, measurement)
+  if measurement is not None:
+    raise ConfigError("--measurement chooses a python -m fewshot.evaluate record; metric-learning runs have none "
+                      "(their test retrieval is in results.json): drop it.")
+  from fewshot.dml.config import DMLConfig
+
+  return read_runs(paths, DMLConfig.from_dict, kind="dml")
+
+
 def define_run_flags(default_workdir: str) -> None:
   """The flags of a training command that are not part of the run's configuration: where it runs and is written."""
   from absl import flags

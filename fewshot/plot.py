@@ -4,25 +4,29 @@
     python -m fewshot.plot runs/paperq          # a folder: every run below it, as analyze reads it
     python -m fewshot.plot --landscape_only [--out figs/]
 
-Writes into ``--out`` (``.pdf`` or ``.svg`` in place of ``.png`` with ``--format``; their text stays text):
+Writes into ``--out``, and prints the path of, each figure (``.pdf`` or ``.svg`` in place of ``.png`` with
+``--format``; their text stays text). Of few-shot runs:
 
 * ``val_accuracy.png``: validation accuracy against episodes, every run on one axis (Figs 2-3);
 * ``norm_ratio.png``: the norm ratio against episodes (Fig 4);
-* ``alpha_ratios.png``: con-alpha, div-alpha and con-div against episodes, a panel each (Fig 5);
-* with ``--landscape_only`` instead, ``confidence_landscape.png``: the largest class probability around three 2-D
-  prototypes under softmax and under the distance ratio (Fig 1), an illustration of the two heads that needs no runs
-  (so it is never written beside a run's figures, as if it were one of them).
+* ``alpha_ratios.png``: con-alpha, div-alpha and con-div against episodes, a panel each (Fig 5).
 
-The alpha-ratio panels draw a line at 1 and shade the side where a checkpoint counts as properly
-learned (con-alpha and con-div below 1, div-alpha above; :data:`fewshot.analysis.measures.PROPERLY_LEARNED`).
-Undefined (null) diagnostics are left out of the curves. A single run's validation curve carries its
-95% interval (``val_ci95``) as a band; runs of one configuration under several seeds (a seed group)
-are drawn as their median line with a band from the 25th to the 75th percentile of the seeds at each
-checkpoint; each curve's legend entry names its band. A figure of runs says what they are above its panels
-(dataset, way/shot, backbone, seeds per arm; :func:`fewshot.analysis.figures.caption`), and its curves are labelled
-by the model name plus the options in which the runs differ. Figures are sized for print: exactly 3.5 in (one
-column) or 7 in (two columns) wide, the legend below the panels (long labels wrapped to fit), 8 pt text, symbols
-in mathtext.
+Of metric-learning runs (``python -m fewshot.dml.train``, :mod:`fewshot.analysis.retrieval_figures`), a curve per
+fold model where a run trained several: ``val_map_at_r.png``, validation MAP@R against epochs, every run on one axis,
+and ``loss.png``, the training loss. Runs of both kinds are refused in one line. With ``--landscape_only`` instead,
+``confidence_landscape.png``: the largest class probability around three 2-D prototypes under softmax and under the
+distance ratio (Fig 1), an illustration of the two heads that needs no runs (so it is never written beside a run's
+figures, as if it were one of them).
+
+The alpha-ratio panels draw a line at 1 and shade the side where a checkpoint counts as properly learned (con-alpha
+and con-div below 1, div-alpha above; :data:`fewshot.analysis.measures.PROPERLY_LEARNED`). Undefined (null)
+diagnostics are left out of the curves. A single run's validation curve carries its 95% interval (``val_ci95``) as a
+band; runs of one configuration under several seeds (a seed group) are drawn as their median line with a band from
+the 25th to the 75th percentile of the seeds at each checkpoint; each curve's legend entry names its band. A figure
+of runs says what they are above its panels (dataset, way/shot, backbone, seeds per arm;
+:func:`fewshot.analysis.figures.caption`), and its curves are labelled by the model name (a metric-learning run's
+loss) plus the options in which the runs differ. Figures are sized for print: exactly 3.5 in (one column) or 7 in
+(two columns) wide, the legend below the panels (long labels wrapped to fit), 8 pt text, symbols in mathtext.
 
 Matplotlib and JAX are imported when a figure is drawn, after the runs and ``--out`` are checked.
 """
@@ -37,19 +41,19 @@ import numpy as np
 from absl import flags, logging
 
 from fewshot import cli, options
+from fewshot.analysis import retrieval_figures
 from fewshot.analysis.figures import caption, curve_labels, curve_styles, legend_label, median_band, seed_groups, wrap
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
-from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.records.files import check_writable, make_dirs, write_bytes_atomic
-from fewshot.records.reading import expand, protocol_warning, read_runs
+from fewshot.records.reading import expand, one_kind, protocol_warning, read_runs  # noqa: F401  (plot.read_runs)
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
 PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
 EXTENT = 3.0  # the landscape covers [-EXTENT, EXTENT]^2
 RESOLUTION = 301
 ALPHA_RATIOS = ("con_alpha", "div_alpha", "con_div")
-FIGURES = ("val_accuracy", "norm_ratio", "alpha_ratios")  # of runs; the landscape is --landscape_only's
+FIGURES = ("val_accuracy", "norm_ratio", "alpha_ratios")  # of few-shot runs; the landscape is --landscape_only's
 FORMATS = ("png", "pdf", "svg")
 FILES = tuple(f"{name}.png" for name in FIGURES)
 DPI = 200
@@ -193,14 +197,27 @@ def _plot_series(ax, runs, key: str, interval: str | None = None) -> list[tuple]
   return entries
 
 
-def plot_val_accuracy(runs, out: pathlib.Path, fmt: str = "png") -> str:
+def _plot_curves(runs, key: str, path: pathlib.Path, ylabel: str, title: str, interval: str | None = None) -> str:
+  """One measure against the runs' checkpoints (episodes, or epochs), every run (or fold model) on one axis."""
   fig, ax = _pyplot().subplots(figsize=(COLUMN, 2.6), constrained_layout=True)
-  entries = _plot_series(ax, runs, "val_accuracy", interval="val_ci95")
-  ax.set(xlabel="episodes", ylabel="validation accuracy (%)", title="Validation accuracy")
+  entries = _plot_series(ax, runs, key, interval=interval)
+  ax.set(xlabel=f"{runs[0].axis}s", ylabel=ylabel, title=title)
+  ax.xaxis.get_major_locator().set_params(integer=True)  # checkpoints are whole episodes or epochs
   ax.grid(alpha=0.3)
   _caption(fig, runs)
   _legend_below(fig, entries)
-  return _save(fig, out / f"val_accuracy.{fmt}")
+  return _save(fig, path)
+
+
+def plot_val_accuracy(runs, out: pathlib.Path, fmt: str = "png") -> str:
+  return _plot_curves(runs, "val_accuracy", out / f"val_accuracy.{fmt}", "validation accuracy (%)",
+                      "Validation accuracy", interval="val_ci95")
+
+
+def plot_retrieval(runs, out: pathlib.Path, fmt: str = "png") -> list[str]:
+  """Metric-learning runs' figures (:data:`fewshot.analysis.retrieval_figures.FIGURES`), a curve per fold model."""
+  curves = retrieval_figures.curves(runs)
+  return [_plot_curves(curves, f.key, out / f"{f.name}.{fmt}", f.ylabel, f.title) for f in retrieval_figures.FIGURES]
 
 
 def _shade_properly_learned(ax, measure: str) -> None:
@@ -270,7 +287,8 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
     raise ConfigError("--landscape_only draws the heads' illustration, not runs; drop the run paths, or the flag for "
                       "the runs' figures.")
   found, _, left_out = ([], False, None) if landscape_only else expand(paths, exclude)
-  runs = read_runs(found, Config.from_dict)
+  kind = one_kind(found)
+  runs = cli.read_runs_of(found, kind)
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
     raise OutputError(f"--out {out} is a file; pass a folder for the figures.")
@@ -278,7 +296,8 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
   make_dirs(out_dir)
   if landscape_only:
     return [plot_confidence_landscape(out_dir, fmt=fmt)], None
-  written = [draw(runs, out_dir, fmt) for draw in (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)]
+  drawn = (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)
+  written = plot_retrieval(runs, out_dir, fmt) if kind == "dml" else [draw(runs, out_dir, fmt) for draw in drawn]
   warnings = [w for w in (left_out, protocol_warning(runs) if len(runs) > 1 else None) if w]
   return written, "\n".join(warnings) or None
 

@@ -42,3 +42,37 @@ def write_curves_run(path, head, n=12, seed=0):
   rows[3]["norm_ratio"] = rows[5]["con_alpha"] = None
   rundir.write_metrics(rows)
   return str(path)
+
+
+def write_dml_run(path, loss="triplet", seed=0, map_at_r=0.3, folds=1, epochs=3, **config):
+  """A metric-learning run's records as ``python -m fewshot.dml.train`` leaves them (no JAX): a row per epoch at its
+  top with one fold model, else in each ``fold<k>/`` (validation values drawn, seeded by the path); results.json's
+  ``separated`` (the best epoch each fold model's), ``separated_mean`` and, with several, ``concatenated``. Its test
+  retrieval, concatenated where it has several fold models: MAP@R ``map_at_r``, R-precision ``map_at_r + 0.1``,
+  precision@1 ``map_at_r + 0.3``.
+  """
+  import zlib  # noqa: PLC0415
+
+  from fewshot.dml.config import DMLConfig  # noqa: PLC0415
+
+  options = DMLConfig(dataset="strokes", loss=loss, seed=seed, folds=folds, epochs=epochs, **config)
+  rundir = RunDir(path)
+  rundir.write_config({**options.to_dict(), "input_shape": [28, 28, 1]})
+  rng = np.random.default_rng(zlib.crc32(str(path).encode()))
+  test = {"map_at_r": map_at_r, "r_precision": map_at_r + 0.1, "precision_at_1": map_at_r + 0.3}
+  separated = []
+  for fold, model in enumerate(rundir.folds(folds)):
+    rows = [{"epoch": e, "step": e * options.steps_per_epoch, "loss": float(rng.uniform(0.05, 0.5)),
+             **{f"val_{m}": float(rng.uniform(0.1, 0.6)) for m in test}, "seconds": 1.0} for e in range(1, epochs + 1)]
+    model.write_metrics(rows)
+    best = max(rows, key=lambda row: row["val_map_at_r"])
+    alone = test if folds == 1 else {m: v - 0.1 + 0.01 * fold for m, v in test.items()}
+    separated.append({"fold": fold, "best_epoch": best["epoch"], "best_val_map_at_r": best["val_map_at_r"],
+                      "dim": options.embedding_dim, "test": {**alone, "num_queries": 4000}})
+  mean = {m: float(np.mean([s["test"][m] for s in separated])) for m in test}
+  results = {"dataset": "strokes", "loss": loss, "miner": options.miner, "folds": folds, "test_classes": 200,
+             "test_images": 4000, "separated": separated, "separated_mean": mean, "workdir": str(path)}
+  if folds > 1:
+    results["concatenated"] = {"dim": folds * options.embedding_dim, "test": {**test, "num_queries": 4000}}
+  rundir.write_results(results)
+  return str(path)

@@ -17,7 +17,7 @@ from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.reading import protocol_warning, read_run, run_labels
 from fewshot.records.rundir import RunDir
 
-from run_fixtures import N, write_run
+from run_fixtures import N, write_dml_run, write_run
 
 
 @pytest.fixture
@@ -217,18 +217,7 @@ def test_other_bad_runs_are_run_directory_errors(tmp_path):
 
 def _dml_run(path, loss: str, seed: int, map_at_r: float, folds: int = 1):
   """A metric-learning run's records as fewshot.dml.train leaves them (no JAX)."""
-  from fewshot.dml.config import DMLConfig  # noqa: PLC0415
-  from fewshot.records.rundir import RunDir  # noqa: PLC0415
-
-  config = DMLConfig(dataset="strokes", loss=loss, seed=seed, folds=folds)
-  rundir = RunDir(path)
-  rundir.write_config({**config.to_dict(), "input_shape": [28, 28, 1]})
-  rundir.write_metrics([{"epoch": 1, "step": 100, "loss": 0.5, "val_map_at_r": map_at_r}])
-  test = {"map_at_r": map_at_r, "r_precision": map_at_r + 0.1, "precision_at_1": map_at_r + 0.3}
-  results = {"separated_mean": {"map_at_r": 0.0, "r_precision": 0.0, "precision_at_1": 0.0}}
-  results.update({"concatenated": {"dim": 256, "test": test}} if folds > 1 else {"separated_mean": test})
-  rundir.write_results(results)
-  return str(path)
+  return write_dml_run(path, loss, seed, map_at_r, folds)
 
 
 @pytest.mark.parametrize("folds", [1, 4])
@@ -257,8 +246,9 @@ def test_metric_learning_arms_refuse_what_they_cannot_use(tmp_path):
   a = [_dml_run(tmp_path / "a", "triplet", 0, 0.3)]
   with pytest.raises(ConfigError, match="--measurement chooses a python -m fewshot.evaluate record; metric-learning"):
     analyze.analyze_arms(a, [_dml_run(tmp_path / "b", "contrastive", 0, 0.3)], measurement="test_*")
-  # A mix of the two kinds is read as few-shot runs, which names the other kind in one line.
-  with pytest.raises(RunDirError, match="holds a metric-learning run"):
+  # A mix of the two kinds is refused in one line naming a run of each.
+  with pytest.raises(ConfigError, match=f"{tmp_path / 'fewshot_seed0'} is a few-shot run and {tmp_path / 'a'} a "
+                     "metric-learning one"):
     analyze.analyze_arms(a, [write_run(tmp_path / "fewshot_seed0", "dr", seed=0)])
 
 

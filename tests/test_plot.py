@@ -12,8 +12,9 @@ from fewshot import plot
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.records.reading import Run
+from fewshot.records.rundir import RunDir
 
-from run_fixtures import write_curves_run
+from run_fixtures import write_curves_run, write_dml_run
 
 PROTOTYPES = np.array(plot.PROTOTYPES)
 
@@ -162,3 +163,46 @@ def test_a_full_disk_leaves_the_old_figure_whole(tmp_path, monkeypatch):
   assert "\n" not in str(refused.value)
   assert (out / "confidence_landscape.png").read_bytes() == before and sorted(p.name for p in out.iterdir()) == [
       "confidence_landscape.png"]
+
+
+def test_metric_learning_runs_get_their_figures_with_a_curve_per_fold_model(tmp_path, monkeypatch):
+  """Issue 40, item 4: plot refused metric-learning runs. Validation MAP@R and the training loss against epochs:
+  a four-fold run's fold models a curve each, a seed group of one-fold runs its median and the middle half's band.
+  """
+  four = write_dml_run(tmp_path / "runs" / "four", "triplet", folds=4)
+  seeds = [write_dml_run(tmp_path / "runs" / f"contrastive_seed{k}", "contrastive", k) for k in range(3)]
+  figures = {}
+  monkeypatch.setattr(plot, "_save", lambda fig, path: figures.setdefault(path.name, fig) and str(path))
+  written, warning = plot.plot([str(tmp_path / "runs")], str(tmp_path / "figs"))
+  assert [p.split("/")[-1] for p in written] == ["val_map_at_r.png", "loss.png"] == list(figures)
+  assert warning == "warning: the runs come from different protocols (folds 1 vs 4); comparing them anyway."
+  folds = [RunDir(four).folds(4)[k].read_metrics() for k in range(4)]
+  group = [RunDir(path).read_metrics() for path in seeds]
+  for name, key in (("val_map_at_r.png", "val_map_at_r"), ("loss.png", "loss")):
+    (ax,) = figures[name].axes
+    lines = ax.get_lines()
+    assert ax.get_xlabel() == "epochs" and len(lines) == 5
+    for line, rows in zip(lines, [None] + folds):  # in the runs' path order: the seed group first
+      expected = [row[key] for row in rows] if rows else np.median([[row[key] for row in r] for r in group], axis=0)
+      np.testing.assert_allclose(line.get_xdata(), [1, 2, 3])
+      np.testing.assert_allclose(line.get_ydata(), expected)
+    low, high = np.percentile([[row[key] for row in r] for r in group], [25, 75], axis=0)
+    (band,) = ax.collections  # the seed group's alone: a fold model's curve is one run's
+    np.testing.assert_allclose(sorted(band.get_paths()[0].vertices[:, 1])[0], low.min())
+    np.testing.assert_allclose(sorted(band.get_paths()[0].vertices[:, 1])[-1], high.max())
+    labels = [text.get_text().replace("\n", " ") for text in figures[name].legends[0].get_texts()]
+    assert labels == ["contrastive, folds=1, 3 seeds (median; band: seeds' 25–75%)"] + [
+        f"triplet, folds=4, fold={k}" for k in range(4)]
+    assert figures[name]._suptitle.get_text().replace("\n", " ") == (
+        "strokes, conv4, 128-d embedding, 1–3 seeds per arm; runs differ in folds")
+
+
+def test_plot_of_metric_learning_runs_writes_and_names_only_their_figures(tmp_path):
+  run = write_dml_run(tmp_path / "run", folds=4)
+  done = subprocess.run([sys.executable, "-m", "fewshot.plot", run, f"--out={tmp_path / 'figs'}"], capture_output=True,
+                        text=True)
+  assert done.returncode == 0 and done.stderr == "", done.stderr
+  assert done.stdout.split() == [str(tmp_path / "figs" / "val_map_at_r.png"), str(tmp_path / "figs" / "loss.png")]
+  assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["loss.png", "val_map_at_r.png"]
+  for name in ("loss.png", "val_map_at_r.png"):
+    _assert_png(tmp_path / "figs" / name)

@@ -30,8 +30,9 @@ from fewshot.records.reading import Run
 
 # Not part of an arm's configuration: its runs differ in their seed, and may read their data from anywhere.
 NOT_CONFIGURATION = ("seed", *LOCATION_FIELDS)
-# The options that make a model's name (ProtoNet_DR, 1-NN_S...): an arm's label names the model instead.
-MODEL_FIELDS = ("classifier", "head", "distance")
+# The options that make a model's name (ProtoNet_DR, 1-NN_S..., a metric-learning run's loss and miner): an arm's
+# label names the model instead.
+MODEL_FIELDS = ("classifier", "head", "distance", "loss", "miner")
 
 
 def options(config) -> list[str]:

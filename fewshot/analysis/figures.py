@@ -5,15 +5,18 @@ figure names can be tested, and reused by other figures (``experiments/dr_result
 
 * :func:`seed_groups`: runs of one configuration but for the seed, together;
 * :func:`median_band`: a seed group's median and 25th/75th percentiles at each checkpoint;
-* :func:`curve_labels`: the model name plus the options in which the runs differ (not the directory name);
+* :func:`curve_labels`: the model name (a metric-learning run's loss) plus the options in which the runs differ,
+  its fold model among them (not the directory name);
 * :func:`legend_label`: a curve's label naming its band (a single run's 95% interval, a seed group's 25–75%);
-* :func:`caption`: dataset, way/shot, backbone and seeds per arm, or which of them the runs differ in;
+* :func:`caption`: dataset, way/shot (a metric-learning run's embedding and fold models), backbone and seeds per
+  arm, or which of them the runs differ in;
 * :func:`curve_styles`: each curve's colour by its model (the paper's four always the same), its line style by
   which of that model's curves it is, whatever order the runs came in.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 import warnings
 
@@ -22,9 +25,11 @@ import numpy as np
 from fewshot.choices import MODEL_NAMES, display_name
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.reading import PROTOCOL_OPTIONS
+from fewshot.records.rundir import run_kind
 
-# Options a run's model name already spells (choices.model_name), and those that never tell arms apart.
-MODEL_FIELDS = ("head", "classifier", "distance")
+# Options a run's model name already spells (choices.model_name, DMLConfig.model_name), and those that never tell
+# arms apart.
+MODEL_FIELDS = ("head", "classifier", "distance", "loss", "miner")
 NOT_AN_ARM = ("seed", *LOCATION_FIELDS)
 # What a caption names: the protocol's options, and the validation way, since the curves are of validation episodes.
 CAPTION_OPTIONS = (*PROTOCOL_OPTIONS["fewshot"], "test_way")
@@ -35,7 +40,9 @@ LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def _options(run) -> dict:
-  return {k: v for k, v in run.config.to_dict().items() if k not in NOT_AN_ARM}
+  """What tells a curve's runs from another's: their options but the seed, and a metric-learning run's fold model."""
+  fold = {} if getattr(run, "fold", None) is None else {"fold": run.fold}
+  return {**{k: v for k, v in run.config.to_dict().items() if k not in NOT_AN_ARM}, **fold}
 
 
 def seed_groups(runs, labels) -> list[tuple[str, list]]:
@@ -66,9 +73,10 @@ def curve_labels(runs) -> list[str]:
   labels agree differ in the seed alone, and :func:`seed_groups` draws them as one curve.
   """
   options = [_options(run) for run in runs]
-  keys = list(options[0]) if runs else []  # every Config has the same fields, in their declared order
+  keys = list(dict.fromkeys(k for o in options for k in o))  # one configuration type's fields, in their order
   differ = [k for k in keys if k not in MODEL_FIELDS and len({str(o.get(k)) for o in options}) > 1]
-  return [", ".join([run.config.model_name, *(f"{k}={o.get(k)}" for k in differ)]) for run, o in zip(runs, options)]
+  return [", ".join([run.config.model_name, *(f"{k}={o[k]}" for k in differ if k in o)])
+          for run, o in zip(runs, options)]
 
 
 def legend_label(label: str, seeds: int, band: bool) -> str:
@@ -79,25 +87,37 @@ def legend_label(label: str, seeds: int, band: bool) -> str:
 
 
 def caption(groups) -> str:
-  """What the runs of a figure are, in one line: ``omniglot, 5-way 1-shot, conv4, 5 seeds per arm``; an option the
-  runs differ in is named instead of its value (``...; runs differ in dataset``).
+  """What the runs of a figure are, in one line: ``omniglot, 5-way 1-shot, conv4, 5 seeds per arm`` (metric-learning
+  runs: ``strokes, conv4, 128-d embedding, 4 fold models, 3 seeds per arm``); an option the runs differ in is named
+  instead of its value (``...; runs differ in dataset``).
   """
   configs = [members[0].config for _, members in groups]
-  same = {name: len({str(getattr(c, name)) for c in configs}) == 1 for name in CAPTION_OPTIONS}
-  same["test_way"] |= all(c.test_way == c.way for c in configs)  # the default: "way" says it already
   c = configs[0]
+  metric = run_kind(c.to_dict()) == "dml"
+  same = {name: len({str(getattr(c, name)) for c in configs}) == 1
+          for name in (PROTOCOL_OPTIONS["dml"] if metric else CAPTION_OPTIONS)}
   parts = [c.dataset] if same["dataset"] else []
-  episode = " ".join([f"{c.way}-way"] * same["way"] + [f"{c.shot}-shot"] * same["shot"])
-  if episode:  # the curves are of validation episodes: say so where they are not the training way
-    validated = same["way"] and same["test_way"] and c.test_way != c.way
-    parts.append(episode + (f" (validated {c.test_way}-way)" if validated else ""))
-  if same["backbone"]:
-    parts.append(display_name(c.backbone))
+  if metric:
+    parts += [display_name(c.backbone)] * same["backbone"] + [f"{c.embedding_dim}-d embedding"] * same["embedding_dim"]
+    parts += [f"{c.folds} fold models"] * (same["folds"] and c.folds > 1)
+  else:
+    parts += _episode_parts(configs, same) + [display_name(c.backbone)] * same["backbone"]
   seeds = sorted({len(members) for _, members in groups})
   count = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
   parts.append(f"{count} seed{'s' if seeds[-1] > 1 else ''} per arm")
   differ = [name for name, agree in same.items() if not agree]
   return ", ".join(parts) + (f"; runs differ in {', '.join(differ)}" if differ else "")
+
+
+def _episode_parts(configs, same: dict[str, bool]) -> list[str]:
+  """A few-shot caption's episode shape (``5-way 1-shot``), the validation way where it is not the training way."""
+  same["test_way"] |= all(c.test_way == c.way for c in configs)  # the default: "way" says it already
+  c = configs[0]
+  episode = " ".join([f"{c.way}-way"] * same["way"] + [f"{c.shot}-shot"] * same["shot"])
+  if not episode:
+    return []
+  validated = same["way"] and same["test_way"] and c.test_way != c.way  # the curves are of validation episodes
+  return [episode + (f" (validated {c.test_way}-way)" if validated else "")]
 
 
 def wrap(text: str, width: int) -> str:
@@ -108,13 +128,20 @@ def wrap(text: str, width: int) -> str:
 def curve_styles(groups: list[tuple[str, list]]) -> list[dict]:
   """``color`` and ``linestyle`` of each curve of :func:`seed_groups`: the colour its model's (the paper's four
   fixed, other models the next colours in name order), the line style its place among that model's curves in
-  label order, so that the same runs look the same in any order and in every figure.
+  label order, so that the same runs look the same in any order and in every figure. Curves of fold models (of
+  metric-learning runs) take a colour per run's configuration (in label order) and a line style per fold model.
 
   >>> from types import SimpleNamespace as S
   >>> run = lambda model: S(config=S(model_name=model))
   >>> curve_styles([("b", [run("ProtoNet_DR")]), ("a", [run("ProtoNet_S")]), ("c", [run("ProtoNet_DR")])])
   [{'color': 'C1', 'linestyle': '-'}, {'color': 'C0', 'linestyle': '-'}, {'color': 'C1', 'linestyle': '--'}]
   """
+  folds = [getattr(members[0], "fold", None) for _, members in groups]
+  if any(fold is not None for fold in folds):  # curve_labels names the fold last: the rest names the run
+    runs = [re.sub(r", fold=\d+$", "", label) for label, _ in groups]
+    colours = {run: f"C{k % 10}" for k, run in enumerate(sorted(set(runs)))}
+    return [{"color": colours[run], "linestyle": LINE_STYLES[(fold or 0) % len(LINE_STYLES)]}
+            for run, fold in zip(runs, folds)]
   models = [members[0].config.model_name for _, members in groups]
   others = sorted(set(models) - set(MODEL_COLOURS))
   colours = {**MODEL_COLOURS, **{name: f"C{(len(MODEL_COLOURS) + k) % 10}" for k, name in enumerate(others)}}

@@ -55,18 +55,13 @@ def retrieval_table(a: list[Run], b: list[Run]) -> Table:
     for name, arm, vals in (("A", a, va), ("B", b, vb)):
       per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, vals))
       last = name == "B"
-      rows.append((Cell(label if name == "A" else ""), Cell(name), Cell(arm_label(arm)), Cell(per_seed),
+      rows.append((Cell(label if name == "A" else ""), Cell(name), Cell(arms.arm_label(arm)), Cell(per_seed),
                    Cell(format_mean_interval(vals)), Cell(diff if last else ""),
                    Cell(format_p(p) if last else "", bool(last and p is not None and p < 0.05)),
                    Cell(format_p(paired_p) if last else "", bool(last and paired_p is not None and paired_p < 0.05))))
   return Table("Test retrieval across seeds (%): the fold models concatenated where a run has several",
                ("metric", "arm", "loss", "per seed", "mean ± 95% t-interval", "B − A ± 95% Welch", "Mann-Whitney p",
                 "paired sign-flip p"), tuple(rows))
-
-
-def arm_label(arm: list[Run]) -> str:
-  return "+".join(sorted({f"{r.config.loss}" + ("" if r.config.miner in (None, "none") else f" ({r.config.miner})")
-                          for r in arm}))
 
 
 def verdict_line(a: list[Run], b: list[Run]) -> str:

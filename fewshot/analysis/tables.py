@@ -173,3 +173,13 @@ def render_csv(records: list[dict], fields: tuple[str, ...]) -> str:
 
 
 RENDERERS = {"table": render_text, "markdown": render_markdown, "latex": render_latex}
+
+
+def with_verdict(line: str, text: str, fmt: str) -> str:
+  """Two arms' verdict line before their tables rendered as ``fmt`` (a comment in LaTeX, so the file still
+  compiles).
+  """
+  if fmt == "latex":  # ASCII, after the preamble's comment line (pdflatex reads the file as it is)
+    first, _, rest = text.partition("\n")
+    return f"{first}\n% {line.replace('−', '-').replace('±', '+/-')}\n{rest}"
+  return (f"**{line}**\n\n" if fmt == "markdown" else f"{line}\n\n") + text

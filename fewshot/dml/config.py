@@ -89,6 +89,13 @@ class DMLConfig(RunOptions):
     return self.loss.startswith(choices.CUSTOM_PREFIX) and len(self.loss) > len(choices.CUSTOM_PREFIX)
 
   @property
+  def model_name(self) -> str:
+    """The loss, and its miner where it has one (``triplet (semi_hard)``): what analysis names a run's arm and curves
+    by, as it names a few-shot run's by its model (``Config.model_name``).
+    """
+    return self.loss + ("" if self.miner == "none" else f" ({self.miner})")
+
+  @property
   def run_name(self) -> str:
     return f"dml_{self.dataset}_{self.backbone}_{self.loss.replace(':', '-')}_seed{self.seed}"
 

@@ -9,7 +9,6 @@ RUN`` does for a run of ``python -m fewshot.dml.train``, through the experiment'
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import ConfigError, RunDirError
@@ -18,10 +17,8 @@ from fewshot.records.rundir import RunDir, existing_run
 
 
 def fold_dirs(rundir: RunDir, config: DMLConfig) -> list[RunDir]:
-  """Each fold model's directory: the run's own with ``--folds 1``, else its ``fold<k>/``."""
-  if config.folds == 1:
-    return [rundir]
-  return [RunDir(pathlib.Path(rundir.path) / f"fold{k}") for k in range(config.folds)]
+  """Each fold model's directory: the run's own with ``--folds 1``, else its ``fold<k>/`` (:meth:`RunDir.folds`)."""
+  return rundir.folds(config.folds)
 
 
 def resolve(workdir: str, checkpoint: str = "best", data_dir: str | None = None,

@@ -1,7 +1,9 @@
 """A run directory's records as analysis reads them: configuration, metrics rows, results.
 
-``analyze``, ``plot`` and ``arms`` read runs through :func:`read_run` (no JAX, no orbax); the
-directory itself, and the rule for writing it, are :mod:`fewshot.records.rundir`'s.
+``analyze``, ``plot`` and ``arms`` read runs through :func:`read_run` (no JAX, no orbax): a few-shot run's rows, or a
+metric-learning run's, each fold model's ``fold<k>/metrics.jsonl`` marked with its ``fold`` (:func:`fold_runs` parts
+them again); runs of both kinds are compared by neither (:func:`one_kind`). The directory itself, and the rule for
+writing it, are :mod:`fewshot.records.rundir`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.options import LOCATION_FIELDS
-from fewshot.records.rundir import RUN_KINDS, existing_run
+from fewshot.records.rundir import RUN_KINDS, RunDir, existing_run, run_kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Run:
   results: dict | None
   measurements: tuple[tuple[str, dict], ...] = ()  # python -m fewshot.evaluate's records: (file name, record)
   provenance: dict | None = None  # config.json's: the code, versions and devices (None for runs from before it)
+  axis: str = "episode"  # the row field that counts its checkpoints: a metric-learning run's is its "epoch"
+  fold: int | None = None  # the fold model these rows are of (fold_runs); None: the whole run
 
   @property
   def backend(self) -> str | None:
@@ -38,8 +42,10 @@ class Run:
     return self.provenance.get("backend") if isinstance(self.provenance, dict) else None
 
   def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Episodes and one metric per checkpoint; an undefined (null or absent) value is NaN."""
-    episodes = np.array([row["episode"] for row in self.rows], dtype=np.int64)
+    """Checkpoints (episodes, or a metric-learning run's epochs: :attr:`axis`) and one metric at each; an undefined
+    (null or absent) value is NaN.
+    """
+    episodes = np.array([row[self.axis] for row in self.rows], dtype=np.int64)
     values = np.array([np.nan if row.get(key) is None else float(row[key]) for row in self.rows])
     return episodes, values
 
@@ -68,17 +74,20 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any], kind: 
   one-line ``RunDirError`` if unusable.
   """
   rundir = existing_run(path, RUN_KINDS[kind][1], kind)
-  step = "episode" if kind == "fewshot" else "step"
+  step = "episode" if kind == "fewshot" else "epoch"
   record = rundir.read_config()
   config = rundir.read_options(config_type, record)
-  try:
-    rows = tuple(rundir.read_metrics())
+  folds = rundir.folds(getattr(config, "folds", 1))
+  try:  # a metric-learning run's fold models each have their rows, marked with their "fold" here
+    rows = tuple({**row, "fold": k} if len(folds) > 1 else row for k, fold in enumerate(folds)
+                 for row in fold.read_metrics())
     results = rundir.read_results()
     measurements = tuple(_measurements(rundir.path).items())
   except (json.JSONDecodeError, TypeError, AttributeError) as e:
     raise RunDirError(f"{path} has an unreadable record ({type(e).__name__}: {e}); retrain or repair it.") from None
   if not rows:
-    raise RunDirError(f"{path} has no metrics (metrics.jsonl missing or empty); train it for at least one checkpoint.")
+    where = "metrics.jsonl" if len(folds) == 1 else "its fold models' fold<k>/metrics.jsonl"
+    raise RunDirError(f"{path} has no metrics ({where} missing or empty); train it for at least one checkpoint.")
   if not all(isinstance(row, dict) and step in row for row in rows):
     raise RunDirError(f"{path}/metrics.jsonl has rows without an '{step}'; retrain or repair it.")
   odd = next((row[step] for row in rows if not _whole_count(row[step])), None)
@@ -86,7 +95,34 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any], kind: 
     raise RunDirError(f"{path}/metrics.jsonl has a row at {step} {odd!r}, not a whole number of {step}s (it was "
                       "edited); retrain or repair it.")
   return Run(path=str(path), config=config, rows=rows, results=results, measurements=measurements,
-             provenance=record.get("provenance"))
+             provenance=record.get("provenance"), axis=step)
+
+
+def fold_runs(run: Run) -> list[Run]:
+  """A metric-learning run's fold models, each as a run of its own rows (its :attr:`Run.fold` set): what a figure
+  draws a curve of; ``[run]`` where it trained one model.
+  """
+  folds = sorted({row["fold"] for row in run.rows if "fold" in row})
+  return [dataclasses.replace(run, rows=tuple(r for r in run.rows if r["fold"] == k), fold=k) for k in folds] or [run]
+
+
+def run_kinds(paths: list[str]) -> dict[str, str]:
+  """Each path's kind of run (:data:`~fewshot.records.rundir.RUN_KINDS`) by its config.json: "fewshot" where it holds
+  none (:func:`read_run` then says what is wrong with it).
+  """
+  return {path: run_kind(RunDir(path).read_config()) if RunDir(path).holds_run() else "fewshot" for path in paths}
+
+
+def one_kind(paths: list[str]) -> str:
+  """The kind of run every path holds; runs of both kinds are a one-line ``ConfigError``: a few-shot run's test
+  accuracy and a metric-learning run's MAP@R are not one measure.
+  """
+  kinds = run_kinds(paths)
+  if len(set(kinds.values())) > 1:
+    few, metric = (next(p for p, k in kinds.items() if k == kind) for kind in ("fewshot", "dml"))
+    raise ConfigError(f"{few} is a few-shot run and {metric} a metric-learning one, whose measures differ; analyze or "
+                      "plot each kind's runs apart (--exclude leaves runs out; analyze --list lists both).")
+  return next(iter(kinds.values()), "fewshot")
 
 
 def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement: str | None = None,
@@ -164,10 +200,9 @@ def _left_out(path: str) -> str | None:
     config = json.loads((pathlib.Path(path) / "config.json").read_text())
   except (OSError, ValueError):
     return None  # read_run says what is wrong with it
-  if isinstance(config, dict) and "head" not in config and "loss" in config:
-    return "a metric-learning run"
-  metrics = pathlib.Path(path) / "metrics.jsonl"
-  return None if metrics.exists() and metrics.stat().st_size else "no metrics row yet"
+  folds = config.get("folds") if isinstance(config, dict) and run_kind(config) == "dml" else 1
+  metrics = [rundir.metrics_path for rundir in RunDir(path).folds(folds)]
+  return None if any(m.exists() and m.stat().st_size for m in metrics) else "no metrics row yet"
 
 
 def excluded(found: list[str], patterns: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -201,8 +236,8 @@ def expand(paths: list[str], exclude: list[str] | tuple[str, ...] = ()) -> tuple
     left_out += [f"{run} ({why})" for run, why in reasons.items() if why is not None]
     if not below or all(reasons.values()):
       held = "holds no run directory (none below it has a config.json)" if not below else "holds no run to analyze"
-      raise RunDirError(f"{path} {held}; pass run directories of python -m fewshot.train, or a folder of "
-                        "them.")
+      raise RunDirError(f"{path} {held}; pass run directories of python -m fewshot.train or python -m "
+                        "fewshot.dml.train, or a folder of them.")
   found, dropped = excluded(found, exclude)
   left_out += [f"{run} (--exclude)" for run in dropped]
   shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
@@ -247,9 +282,10 @@ def run_labels(runs: list[Run]) -> list[str]:
 
 
 def protocol_warning(runs: list[Run]) -> str | None:
-  """One line naming the protocol options in which the runs differ, or None if they agree."""
-  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL_OPTIONS["fewshot"]}
-  differ = [f"{name} " + " vs ".join(v) for name, v in values.items() if len(set(v)) > 1]
+  """One line naming the protocol options (of the runs' kind) in which the runs differ, or None if they agree."""
+  kind = run_kind(runs[0].config.to_dict()) if runs else "fewshot"
+  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL_OPTIONS[kind]}
+  differ = [f"{name} " + " vs ".join(dict.fromkeys(v)) for name, v in values.items() if len(set(v)) > 1]
   if not differ:
     return None
   return f"warning: the runs come from different protocols ({'; '.join(differ)}); comparing them anyway."

@@ -66,6 +66,13 @@ class RunDir:
   def checkpoints(self) -> Checkpoints:
     return Checkpoints(self.path / "checkpoints")
 
+  def folds(self, count) -> list[RunDir]:
+    """Each fold model's directory of a run that trained ``count`` (its ``folds``): ``fold<k>/``, or the run's own
+    where it trained one (or ``count`` is no whole number above 1: a few-shot run's, or an edited record).
+    """
+    several = isinstance(count, int) and not isinstance(count, bool) and count > 1
+    return [RunDir(self.path / f"fold{k}", resolved=True) for k in range(count)] if several else [self]
+
   def holds_run(self) -> bool:
     return self.config_path.exists()
 

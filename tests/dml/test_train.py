@@ -129,6 +129,25 @@ def test_evaluate_retests_a_metric_learning_run_as_its_results_say(four_fold_run
                         "--test_way choose few-shot test episodes; ", "is a metric-learning run")
 
 
+def test_analyze_and_plot_read_a_four_fold_run_as_it_was_written(four_fold_run, tmp_path):
+  """The records analyze and plot read (each fold model's rows in its fold<k>/) are the ones training writes; the
+  fixtures of tests/analysis/test_retrieval_runs.py and tests/test_plot.py copy this layout.
+  """
+  from fewshot import analyze, cli, plot  # noqa: PLC0415
+  from fewshot.analysis import retrieval_runs  # noqa: PLC0415
+  from fewshot.analysis.tables import render_text  # noqa: PLC0415
+
+  config, workdir, results = four_fold_run
+  text, warning = analyze.analyze_paths([str(workdir)])
+  (run,) = cli.read_runs_of([str(workdir)], "dml")
+  assert warning is None and text == render_text([retrieval_runs.checkpoints_table(run), retrieval_runs.test_table(run)])
+  assert [(row["fold"], row["epoch"], row["val_map_at_r"]) for row in run.rows] == [
+      (k, row["epoch"], row["val_map_at_r"]) for k in range(4) for row in RunDir(workdir / f"fold{k}").read_metrics()]
+  assert f"concatenated    64          —           {100 * results['concatenated']['test']['map_at_r']:.2f}" in text
+  written, _ = plot.plot([str(workdir)], str(tmp_path / "figs"))
+  assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["loss.png", "val_map_at_r.png"]
+
+
 def _comparable(rows):
   return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
 

@@ -8,6 +8,8 @@ load without JAX or Flax; each implementation (``heads``, ``backbones``, ``diagn
 from __future__ import annotations
 
 METHODS = ("protonet", "maml", "anil")  # the episodic methods (fewshot.episodic.methods holds their modules)
+# The head MAML and ANIL adapt: Finn et al.'s linear classifier, or a distance head on learned class representatives.
+META_HEADS = ("linear", "softmax", "dr")
 HEADS = ("softmax", "dr")  # logits -d^2, or the distance ratio -theta log d
 CLASSIFIERS = ("proto", "nn")  # distance to the class mean, or to the nearest support point
 BACKBONES = ("conv4", "resnet12", "resnet18")
@@ -106,9 +108,12 @@ def model_name(classifier: str, head: str, distance: str = DISTANCES[0]) -> str:
     return display_name(head)
   return MODEL_NAMES[(classifier, head)] + ("" if distance == DISTANCES[0] else f"_{distance}")
 
-def method_model_name(method: str, first_order: bool) -> str:
-  """The model name of a meta-learned run: ``MAML``, ``ANIL``, and ``FOMAML`` / ``FOANIL`` for the first-order ones."""
-  return ("FO" if first_order else "") + method.upper()
+def method_model_name(method: str, first_order: bool, meta_head: str = "linear") -> str:
+  """The model name of a meta-learned run: ``MAML``, ``ANIL``, ``FOMAML`` / ``FOANIL`` for the first-order ones, and
+  ``MAML_S`` / ``MAML_DR`` where the adapted head is a distance head (``--meta_head softmax`` / ``dr``).
+  """
+  suffix = {"linear": "", "softmax": "_S", "dr": "_DR"}[meta_head]
+  return ("FO" if first_order else "") + method.upper() + suffix
 
 
 # The metric-learning losses' names and facts are their rows, fewshot.dml.loss_specs.SPECS; the miners' names:

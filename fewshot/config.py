@@ -58,6 +58,10 @@ class Config(RunOptions):
                                   positive=True, heading=MODEL)
   first_order: bool = option(False, "maml/anil: the meta-gradient without the inner steps' second derivatives "
                              "(FOMAML)", heading=MODEL)
+  meta_head: str | None = option(None, "maml/anil: the head adapted in the inner loop: linear (Finn et al.'s, the "
+                                 "default), softmax (logits -||z - w_c||^2 to class representatives w_c, adapted like "
+                                 "its weights) or dr (logits -theta log ||z - w_c||, theta = exp(rho) meta-learned, "
+                                 "never adapted)", choices=choices.META_HEADS, heading=MODEL)
   meta_batch: int | None = option(None, "maml/anil: episodes per meta-update, drawn together so that no class "
                                   "repeats within one (default 1; Finn et al.'s Omniglot: 32 at 5-way, 16 at 20-way); "
                                   "--episodes counts meta-updates", positive=True, heading=MODEL)
@@ -191,7 +195,7 @@ class Config(RunOptions):
     """The inner loop's options belong to maml and anil, the heads' to protonet: a one-line ``ConfigError`` for an
     option the run's method would not use (nothing is silently ignored).
     """
-    inner = ("inner_steps", "test_inner_steps", "inner_lr", "meta_batch")
+    inner = ("inner_steps", "test_inner_steps", "inner_lr", "meta_batch", "meta_head")
     if self.method == "protonet":
       given = [f"--{name}" for name in inner if getattr(self, name) is not None] + (["--first_order"] *
                                                                                     self.first_order)
@@ -203,15 +207,19 @@ class Config(RunOptions):
                     ("test_shifts", 0), ("psi_classifier", "model"), ("centring", "points"))
                    if getattr(self, name) != default]
     if heads_given:
+      said = heads_given[0].split()[0]
+      instead = f" (--meta_head {self.head} makes its adapted head a {self.head} distance head)" if said == "--head" \
+          and self.head in choices.HEADS else ""
       raise ConfigError(f"{heads_given[0]} belongs to protonet's heads and diagnostics; --method {self.method} adapts "
-                        "a linear head and records no diagnostics: drop it.")
+                        f"its own head (--meta_head) and records no diagnostics: drop it{instead}.")
     if self.test_way != self.way:
       raise ConfigError(f"--method {self.method}'s head has one output per --way class ({self.way}); --test_way "
                         f"{self.test_way} must equal it.")
     if self.within_alphabet and (self.meta_batch or 1) > 1:
       raise ConfigError("--within_alphabet draws an episode's classes from one alphabet; --meta_batch draws several "
                         "episodes' classes together: pass one of them.")
-    for name, default in (("inner_steps", 1), ("test_inner_steps", 3), ("inner_lr", 0.4), ("meta_batch", 1)):
+    for name, default in (("inner_steps", 1), ("test_inner_steps", 3), ("inner_lr", 0.4), ("meta_batch", 1),
+                          ("meta_head", "linear")):
       self.set_default(name, default)
 
   @property
@@ -235,7 +243,7 @@ class Config(RunOptions):
   @property
   def model_name(self) -> str:
     if self.method != "protonet":
-      return choices.method_model_name(self.method, self.first_order)
+      return choices.method_model_name(self.method, self.first_order, self.meta_head)
     return choices.model_name(self.classifier, self.head, self.distance)
 
   @property

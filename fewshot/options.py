@@ -97,7 +97,8 @@ class RunOptions:
       value, meta = getattr(self, f.name), f.metadata
       if isinstance(value, float) and not math.isfinite(value):  # nan slips past `<= 0`, and trains to NaN
         raise ConfigError(f"--{f.name} must be a finite number, got {value}.")
-      if meta.get("choices") is not None and value not in meta["choices"]:
+      unset = value is None and f.default is None  # "the method's default", resolved by the configuration
+      if meta.get("choices") is not None and not unset and value not in meta["choices"]:
         raise ConfigError(f"unknown --{f.name} {value!r}; choose one of {', '.join(map(str, meta['choices']))}.")
       if meta.get("positive") and value is not None and value <= 0:
         kind = "a positive integer" if isinstance(value, int) else "positive"

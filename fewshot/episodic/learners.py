@@ -89,7 +89,7 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner |
   backbone = backbones.get_backbone(config.backbone, config.conv) if backbone is None else backbone
   if config.method != "protonet":
     return MetaLearner(backbone, train_shape(config), adapt="all" if config.method == "maml" else "head",
-                       inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
+                       head=config.meta_head, inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
                        inner_lr=config.inner_lr, first_order=config.first_order, tasks=config.meta_batch,
                        optimizer=adam(config.learning_rate, config.lr_halve_every),
                        augmentation=build_augmentation(config), precision=config.precision)

@@ -4,8 +4,13 @@
 Each episode adapts a copy of the parameters to its support set by ``inner_steps`` steps of plain gradient descent
 (rate ``inner_lr``) on the support cross-entropy; the meta-update is Adam on the query cross-entropy of the adapted
 copy, differentiated through the inner steps (second order), or with the inner gradients held constant
-(``first_order``, FOMAML). MAML adapts every parameter, ANIL only the head. The head is a linear classifier on the
-embedding, initialised at zero (every class alike, as episode labels are arbitrary). A meta-update averages the
+(``first_order``, FOMAML). MAML adapts every parameter, ANIL only the head. The head (``--meta_head``) is Finn et
+al.'s linear classifier on the embedding, or a distance head on class representatives ``w_c`` (the columns of the
+same ``w``): ``softmax``, logits ``-||z - w_c||^2``, or ``dr``, the distance ratio ``-theta log ||z - w_c||`` with
+``theta = exp(rho)`` meta-learned (the outer loop's alone: the inner steps never adapt it, so the temperature is one
+value across episodes, as in a ProtoNet run). Either way ``w`` (and ``b``) start at zero: every class alike, as
+episode labels are arbitrary; one inner step then moves each ``w_c`` towards its class's support embeddings, a
+prototype learned by gradient descent. A meta-update averages the
 query losses of ``tasks`` episodes (Finn et al.'s meta-batch), drawn together as ``way × tasks`` classes split into
 episodes, so no class repeats within one update.
 
@@ -26,10 +31,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fewshot import backbones, heads, numerics
+from fewshot import backbones, distances, heads, numerics
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
-from fewshot.choices import PRECISIONS
+from fewshot.choices import META_HEADS, PRECISIONS
 from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
 from fewshot.episodic.learning import augment_training, eval_images, model_variables  # noqa: F401 - the interface's
 from fewshot.training import chunks, seed_groups
@@ -42,11 +47,12 @@ NO_DIAGNOSTICS = ("not recorded: the update diagnostics compare one embedding be
 
 @dataclasses.dataclass(frozen=True)
 class MetaLearner:
-  """One backbone + linear head meta-learned on episodes of one shape: configuration only (static under jit)."""
+  """One backbone + adapted head meta-learned on episodes of one shape: configuration only (static under jit)."""
 
   backbone: nn.Module
   shape: EpisodeShape
   adapt: str = "all"  # "all" (MAML) or "head" (ANIL)
+  head: str = "linear"  # one of META_HEADS: the adapted head's logits
   inner_steps: int = 1
   test_inner_steps: int = 3
   inner_lr: float = 0.4
@@ -56,9 +62,15 @@ class MetaLearner:
   augmentation: Augmentation = NO_AUGMENTATION
   precision: str = PRECISIONS[0]
 
+  def __post_init__(self):
+    if self.head not in META_HEADS:
+      raise ValueError(f"Unknown head {self.head!r} for MAML/ANIL; choose one of {', '.join(META_HEADS)}.")
+
 
 def init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ...]) -> TrainState:
-  """``params = {"backbone": ..., "head": {"w": 0 [D, way], "b": 0 [way]}}``."""
+  """``params = {"backbone": ..., "head": {"w": 0 [D, way], "b": 0 [way]}}`` (a distance head: no ``b``; ``dr``:
+  ``"rho"`` beside, :data:`fewshot.heads.RHO_INIT`).
+  """
   check_shapes(learner, tuple(input_shape))
   return _init_state(learner, key, tuple(input_shape))
 
@@ -68,7 +80,10 @@ def _init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ..
   variables = learner.backbone.init(key, jnp.zeros((2, *input_shape), jnp.float32),
                                  **backbones.call_options(learner.backbone, False))
   dim, way = backbones.check_output(learner.backbone, input_shape), learner.shape.way
-  params = {"backbone": variables.get("params", {}), "head": {"w": jnp.zeros((dim, way)), "b": jnp.zeros((way,))}}
+  head = {"w": jnp.zeros((dim, way))} | ({"b": jnp.zeros((way,))} if learner.head == "linear" else {})
+  params = {"backbone": variables.get("params", {}), "head": head}
+  if learner.head == "dr":
+    params["rho"] = jnp.float32(heads.RHO_INIT)
   return TrainState.create(params, variables.get("batch_stats", {}), learner.optimizer)
 
 
@@ -88,20 +103,37 @@ def _embed(learner: MetaLearner, backbone_params, batch_stats, images) -> jax.Ar
                                mutable=["batch_stats"])[0]
 
 
+def head_logits(kind: str, head: dict, rho, embeddings: jax.Array) -> jax.Array:
+  """Logits ``[n, way]`` of the adapted head ``kind`` (``linear``, ``softmax`` or ``dr``) on embeddings ``[n, D]``:
+  ``z w + b``, or :func:`fewshot.heads.logits_from_distances` of the squared distances to the columns of ``w``.
+
+  >>> head = {"w": jnp.array([[0.0, 2.0]])}   # one dimension, representatives at 0 and 2
+  >>> head_logits("softmax", head, None, jnp.array([[1.5]])).tolist()
+  [[-2.25, -0.25]]
+  """
+  if kind == "linear":
+    return embeddings @ head["w"] + head["b"]
+  # By difference, as the prototypes' distances: exact float32 whatever --precision says (fewshot.numerics).
+  squared = distances.squared_euclidean(embeddings, head["w"].T)
+  return heads.logits_from_distances(squared, kind, heads.RHO_INIT if rho is None else rho)
+
+
 def _logits(learner: MetaLearner, params, batch_stats, images) -> jax.Array:
   embeddings = _embed(learner, params["backbone"], batch_stats, images)
-  return embeddings @ params["head"]["w"] + params["head"]["b"]
+  return head_logits(learner.head, params["head"], params.get("rho"), embeddings)
 
 
 def adapted(learner: MetaLearner, params, batch_stats, episode: Episode, steps: int):
   """The parameters after ``steps`` gradient steps on the episode's support cross-entropy (ANIL: the head's only)."""
+  # The DR head's temperature is the outer loop's alone: frozen in the inner steps, as the backbone under ANIL.
+  meta = {"rho": params["rho"]} if "rho" in params else {}
   if learner.adapt == "head":  # the support embeddings do not change in the inner loop: embedded once
     support = _embed(learner, params["backbone"], batch_stats, episode.support_images)
-    fast, frozen = {"head": params["head"]}, {"backbone": params["backbone"]}
-    logits = lambda fast: support @ fast["head"]["w"] + fast["head"]["b"]  # noqa: E731
+    fast, frozen = {"head": params["head"]}, {"backbone": params["backbone"], **meta}
+    logits = lambda fast: head_logits(learner.head, fast["head"], params.get("rho"), support)  # noqa: E731
   else:
-    fast, frozen = params, {}
-    logits = lambda fast: _logits(learner, fast, batch_stats, episode.support_images)  # noqa: E731
+    fast, frozen = {k: v for k, v in params.items() if k not in meta}, meta
+    logits = lambda fast: _logits(learner, {**fast, **frozen}, batch_stats, episode.support_images)  # noqa: E731
 
   def step(fast, _):
     grads = jax.grad(lambda f: heads.loss_and_accuracy(logits(f), episode.support_labels)[0])(fast)

@@ -49,7 +49,7 @@ def head_label(entry: Entry, head: str) -> str:
   """What the page calls a head's runs: the model's name (``ProtoNet_DR``; ``MAML`` for a meta-learned entry)."""
   method = entry.options.get("method", "protonet")
   if method != "protonet":
-    return method_model_name(method, entry.options.get("first_order", False))
+    return method_model_name(method, entry.options.get("first_order", False), entry.options.get("meta_head", "linear"))
   return model_name(entry.options.get("classifier", "proto"), head, entry.options.get("distance", "squared_euclidean"))
 
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fewshot import heads
 from fewshot.config import Config
 from fewshot.episodic import maml
 from fewshot.episodic.episodes import Episode, EpisodeShape
@@ -62,6 +63,48 @@ def test_the_inner_loop_is_gradient_descent_on_the_support_cross_entropy(steps):
   np.testing.assert_allclose(np.asarray(fast["b"]), b, rtol=1e-5, atol=1e-7)
 
 
+def _numpy_distance_steps(z, labels, steps, lr, head, theta):
+  """Plain gradient descent on the mean cross-entropy of a distance head whose representatives start at zero:
+  logits -d^2 (softmax) or -(theta / 2) log(d^2 + eps) (dr), d the distance to each class's column of w.
+  """
+  w, y = np.zeros((z.shape[1], WAY)), np.eye(WAY)[labels]
+  for _ in range(steps):
+    diff = z[:, :, None] - w[None]  # [n, D, way]
+    squared = (diff**2).sum(1)
+    logits = -squared if head == "softmax" else -(theta / 2) * np.log(squared + heads.DR_EPS)
+    error = (_softmax(logits) - y) / len(z)  # d loss / d logits
+    # d logits / d w_c: 2 (z - w_c) under softmax, theta (z - w_c) / (d^2 + eps) under dr.
+    scale = 2.0 * np.ones_like(squared) if head == "softmax" else theta / (squared + heads.DR_EPS)
+    w = w - lr * (diff * (error * scale)[:, None, :]).sum(0)
+  return w
+
+
+@pytest.mark.parametrize("head", ["softmax", "dr"])
+def test_a_distance_head_adapts_its_class_representatives_by_gradient_descent(head):
+  learner, episode = _learner(head=head), _episode()
+  state = maml.init_state(learner, jax.random.key(0), (SIDE, SIDE, 1))
+  assert set(state.params["head"]) == {"w"} and ("rho" in state.params) == (head == "dr")
+  fast = jax.jit(lambda p: maml.adapted(learner, p, state.batch_stats, episode, 2))(state.params)
+  z = np.asarray(episode.support_images, np.float64).reshape(WAY * SHOT, -1)
+  theta = float(np.exp(heads.RHO_INIT))
+  w = _numpy_distance_steps(z, np.asarray(episode.support_labels), 2, 0.5, head, theta)
+  np.testing.assert_allclose(np.asarray(fast["head"]["w"]), w, rtol=1e-4, atol=1e-6)
+  if head == "dr":  # the temperature is the outer loop's: the inner steps leave it
+    assert float(fast["rho"]) == float(state.params["rho"])
+  # Adapting lowers the support loss from log(way), where every representative sits at zero.
+  support = lambda params: heads.loss_and_accuracy(maml.head_logits(  # noqa: E731
+      head, params["head"], params.get("rho"), jnp.asarray(z, jnp.float32)), episode.support_labels)[0]
+  before, after = float(support(state.params)), float(support(fast))
+  assert before == pytest.approx(np.log(WAY), rel=1e-6) and after < before
+
+
+def test_the_dr_head_s_temperature_is_meta_learned():
+  learner = _learner(head="dr", adapt="all")
+  state = maml.init_state(learner, jax.random.key(0), (SIDE, SIDE, 1))
+  grads = jax.jit(jax.grad(lambda p: maml._query_loss(learner, p, {}, _episode(4), 1)[0]))(state.params)
+  assert float(grads["rho"]) != 0.0 and np.isfinite(float(grads["rho"]))
+
+
 def test_the_first_order_meta_gradient_is_the_query_gradient_at_the_adapted_head():
   """FOMAML's definition; the second-order one differs (the inner step's Hessian), so both are what they say."""
   episode, shape = _episode(1), (SIDE, SIDE, 1)
@@ -103,6 +146,8 @@ def test_a_meta_batch_averages_its_tasks_query_losses():
 
 def test_each_option_belongs_to_its_method_and_is_refused_elsewhere():
   assert Config(method="maml").model_name == "MAML" and Config(method="anil", first_order=True).model_name == "FOANIL"
+  assert Config(method="maml", meta_head="dr").run_name == "strokes_conv4_MAML_DR_5w1s_seed0"
+  assert Config.from_dict({"method": "maml"}).meta_head == "linear"  # a record from before the option
   assert (Config(method="maml").inner_steps, Config(method="maml").test_inner_steps, Config(method="maml").inner_lr) \
       == (1, 3, 0.4)
   assert Config().inner_steps is None and Config().run_name == "strokes_conv4_ProtoNet_S_5w1s_seed0"
@@ -110,7 +155,9 @@ def test_each_option_belongs_to_its_method_and_is_refused_elsewhere():
               (dict(first_order=True), "--first_order is an option of --method maml"),
               (dict(meta_batch=4), "--meta_batch is an option of --method maml"),
               (dict(method="maml", dataset="omniglot", within_alphabet=True, meta_batch=2), "pass one of them"),
-              (dict(method="maml", head="dr"), "--head dr belongs to protonet's heads and diagnostics"),
+              (dict(method="maml", head="dr"), "--head dr belongs to protonet's heads and diagnostics; --method "
+               "maml adapts its own head \\(--meta_head\\) and records no diagnostics: drop it \\(--meta_head dr makes"),
+              (dict(meta_head="dr"), "--meta_head is an option of --method maml or anil"),
               (dict(method="anil", centring="both"), "--centring both belongs to protonet's heads"),
               (dict(method="maml", way=5, test_way=20), "--test_way 20 must equal it")]
   for options, words in refusals:
@@ -120,16 +167,18 @@ def test_each_option_belongs_to_its_method_and_is_refused_elsewhere():
 
 
 @pytest.mark.slow  # four short strokes runs
-@pytest.mark.parametrize("method", ["maml", "anil"])
-def test_a_meta_learned_run_trains_validates_tests_resumes_and_groups_as_protonet_runs_do(tmp_path, method):
+@pytest.mark.parametrize("method, meta_head", [("maml", "linear"), ("anil", "linear"), ("maml", "dr")])
+def test_a_meta_learned_run_trains_validates_tests_resumes_and_groups_as_protonet_runs_do(tmp_path, method, meta_head):
   from fewshot.records.rundir import RunDir  # noqa: PLC0415
   from fewshot.train import train, train_group  # noqa: PLC0415
 
   tiny = dict(method=method, way=3, shot=1, query=2, test_query=2, eval_every=2, val_episodes=2, test_episodes=3,
-              inner_steps=2, meta_batch=2 if method == "maml" else 1)
+              inner_steps=2, meta_batch=2 if method == "maml" else 1, meta_head=meta_head)
   straight = train(Config(**tiny, episodes=4), tmp_path / "straight", progress=False)
-  assert 0 <= straight["test_accuracy"] <= 100 and straight["model"] == method.upper()
+  assert 0 <= straight["test_accuracy"] <= 100 and straight["model"] == Config(**tiny).model_name
   rows = RunDir(tmp_path / "straight").read_metrics()
+  # The DR head's meta-learned temperature is recorded as a ProtoNet DR run's is; the linear head has none.
+  assert all((r["theta"] is not None) == (meta_head == "dr") for r in rows)
   assert [r["episode"] for r in rows] == [2, 4] and all(r["val_accuracy"] is not None for r in rows)
   assert not {"alpha", "norm_ratio", "con_alpha"} & set(rows[0])  # no diagnostics recorded, rather than noise
   assert straight["diagnostics"].startswith("not recorded: the update diagnostics compare one embedding")

@@ -372,7 +372,7 @@ def main(argv=None) -> str:
   made = json.loads((records / "made.json").read_text())
   arms = load_arms(records, args)
   figure = plot_curves(arms, args.out / "results")
-  preregistered = dr_prereg.section(records, arms) if args.dataset == "omniglot" else ""
+  preregistered = dr_prereg.section(records, arms, _commits, _training_minutes) if args.dataset == "omniglot" else ""
   text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered)
   (args.out / "results.md").write_text(text)
   print(f"wrote {args.out / 'results.md'}")

@@ -335,10 +335,13 @@ def test_the_preregistered_seeds_decide_the_claims_on_their_own_once_all_are_kep
   _write_dr_records(records)
   first = dr_results.load_arms(records)
   assert "0 of the block's 40 runs are kept so far" in dr_prereg.section(records, first)
-  _write_dr_records(records, features=True, first_seed=10)
+  _write_dr_records(tmp_path / "runs", features=True, first_seed=10)  # where training leaves them
+  assert len(dr_prereg.keep(tmp_path / "runs", records)) == 40 and dr_prereg.keep(tmp_path / "runs", records) == []
   arms = dr_prereg.load(records)
   assert dr_prereg.complete(arms) and [r.config.seed for r in arms["1-shot ProtoNet"]["DR"]] == list(dr_prereg.SEEDS)
-  text = dr_prereg.section(records, first)
+  text = dr_prereg.section(records, first, dr_results._commits, dr_results._training_minutes)
+  hours = sum(dr_results._training_minutes(runs) for heads in arms.values() for runs in heads.values()) / 60
+  assert "### How the block was made" in text and "(40 runs)" in text and f"records: {hours:.1f} h" in text
   # Claim 0 on seeds 10-19 alone: DR 0.5 higher in each of 10 pairs, the sign-flip floor 2/2^10 in both settings.
   tests = {s: dr_claims.cell_tests(h["softmax"], h["DR"], s) for s, h in arms.items()}
   assert all(t["accuracy"].paired_p == 2 / 2 ** 10 for t in tests.values())

@@ -8,30 +8,45 @@ records there first).
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shutil
 
+from fewshot.errors import ConfigError
 from fewshot.published import plan, report
 from fewshot.published.registry import Entry, Schedule
 
 RECORD_FILES = ("config.json", "metrics.jsonl", "results.json")
+# A run's measurements: evaluate's (test_*.json) and the scores of Lake-style runs drawn for it (plan.drawn_runs_name).
+MEASUREMENT_PREFIXES = ("test_", "lake_drawn_")
 COMMAND = "python -m fewshot.reproduce --page"
 
 
+def _record(name: str) -> bool:
+  return name in RECORD_FILES or (name.startswith(MEASUREMENT_PREFIXES) and name.endswith(".json"))
+
+
 def keep(out: str, records: str) -> list[str]:
-  """Copy every run's records under ``out`` into ``records`` (same layout); returns the run folders copied."""
-  copied = []
+  """Copy every finished run's records under ``out`` into ``records`` (same layout); returns the run folders
+  copied. A kept record is never replaced by another: one that differs is refused in one line, before anything is
+  copied (a seed trained again elsewhere is another run, not the kept one).
+  """
+  copies = []
   for folder, _, files in sorted(os.walk(out)):
     if "config.json" not in files or "results.json" not in files:
       continue
     target = os.path.join(records, os.path.relpath(folder, out))
-    os.makedirs(target, exist_ok=True)
-    for name in sorted(files):
-      if name in RECORD_FILES or (name.startswith("test_") and name.endswith(".json")):
-        shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
-    copied.append(target)
-  return copied
+    copies += [(os.path.join(folder, name), os.path.join(target, name)) for name in sorted(files) if _record(name)]
+  for source, kept in copies:
+    if os.path.exists(kept) and not filecmp.cmp(source, kept, shallow=False):
+      raise ConfigError(f"{kept} is kept and {source} differs from it; a kept record is never replaced: move one of "
+                        "them aside (git checkout -- docs/reproductions restores the kept one).")
+  for source, kept in copies:
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    if not os.path.exists(kept):
+      shutil.copyfile(source, kept)
+  return sorted({os.path.dirname(kept) for _, kept in copies})
 
 
 def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[str]]:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from fewshot import published, reproduce
 from fewshot.data import Split
 from fewshot.episodic import lake
 from fewshot.errors import DataError
-from fewshot.published import plan
+from fewshot.published import page, plan
 from fewshot.published.registry import Cell, Schedule
 
 from omniglot_fixtures import characters, write_background_zip
@@ -62,3 +63,7 @@ def test_a_lake_entry_trains_and_scores_drawn_runs_on_fixture_alphabets(tmp_path
   assert scored["runs"] == 5 and scored["items"] == 15 and scored["drawn"] == test
   assert "protonet vs people: published 95.50" in text
   assert f"{scored['rules']['head']['accuracy']:.2f}" in text
+  # The page keeps the drawn runs' scores with the run's records and reads them back.
+  page.keep(str(tmp_path / "runs"), str(tmp_path / "kept"))
+  assert (tmp_path / "kept" / pathlib.Path(workdir).relative_to(tmp_path / "runs") / plan.drawn_runs_name(test)).exists()
+  assert f"| {scored['rules']['head']['accuracy']:.2f} (1 seeds" in page.build(str(tmp_path / "kept"), [tiny])

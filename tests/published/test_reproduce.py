@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -47,10 +48,15 @@ def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_pa
   records = tmp_path / "kept"
   assert len(page.keep(out, str(records))) == 2
   assert not list(records.rglob("checkpoints"))
+  assert len(page.keep(out, str(records))) == 2  # again: the same records, nothing replaced
   built = page.build(str(records), [TINY])
   assert built == page.build(str(records), [TINY]) and "| 2-way 1-shot | 60.00 |" in built
   assert report.cell_reports(str(records), TINY, schedule, (0,))[0].by_head["softmax"].values == tuple(
       plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0,)).values())
+  own = pathlib.Path(plan.run_dir(out, TINY, schedule, model, "softmax", plan.FINAL, 0)) / "results.json"
+  own.write_text(own.read_text().replace('"test_accuracy": ', '"test_accuracy": 1'))  # a seed trained again
+  with pytest.raises(ConfigError, match="is kept and .* differs from it; a kept record is never replaced"):
+    page.keep(out, str(records))
 
 
 def _fake_run(root, entry, schedule, model, head, seed, accuracy):

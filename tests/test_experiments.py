@@ -1,6 +1,7 @@
 """The paper-reproduction scripts end to end in smoke mode on fixtures: their tables, and resuming a finished grid."""
 
 import json
+import pathlib
 import re
 import shutil
 
@@ -468,3 +469,36 @@ def test_a_claim_significant_within_itself_but_not_across_the_page_says_so():
   assert row[-1].text.startswith("supported within the claim (Holm); 5-shot ProtoNet not below 0.05 after the page's "
                                  "BH correction")
   assert "Except for the 5-shot classification task on the CUB dataset" in row[1].text and "Sec. 3.2" in row[1].text
+
+
+def test_the_kept_results_page_rebuilds_byte_for_byte_and_its_confirmatory_block_recomputes(tmp_path):
+  """docs/results.md from the records kept in docs/results/ alone; where the preregistered block is complete, its
+  claim 0 recomputed here from the records with numpy (every sign pattern of the per-seed differences).
+  """
+  import shutil  # noqa: PLC0415
+
+  from experiments import dr_prereg, dr_results  # noqa: PLC0415
+
+  docs = pathlib.Path(dr_results.__file__).resolve().parents[1] / "docs"
+  shutil.copytree(docs / "results", tmp_path / "results")
+  page = dr_results.main(["--out", str(tmp_path), "--runs", str(tmp_path / "runs")])
+  assert page == (docs / "results.md").read_text()
+  arms = dr_prereg.load(tmp_path / "results" / "omniglot")
+  if not dr_prereg.complete(arms):
+    kept = sum(len(runs) for heads in arms.values() for runs in heads.values())
+    assert f"{kept} of the block's 40 runs are kept so far" in page
+    return
+  confirmatory = page.split("## Confirmatory")[1].split("### Exploratory")[0]
+  for setting in dr_prereg.SETTINGS:
+    s, dr = ([json.loads((pathlib.Path(r.path) / "results.json").read_text())["test_accuracy"]
+              for r in arms[setting][h]] for h in ("softmax", "DR"))
+    d = np.subtract(dr, s)
+    patterns = np.array(np.meshgrid(*[[1.0, -1.0]] * len(d))).reshape(len(d), -1)
+    p = np.mean(np.abs(d @ patterns) >= abs(d.sum()) * (1 - 1e-12))
+    assert f"{setting}: {d.mean():+.3g}" in confirmatory and f"p = {dr_claims_format_p(p)}" in confirmatory
+
+
+def dr_claims_format_p(p: float) -> str:
+  from fewshot.analysis.tables import format_p  # noqa: PLC0415
+
+  return format_p(float(p))

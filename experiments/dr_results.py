@@ -8,7 +8,8 @@ The grid is {ProtoNet, 1-NN} x {softmax, DR} x {1-shot, 5-shot}, 5-way, Conv4, o
 splits), seeds 0-9 for the claims' six arms and 0-4 for the 1-shot 1-NN replicate, each arm one seed group trained
 by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be trained over several sittings). The page is
 built from the runs' records alone (``config.json``, ``metrics.jsonl``, ``results.json``; no checkpoints), kept in
-``<out>/results/<dataset>/``: with them present, the command trains nothing and writes the same page byte for byte
+``<out>/results/<dataset>/`` (and, for Omniglot, its second dataset's in ``<out>/reproductions/``, read by
+:mod:`experiments.dr_second_dataset`): with them present, the command trains nothing and writes the same page byte for byte
 (the figures beside it aside).
 """
 
@@ -27,7 +28,7 @@ from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, dr_prereg, reproduce_dr
+from experiments import dr_centrings, dr_claims, dr_prereg, dr_second_dataset, reproduce_dr
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
 SEEDS = "0-9"  # the claims' six arms
@@ -200,7 +201,8 @@ def plot_curves(arms: dict, out: pathlib.Path) -> str:
   return path.name
 
 
-def page(arms: dict, made: dict, records: pathlib.Path, figure: str, preregistered: str = "") -> str:
+def page(arms: dict, made: dict, records: pathlib.Path, figure: str, preregistered: str = "",
+         second_dataset: str = "") -> str:
   """The page's markdown, a function of the records alone."""
   tests = {setting: dr_claims.cell_tests(heads["softmax"], heads["DR"], setting) for setting, heads in arms.items()}
   any_run = next(iter(next(iter(arms.values())).values()))[0]
@@ -241,7 +243,8 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str, preregister
               render_markdown([dr_claims.experiment_table(tests)]), render_markdown([dr_claims.not_tested_table()]),
               PROTOCOL, render_markdown([dr_claims.accuracy_table(arms, tests)]),
               render_markdown([dr_claims.speed_table(tests)]), f"![validation accuracy]({figure})\n",
-              render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms), _how_made(made, arms, records)]
+              render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms),
+              *([second_dataset] if second_dataset else []), _how_made(made, arms, records)]
   return "\n".join(sections)
 
 
@@ -373,7 +376,8 @@ def main(argv=None) -> str:
   arms = load_arms(records, args)
   figure = plot_curves(arms, args.out / "results")
   preregistered = dr_prereg.section(records, arms, _commits, _training_minutes) if args.dataset == "omniglot" else ""
-  text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered)
+  second = dr_second_dataset.section(args.out / "reproductions") if args.dataset == "omniglot" else ""
+  text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered, second)
   (args.out / "results.md").write_text(text)
   print(f"wrote {args.out / 'results.md'}")
   return text

@@ -157,6 +157,7 @@ def assert_close_relative(a, b, rtol=1e-4):
   np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.abs(b).max())
 
 
+@pytest.mark.slow  # 8 s; every form against lax per kernel and stride: tests/test_convolutions.py
 def test_conv_im2col_equals_lax_conv():
   rng = np.random.default_rng(2)
   x = jnp.asarray(rng.normal(size=(2, 9, 11, 3)), jnp.float32)
@@ -214,6 +215,7 @@ def conv4_variables():
   return jax.jit(lambda k: Conv4(conv="lax").init(k, jnp.zeros((2, 28, 28, 1)), train=False))(jax.random.key(1))
 
 
+@pytest.mark.slow  # 9 s; every form against lax per kernel and stride: tests/test_convolutions.py
 def test_conv4_im2col_equals_lax_conv_in_values_and_gradients():
   value_a, grad_params_a, grad_x_a = conv4_loss_and_grads("im2col", whole=False)
   value_b, grad_params_b, grad_x_b = conv4_loss_and_grads("lax", whole=False)

@@ -169,6 +169,7 @@ def group_losses(form: str, states, episodes) -> np.ndarray:
   return np.stack(losses, axis=1)
 
 
+@pytest.mark.slow  # 10 s; the forms' values and gradients, which decide the losses, are the default tier's
 def test_a_seed_group_trains_to_lax_s_losses_in_every_form(group_start):
   want = group_losses("lax", *group_start)
   for form in FORMS[1:]:

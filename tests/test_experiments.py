@@ -481,6 +481,7 @@ def test_the_kept_results_page_rebuilds_byte_for_byte_and_its_confirmatory_block
 
   docs = pathlib.Path(dr_results.__file__).resolve().parents[1] / "docs"
   shutil.copytree(docs / "results", tmp_path / "results")
+  shutil.copytree(docs / "reproductions", tmp_path / "reproductions")  # the page's second dataset
   page = dr_results.main(["--out", str(tmp_path), "--runs", str(tmp_path / "runs")])
   assert page == (docs / "results.md").read_text()
   arms = dr_prereg.load(tmp_path / "results" / "omniglot")
@@ -502,3 +503,27 @@ def dr_claims_format_p(p: float) -> str:
   from fewshot.analysis.tables import format_p  # noqa: PLC0415
 
   return format_p(float(p))
+
+
+def test_the_dr_page_s_second_dataset_pairs_the_reproduction_s_heads_by_seed(tmp_path):
+  """The section's paired differences recomputed from the kept records' files with numpy and scipy."""
+  import itertools  # noqa: PLC0415
+
+  import scipy.stats  # noqa: PLC0415
+
+  from experiments import dr_second_dataset  # noqa: PLC0415
+
+  assert dr_second_dataset.section(tmp_path) == ""  # nothing kept: no section
+  short = pathlib.Path(dr_second_dataset.__file__).resolve().parents[1] / "docs" / "reproductions"
+  text = dr_second_dataset.section(short)
+  short = short / dr_second_dataset.ENTRY / "short"
+  for cell, shot, record in (("5-way 1-shot", 1, "results.json"), ("20-way 1-shot", 1, "test_best@*_way20.json"),
+                             ("5-way 5-shot", 5, "results.json"), ("20-way 5-shot", 5, "test_best@*_way20.json")):
+    s, dr = ([json.loads(next((short / f"{shot}-shot_{head}" / "final" / f"seed{seed}").glob(record)).read_text())[
+        "test_accuracy"] for seed in range(3)] for head in ("softmax", "dr"))
+    d = np.subtract(dr, s)
+    half = scipy.stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    p = np.mean([abs(np.dot(signs, d)) >= abs(d.sum()) * (1 - 1e-12)
+                 for signs in itertools.product((1, -1), repeat=3)])
+    row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
+    assert row.endswith(f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25) |")

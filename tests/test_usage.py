@@ -199,6 +199,7 @@ def test_seeds_replace_a_replayed_seed_but_not_a_given_one(tmp_path, assert_one_
   assert_one_line_error(result, "--seeds trains a group and --seed a single run")
 
 
+@pytest.mark.slow  # 11 s: two training processes
 def test_a_run_from_a_flag_file_replayed_with_one_option_changed(tmp_path):
   """The flag file's options train (a flag after it overriding it); ``--config`` replays the run's config.json with
   ``--episodes`` changed, into where that configuration's run goes by default.

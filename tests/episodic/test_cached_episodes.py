@@ -29,7 +29,7 @@ EPISODES = 40
 @pytest.mark.parametrize(
     "head, classifier, stored, augmentation, test_shifts",
     [("softmax", "proto", (28, 28, 1), Augmentation(), 0),
-     ("dr", "nn", (28, 28, 1), Augmentation(), 0),
+     pytest.param("dr", "nn", (28, 28, 1), Augmentation(), 0, marks=pytest.mark.slow),  # 6 s
      # Each image embedded as the mean over its 9 shifts by up to one pixel, in both paths.
      pytest.param("softmax", "proto", (28, 28, 1), Augmentation(), 1, marks=pytest.mark.slow),
      # An image dataset: stored at 18 px, evaluated through resize + centre crop to 16 px + normalisation.

@@ -25,7 +25,7 @@ def source():
 
 @pytest.mark.parametrize(
     "head, classifier, psi_classifier, psi_distance",
-    [("dr", "proto", "model", "proto"), ("dr", "nn", "proto", "proto"),
+    [("dr", "proto", "model", "proto"), pytest.param("dr", "nn", "proto", "proto", marks=pytest.mark.slow),  # 9 s
      pytest.param("softmax", "nn", "model", "nn", marks=pytest.mark.slow)],  # 13 s: the default tier's 5 minutes
 )
 def test_chunk_equals_steps_and_diagnoses_the_last_update(source, head, classifier, psi_classifier, psi_distance):

@@ -133,6 +133,7 @@ def test_episodic_training_and_evaluation_match_between_device_and_host():
   np.testing.assert_array_equal(host_acc, dev_acc)
 
 
+@pytest.mark.slow  # 12 s; the episodic family's host source is the default tier's
 def test_metric_learning_trains_the_same_batches_from_host_memory():
   split, batch = _random_split(), BatchShape(4, 2)
   learner = MetricLearner(Embedder(_Tiny(), embedding_dim=8), batch, loss="triplet", miner="semi_hard")

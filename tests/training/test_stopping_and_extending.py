@@ -89,6 +89,7 @@ def test_train_plus_val_is_refused_with_patience_and_without_a_validation_split(
     Config(dataset="omniglot", class_splits="background_evaluation", train_splits="train+val")
 
 
+@pytest.mark.slow  # 18 s: three runs; resuming a finished run is the default tier's
 def test_a_finished_run_trained_further_is_the_run_trained_that_long_from_the_start(tmp_path):
   short, long = Config(**TINY), Config(**{**TINY, "episodes": 16})
   train(short, tmp_path / "extended", progress=False)

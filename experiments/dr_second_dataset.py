@@ -1,0 +1,59 @@
+"""The DR page's second dataset: Snell et al.'s Omniglot protocol run with both heads (docs/reproductions.md).
+
+Those runs differ from the page's own in every way that could matter (the complete Omniglot on Vinyals' split, 60-way
+training episodes, 5-way and 20-way testing, a shorter schedule than the paper's, 3 seeds), and a softmax and a DR
+run of one seed share every episode there too, so their test accuracies pair by seed as the page's do. The section
+is a function of the records kept in ``docs/reproductions/`` alone, read through the reproduction page's own report
+(:mod:`fewshot.published.report`), so the two pages cannot disagree.
+
+    section(pathlib.Path("docs/reproductions"))   # "" where no run of the entry is kept
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from fewshot import published
+from fewshot.published import plan, report
+
+ENTRY = "snell2017_omniglot"
+
+
+def _row(r: report.CellReport) -> str:
+  values = [report.ours_text(v) for v in r.by_head.values()]
+  if r.paired is None:
+    return f"| {r.cell.name} | {' | '.join(values)} | – |"
+  mean, half, p, n = r.paired
+  interval = "" if half is None else f" ± {half:.2f}"
+  return (f"| {r.cell.name} | {' | '.join(values)} | {mean:+.2f}{interval} ({n} pairs, sign-flip p = {p:.3g}, "
+          f"floor {2 / 2 ** n:.3g}) |")
+
+
+def section(reproductions: pathlib.Path) -> str:
+  """The page's section on the reproduction's paired runs, or ``""`` where none are kept under ``reproductions``."""
+  entry = published.ENTRIES[ENTRY]
+  blocks = []
+  for schedule in entry.schedules:
+    seeds = plan.seeds_found(str(reproductions), entry, schedule)
+    if not seeds:
+      continue
+    reports = report.cell_reports(str(reproductions), entry, schedule, seeds)
+    labels = [report.head_label(entry, h) for h in entry.heads]
+    paired = [r.paired for r in reports if r.paired is not None]
+    positive = sum(mean > 0 for mean, *_ in paired)
+    pairs = min((n for *_, n in paired), default=0)
+    blocks += [f"Schedule `{schedule.name}`: {schedule.about}. Seeds {', '.join(map(str, seeds))}; test accuracy "
+               f"(%), mean ± 95% t-interval (the per-seed values, and p of the published value as one more seed).\n",
+               f"| cell | {' | '.join(f'{h} (ours)' for h in labels)} | {labels[1]} − {labels[0]} (paired by seed) |",
+               "|---|" + "---|" * (len(labels) + 1),
+               *[_row(r) for r in reports], "",
+               f"DR − S is positive in {positive} of the {len(paired)} cells; the 1-shot cells test one model's runs and "
+               f"the 5-shot cells another's, so they are not {len(paired)} independent signs. With {pairs} pairs the "
+               f"exact sign-flip p cannot go below {2 / 2 ** pairs:.3g}, so these runs cannot decide claim 0 on their "
+               "own: they give a second dataset's direction, not a test.\n"]
+  if not blocks:
+    return ""
+  return "\n".join([f"## A second dataset: Snell et al.'s protocol on the complete Omniglot\n",
+                    f"The runs of [`{ENTRY}`](reproductions.md) trained both heads on the complete Omniglot "
+                    "(1,623 characters, Vinyals' published split, rotations as classes, 60-way episodes) and tested "
+                    "them on 1,000 episodes of each cell; they bear on claim 0 (test accuracy) only.\n", *blocks])

@@ -28,7 +28,7 @@ from fewshot.analysis.tables import Cell, Table, format_value, render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims
+from experiments import dr_centrings, dr_claims, dr_provenance
 
 SEEDS = tuple(range(10, 20))
 SETTINGS = ("1-shot ProtoNet", "5-shot ProtoNet")
@@ -84,20 +84,18 @@ def _secondary_tests(arms: dict) -> dict[str, dict[str, dr_claims.Test]]:
           for setting, heads in arms.items()}
 
 
-def _how_made(records: pathlib.Path, arms: dict, commits, minutes) -> str:
+def _how_made(records: pathlib.Path, arms: dict) -> str:
   """How the block's runs were made: the sittings that kept them, the commits, the hours of training."""
   made = json.loads((records / MADE).read_text()) if (records / MADE).exists() else {"sittings": []}
-  hours = sum(minutes(runs) for heads in arms.values() for runs in heads.values()) / 60
+  hours = sum(dr_provenance.training_minutes(runs) for heads in arms.values() for runs in heads.values()) / 60
   lines = [f"- trained: `{s['command']}`; kept: `{s['kept_by']}` at {s['kept_at_commit']} on {s['machine']} "
            f"({len(s['runs'])} runs)" for s in made["sittings"]]
-  lines += [f"- wall time of training and validation, from the runs' records: {hours:.1f} h", *commits(arms)]
+  lines += [f"- wall time of training and validation, from the runs' records: {hours:.1f} h", *dr_provenance.commits(arms)]
   return "### How the block was made\n\n" + "\n".join(lines) + "\n"
 
 
-def section(records: pathlib.Path, first_arms: dict, commits=lambda arms: [], minutes=lambda runs: 0.0) -> str:
-  """The page's confirmatory block: the claims decided on seeds 10-19 alone, or how many of their runs are kept;
-  ``commits`` and ``minutes`` are the page's own accounts of an arm's commits and training time.
-  """
+def section(records: pathlib.Path, first_arms: dict) -> str:
+  """The page's confirmatory block: the claims decided on seeds 10-19 alone, or how many of their runs are kept."""
   arms = load(records)
   kept = sum(len(runs) for heads in arms.values() for runs in heads.values())
   head = (f"## Confirmatory: seeds 10-19, declared before they ran\n\n"
@@ -117,7 +115,7 @@ def section(records: pathlib.Path, first_arms: dict, commits=lambda arms: [], mi
                     render_markdown([dr_centrings.centring_table(arms, tests)]),
                     "### Exploratory: seeds 0-19 pooled\n",
                     render_markdown([dr_claims.claim_table(pooled_tests, confirmatory=True)]),
-                    _how_made(records, arms, commits, minutes)])
+                    _how_made(records, arms)])
 
 
 def keep(runs: pathlib.Path, records: pathlib.Path) -> list[str]:

@@ -28,7 +28,7 @@ from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, dr_prereg, dr_second_dataset, reproduce_dr
+from experiments import dr_centrings, dr_claims, dr_prereg, dr_provenance, dr_second_dataset, reproduce_dr
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
 SEEDS = "0-9"  # the claims' six arms
@@ -122,19 +122,12 @@ def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
           "grid": "; ".join(f"python -m experiments.reproduce_dr {' '.join(g)}" for g in grids),
           "versions": {"python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                        "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}"},
-          "machine": f"{platform.machine()}, {_cpu_model()}", "wall_seconds_this_sitting": round(time.time() - started)}
+          "machine": f"{platform.machine()}, {dr_provenance.cpu_model()}", "wall_seconds_this_sitting": round(time.time() - started)}
   first = records / "made.json"
   if first.exists():  # a later sitting (more seeds): the first one's record stays, this one is added to it
     made = {**json.loads(first.read_text()), "later_sittings": [
         *json.loads(first.read_text()).get("later_sittings", []), made]}
   first.write_text(json.dumps(made, indent=2) + "\n")
-
-
-def _cpu_model() -> str:
-  cpuinfo = pathlib.Path("/proc/cpuinfo")
-  lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-  model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor())
-  return f"{model}, {sum(line.startswith('processor') for line in lines)} cores"
 
 
 # The options every run of the grid shares with the others of its page: a run that differs in one is not the grid's.
@@ -244,7 +237,7 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str, preregister
               PROTOCOL, render_markdown([dr_claims.accuracy_table(arms, tests)]),
               render_markdown([dr_claims.speed_table(tests)]), f"![validation accuracy]({figure})\n",
               render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms),
-              *([second_dataset] if second_dataset else []), _how_made(made, arms, records)]
+              *([second_dataset] if second_dataset else []), dr_provenance.how_made(made, arms, records)]
   return "\n".join(sections)
 
 
@@ -281,54 +274,6 @@ def _paper_tables(arms: dict) -> str:
     pooled = ["### " + block for block in pooled]
     parts.append(f"<details><summary>{setting}</summary>\n\n" + "".join(pooled).rstrip() + "\n\n</details>\n")
   return "\n".join(parts)
-
-
-def _training_minutes(runs: list) -> float:
-  """An arm's minutes of training and validation. A seed group's runs share one compiled chunk, so each run's
-  seconds are its group's: the runs of one group (one provenance: the process that trained them) count once.
-  """
-  groups = {json.dumps(run.provenance, sort_keys=True): run for run in runs}
-  return sum(sum(row.get("seconds", 0.0) for row in run.rows) for run in groups.values()) / 60
-
-
-def _commits(arms: dict) -> list[str]:
-  """Each arm's seeds by the commit they were trained at (``+dirty``: from a working tree with uncommitted changes),
-  and the pairs whose S and DR runs were trained at different commits.
-  """
-  commit = lambda run: str((run.provenance or {}).get("git_commit") or "unknown")  # noqa: E731
-  short = lambda c: c[:7] + ("+dirty" if c.endswith("+dirty") else "")  # noqa: E731
-  lines, split = [], []
-  for setting, heads in arms.items():
-    for head, runs in heads.items():
-      by = {}
-      for run in runs:
-        by.setdefault(short(commit(run)), []).append(str(run.config.seed))
-      lines.append(f"{setting} {head}: " + "; ".join(f"{c} (seeds {', '.join(s)})" for c, s in by.items()))
-    if {"softmax", "DR"} <= set(heads):
-      dr = {r.config.seed: commit(r) for r in heads["DR"]}
-      split += [f"{setting} seed {r.config.seed}" for r in heads["softmax"] if r.config.seed in dr and
-                commit(r) != dr[r.config.seed]]
-  dirty = any("+dirty" in line for line in lines)
-  tail = (f"; pairs whose S and DR runs were trained at different commits: {', '.join(split)}" if split else
-          "; every pair's S and DR runs were trained at one commit")
-  return [f"- commits the runs were trained at{' (+dirty: uncommitted changes in the working tree)' if dirty else ''}"
-          f": {' | '.join(lines)}{tail}"]
-
-
-def _how_made(made: dict, arms: dict, records: pathlib.Path) -> str:
-  minutes = {f"{setting} {head}": _training_minutes(runs) for setting, heads in arms.items()
-             for head, runs in heads.items()}
-  per_arm = ", ".join(f"{arm} {m:.0f} min" for arm, m in minutes.items())
-  lines = [f"- page: `{made.get('command', '')}`", f"- grid: `{made.get('grid', '')}`",
-           f"- versions: {', '.join(f'{k} {v}' for k, v in made.get('versions', {}).items())}",
-           f"- machine: {made.get('machine', '')}",
-           *(f"- later sitting: `{later['command']}` (grid: `{later['grid']}`; {later['machine']})"
-             for later in made.get("later_sittings", [])),
-           f"- wall time of training and validation, from the runs' records: {sum(minutes.values()) / 60:.1f} h "
-           f"(each sitting trains an arm's seeds as one compiled group: {per_arm}); testing is not included",
-           *_commits(arms),
-           f"- records: `{records}` (config, metrics and results of every run; no checkpoints)"]
-  return "## How this page was made\n\n" + "\n".join(lines) + "\n"
 
 
 def parse_args(argv):
@@ -375,7 +320,7 @@ def main(argv=None) -> str:
   made = json.loads((records / "made.json").read_text())
   arms = load_arms(records, args)
   figure = plot_curves(arms, args.out / "results")
-  preregistered = dr_prereg.section(records, arms, _commits, _training_minutes) if args.dataset == "omniglot" else ""
+  preregistered = dr_prereg.section(records, arms) if args.dataset == "omniglot" else ""
   second = dr_second_dataset.section(args.out / "reproductions") if args.dataset == "omniglot" else ""
   text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered, second)
   (args.out / "results.md").write_text(text)

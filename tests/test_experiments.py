@@ -330,7 +330,7 @@ def test_claims_2_to_4_are_judged_under_each_centring_where_runs_recorded_both(t
 
 
 def test_the_preregistered_seeds_decide_the_claims_on_their_own_once_all_are_kept(tmp_path):
-  from experiments import dr_claims, dr_prereg, dr_results  # noqa: PLC0415
+  from experiments import dr_claims, dr_prereg, dr_provenance, dr_results  # noqa: PLC0415
 
   records = tmp_path / "records"
   _write_dr_records(records)
@@ -340,8 +340,8 @@ def test_the_preregistered_seeds_decide_the_claims_on_their_own_once_all_are_kep
   assert len(dr_prereg.keep(tmp_path / "runs", records)) == 40 and dr_prereg.keep(tmp_path / "runs", records) == []
   arms = dr_prereg.load(records)
   assert dr_prereg.complete(arms) and [r.config.seed for r in arms["1-shot ProtoNet"]["DR"]] == list(dr_prereg.SEEDS)
-  text = dr_prereg.section(records, first, dr_results._commits, dr_results._training_minutes)
-  hours = sum(dr_results._training_minutes(runs) for heads in arms.values() for runs in heads.values()) / 60
+  text = dr_prereg.section(records, first)
+  hours = sum(dr_provenance.training_minutes(runs) for heads in arms.values() for runs in heads.values()) / 60
   assert "### How the block was made" in text and "(40 runs)" in text and f"records: {hours:.1f} h" in text
   # Claim 0 on seeds 10-19 alone: DR 0.5 higher in each of 10 pairs, the sign-flip floor 2/2^10 in both settings.
   tests = {s: dr_claims.cell_tests(h["softmax"], h["DR"], s) for s, h in arms.items()}

@@ -28,7 +28,7 @@ from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, dr_prereg, dr_provenance, dr_second_dataset, reproduce_dr
+from experiments import dr_centrings, dr_claims, dr_prereg, dr_provenance, dr_second_dataset, dr_tables, reproduce_dr
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
 SEEDS = "0-9"  # the claims' six arms
@@ -234,9 +234,9 @@ def page(arms: dict, made: dict, records: pathlib.Path, figure: str, preregister
               render_markdown([dr_claims.claim_table(tests)]), _multiplicity(tests),
               render_markdown([dr_centrings.centring_table(arms, tests)]),
               render_markdown([dr_claims.experiment_table(tests)]), render_markdown([dr_claims.not_tested_table()]),
-              PROTOCOL, render_markdown([dr_claims.accuracy_table(arms, tests)]),
-              render_markdown([dr_claims.speed_table(tests)]), f"![validation accuracy]({figure})\n",
-              render_markdown([dr_claims.diagnostics_table(tests)]), _paper_tables(arms),
+              PROTOCOL, render_markdown([dr_tables.accuracy_table(arms, tests)]),
+              render_markdown([dr_tables.speed_table(tests)]), f"![validation accuracy]({figure})\n",
+              render_markdown([dr_tables.diagnostics_table(tests)]), _paper_tables(arms),
               *([second_dataset] if second_dataset else []), dr_provenance.how_made(made, arms, records)]
   return "\n".join(sections)
 

@@ -17,7 +17,8 @@ are not compared with each other (refused in one line; ``--list`` lists both). W
   same statistics (:mod:`fewshot.analysis.retrieval_arms`).
 * ``--list``: one row per run (:mod:`fewshot.analysis.listing`): the options that vary among the runs, the test
   accuracy ± its interval, the best checkpoint's episode and the episodes trained; then a metric-learning run's row
-  each (:func:`fewshot.analysis.retrieval_runs.listing_table`: its test MAP@R, R-precision and precision@1).
+  each (:func:`fewshot.analysis.retrieval_runs.listing_table`: its test MAP@R, R-precision and precision@1), and the
+  re-tests ``python -m fewshot.evaluate`` recorded in them.
 * Otherwise, by the arms the runs form:
 
   - one arm (a run, or the seeds of one configuration, e.g. ``runs/A_seed*``): its test accuracy across seeds
@@ -158,10 +159,13 @@ def report_listing(runs: list[Run], fmt: str = "table") -> str:
     fields = tuple(dict.fromkeys((listing.csv_fields(few) if few else ()) + metric_fields))
     records = listing.csv_records(few) if few else []
     records += retrieval_runs.csv_records([[run] for run in metric], metric_fields)
+    records += retrieval_runs.retest_records(metric)
     return render_csv([{f: r.get(f, "") for f in fields} for r in records], fields)
   measured = listing.measurements_table(few) if few else None
   tables = ([listing.listing_table(few)] if few else []) + ([measured] if measured else [])
-  return _render(tables + ([retrieval_runs.listing_table(metric)] if metric else []), fmt)
+  retested = retrieval_runs.retests_table(metric) if metric else None
+  tables += ([retrieval_runs.listing_table(metric)] if metric else []) + ([retested] if retested else [])
+  return _render(tables, fmt)
 
 
 def _joined(*warnings: str | None) -> str | None:

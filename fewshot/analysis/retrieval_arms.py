@@ -26,8 +26,11 @@ ARM_OPTIONS = PROTOCOL_OPTIONS["dml"]  # what two arms of metric-learning runs m
 def test_retrieval(run: Run, metric: str) -> float:
   """The run's test ``metric`` in percent: its concatenated fold models' where it has them, else its mean model's."""
   results = run.results or {}
-  concatenated = (results.get("concatenated") or {}).get("test")
-  value = (concatenated or results.get("separated_mean") or {}).get(metric)
+  tested = (results.get("concatenated") or {}).get("test") or results.get("separated_mean")
+  if tested is None and results.get("separated"):  # a re-test's record (python -m fewshot.evaluate) has no mean
+    found = [entry["test"].get(metric) for entry in results["separated"]]
+    tested = {} if None in found else {metric: float(np.mean(found))}
+  value = (tested or {}).get(metric)
   return float("nan") if value is None else 100.0 * float(value)
 
 

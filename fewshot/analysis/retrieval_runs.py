@@ -11,12 +11,15 @@ concatenated where it trained several, else its one model's; metrics are in perc
   a row each (:func:`overview_table`: each seed's test MAP@R, each metric's mean ± 95% t-interval); two arms are
   then compared as ``A... -- B...`` compares them (:func:`report_arms`);
 * ``--list``: a row per run (:func:`listing_table`), the options in which the runs differ, its test retrieval, its
-  fold models' best epochs and the epochs trained.
+  fold models' best epochs and the epochs trained; then the re-tests ``python -m fewshot.evaluate`` recorded in them
+  (:func:`retests_table`).
 
 In CSV, a record per run (:func:`csv_records`), or two arms' comparison as ``A... -- B...`` writes it.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -124,6 +127,34 @@ def listing_table(runs: list[Run]) -> Table:
                f"retrieval ({CONCATENATED})", headers, tuple(rows))
 
 
+def _retests(runs: list[Run]) -> list[tuple[Run, str, dict]]:
+  """``python -m fewshot.evaluate``'s re-tests recorded in the runs (``test_<checkpoint>_retrieval.json``)."""
+  return [(run, name, record) for run in runs for name, record in run.measurements if name.endswith("_retrieval.json")]
+
+
+def retests_table(runs: list[Run]) -> Table | None:
+  """A row per re-test recorded in the runs: its checkpoint, the steps of its fold models' checkpoints and its test
+  retrieval; None where there are none.
+  """
+  rows = []
+  for run, name, record in _retests(runs):
+    steps = ", ".join(str(s) for s in record.get("checkpoint_steps", ())) or MISSING
+    tested = _tested(dataclasses.replace(run, results=record))
+    rows.append(tuple(Cell(text) for text in (run.path, name, str(record.get("checkpoint", MISSING)), steps,
+                                               *(MISSING if v is None else f"{v:.2f}" for v in tested))))
+  if not rows:
+    return None
+  return Table(f"Re-tests python -m fewshot.evaluate recorded in the runs ({CONCATENATED})",
+               ("run", "measurement", "checkpoint", "steps", *(f"test {label} (%)" for _, label in METRICS)),
+               tuple(rows))
+
+
+def retest_records(runs: list[Run]) -> list[dict]:
+  """A CSV record per re-test recorded in the runs: its directory, its file (``measurement``) and test retrieval."""
+  return [{"directory": run.path, "measurement": name, **{f"test_{metric}": v for (metric, _), v in zip(
+      METRICS, _tested(dataclasses.replace(run, results=record)))}} for run, name, record in _retests(runs)]
+
+
 def csv_fields(runs: list[Run], arms: bool = True) -> tuple[str, ...]:
   """The fields of :func:`csv_records`: the options in which the runs differ, and with ``arms`` each run's arm, its
   seed and its arm's MAP@R across seeds.
@@ -131,7 +162,7 @@ def csv_fields(runs: list[Run], arms: bool = True) -> tuple[str, ...]:
   tested = tuple(f"test_{metric}" for metric, _ in METRICS)
   if not arms:
     differing = arm_tables.varying([run.config for run in runs], keep=LOCATION_FIELDS)
-    return ("directory", *differing, *tested, "best_epoch", "epochs_trained")
+    return ("directory", "measurement", *differing, *tested, "best_epoch", "epochs_trained")
   return ("arm", "configuration", *arm_tables.varying([run.config for run in runs]), "seed", "directory", *tested,
           "best_epoch", "epochs_trained", "arm_seeds", "arm_mean_test_map_at_r", "arm_t95_half_width")
 
@@ -147,6 +178,7 @@ def csv_records(arms: list[list[Run]], fields: tuple[str, ...]) -> list[dict]:
     mean, half = stats.t_interval(finite) if finite else (None, None)
     for run in arm:
       record = {"arm": name, "configuration": arm_tables.arm_label(arm, differing), "directory": run.path,
+                "measurement": "results.json",
                 **{f: getattr(run.config, f) for f in fields if hasattr(run.config, f)},
                 **{f"test_{metric}": v for (metric, _), v in zip(METRICS, _tested(run))},
                 "best_epoch": "; ".join(str(e) for e in _best_epochs(run).values()),

@@ -60,11 +60,13 @@ def _whole_count(value) -> bool:
 
 
 def _measurements(folder: pathlib.Path) -> dict[str, dict]:
-  """What ``python -m fewshot.evaluate`` recorded in a run directory: each ``test_*.json`` by its file name."""
+  """What ``python -m fewshot.evaluate`` recorded in a run directory: each ``test_*.json`` by its file name (a
+  few-shot test's accuracy, or a metric-learning re-test's fold models).
+  """
   found = {}
   for path in sorted(folder.glob("test_*.json")):
     record = json.loads(path.read_text())
-    if isinstance(record, dict) and "test_accuracy" in record:
+    if isinstance(record, dict) and ("test_accuracy" in record or "separated" in record):
       found[path.name] = record
   return found
 

@@ -4,6 +4,7 @@ beside few-shot runs, and a mix of the two kinds refused (issue 40, item 4).
 
 import csv
 import io
+import json
 import re
 import subprocess
 import sys
@@ -117,6 +118,29 @@ def test_list_lists_metric_learning_runs_beside_few_shot_ones(tmp_path):
   assert [r["directory"] for r in records] == [*few, metric[1], metric[0]]
   assert records[0]["test_accuracy"] == "90.0" and records[0]["test_map_at_r"] == ""
   assert float(records[2]["test_map_at_r"]) == pytest.approx(45.0) and records[2]["test_accuracy"] == ""
+
+
+def test_list_shows_the_re_tests_evaluate_recorded_in_metric_learning_runs(tmp_path):
+  """A re-test's record holds each fold model's test and, with several, their concatenation; with one, its own."""
+  runs = [write_dml_run(tmp_path / "one", "triplet", 0, 0.3), write_dml_run(tmp_path / "four", "triplet", 1, 0.4,
+                                                                          folds=4)]
+  one = {"map_at_r": 0.31, "r_precision": 0.42, "precision_at_1": 0.63}
+  (tmp_path / "one" / "test_best_retrieval.json").write_text(json.dumps(
+      {"separated": [{"fold": 0, "dim": 64, "test": one}], "checkpoint": "best", "checkpoint_steps": [20]}))
+  (tmp_path / "four" / "test_last_retrieval.json").write_text(json.dumps(
+      {"separated": [{"fold": k, "dim": 64, "test": one} for k in range(4)], "checkpoint": "last",
+       "checkpoint_steps": [30, 30, 30, 30], "concatenated": {"dim": 256, "test": {**one, "map_at_r": 0.5}}}))
+  text, _ = analyze.analyze_paths([str(tmp_path)], list_runs=True)
+  retests = text.split("\n\n")[-1].splitlines()
+  assert retests[0].startswith("Re-tests python -m fewshot.evaluate recorded in the runs")
+  assert retests[3].split() == [runs[1], "test_last_retrieval.json", "last", "30,", "30,", "30,", "30", "50.00",
+                                "42.00", "63.00"]
+  assert retests[4].split() == [runs[0], "test_best_retrieval.json", "best", "20", "31.00", "42.00", "63.00"]
+  records = _csv(analyze.analyze_paths([str(tmp_path)], "csv", list_runs=True)[0])
+  assert [(r["directory"], r["measurement"]) for r in records] == [
+      (runs[1], "results.json"), (runs[0], "results.json"), (runs[1], "test_last_retrieval.json"),
+      (runs[0], "test_best_retrieval.json")]
+  assert float(records[3]["test_r_precision"]) == pytest.approx(42.0) and records[3]["best_epoch"] == ""
 
 
 def test_a_mix_of_the_two_kinds_is_refused_in_one_line(tmp_path, assert_one_line_error):

@@ -151,6 +151,11 @@ class FileTree:
     for member, part, name in located:
       yield member, part.read(name)
 
+  def source(self, member: str) -> str:
+    """What holds ``member`` at the tree's top: an archive's file name, or a folder's first component (``name/``)."""
+    part, name = self._get(member)
+    return name.split("/")[0] + "/" if part.kind == "folder" else part.path.name
+
   def subtree(self, prefix: str) -> FileTree:
     """The view of the members under ``prefix`` ('a/b/' or ''), named relative to it."""
     prefix = prefix.strip("/")

@@ -114,11 +114,7 @@ def _sources(tree: archives.FileTree, members) -> tuple[str, ...]:
   """The zips and top folders of the data folder that hold ``members``: what a run says it read (a folder of lists
   or a README beside them is not among them).
   """
-  found = set()
-  for member in members:
-    part, name = tree._find(member)
-    found.add(part.path.name if part.kind == "zip" else name.split("/")[0] + "/")
-  return tuple(sorted(found))
+  return tuple(sorted({tree.source(member) for member in members}))
 
 
 def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:

@@ -7,9 +7,9 @@ and what each folder may import: docs/architecture.md.
 * the kernel: :mod:`~fewshot.errors` (errors by kind), :mod:`~fewshot.choices` (the names options choose among),
   :mod:`~fewshot.options` (option fields, which generate the flags), :mod:`~fewshot.usage` (``--help`` by heading,
   ``--config`` replay);
-* research: :mod:`~fewshot.distances`, :mod:`~fewshot.heads`, :mod:`~fewshot.backbones` (with the convolution forms of
-  :mod:`~fewshot.convolutions`), :mod:`~fewshot.numerics`
-  (which products are exact float32); :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a
+* research: :mod:`~fewshot.distances`, :mod:`~fewshot.heads` (their confidence around 2-D prototypes in
+  :mod:`~fewshot.landscape`), :mod:`~fewshot.backbones` (with the convolution forms of
+  :mod:`~fewshot.convolutions`), :mod:`~fewshot.numerics` (which products are exact float32); :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a
   trained run from Python);
 * the commands: :mod:`~fewshot.train`, :mod:`~fewshot.evaluate`, :mod:`~fewshot.analyze`, :mod:`~fewshot.plot`,
   :mod:`~fewshot.reproduce`, and what they share, :mod:`~fewshot.cli`;

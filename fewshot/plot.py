@@ -45,13 +45,11 @@ from fewshot.analysis import retrieval_figures
 from fewshot.analysis.figures import caption, curve_labels, curve_styles, legend_label, median_band, seed_groups, wrap
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
 from fewshot.errors import ConfigError, OutputError
+from fewshot.landscape import EXTENT, PROTOTYPES, confidence_landscape
 from fewshot.records.files import check_writable, make_dirs, write_bytes_atomic
 from fewshot.records.reading import expand, one_kind, protocol_warning, read_runs  # noqa: F401  (plot.read_runs)
 
 # Three prototypes of Fig 1, placed unevenly so that the class boundaries are not symmetric.
-PROTOTYPES = ((-1.0, -0.6), (1.2, -0.4), (0.1, 1.1))
-EXTENT = 3.0  # the landscape covers [-EXTENT, EXTENT]^2
-RESOLUTION = 301
 ALPHA_RATIOS = ("con_alpha", "div_alpha", "con_div")
 FIGURES = ("val_accuracy", "norm_ratio", "alpha_ratios")  # of few-shot runs; the landscape is --landscape_only's
 FORMATS = ("png", "pdf", "svg")
@@ -87,39 +85,6 @@ def define_flags() -> None:
 
 
 FLAGS = flags.FLAGS
-
-
-# ----------------------------------------------------------------------------- landscape (pure)
-def max_probability(points, prototypes, head: str, rho: float | None = None) -> np.ndarray:
-  r"""Largest class probability of each 2-D point ``[n, 2]`` among the prototypes ``[k, 2]``.
-
-  Softmax: :math:`p_c \propto e^{-d_c^2}`; distance ratio: :math:`p_c \propto d_c^{-\theta}`,
-  :math:`\theta = e^{\rho}` (:math:`e^2` by default, the heads' initial value).
-  """
-  import jax
-  import jax.numpy as jnp
-
-  from fewshot import distances, heads
-
-  rho = heads.RHO_INIT if rho is None else rho
-  sq_dist = distances.squared_euclidean(jnp.asarray(points, jnp.float32), jnp.asarray(prototypes, jnp.float32))
-  probabilities = jax.nn.softmax(heads.logits_from_distances(sq_dist, head, rho), axis=-1)
-  return np.asarray(probabilities.max(axis=-1))
-
-
-def landscape_grid(extent: float = EXTENT, resolution: int = RESOLUTION) -> tuple[np.ndarray, np.ndarray]:
-  """Axis coordinates of a square grid over ``[-extent, extent]^2``."""
-  axis = np.linspace(-extent, extent, resolution)
-  return axis, axis
-
-
-def confidence_landscape(prototypes=PROTOTYPES, head: str = "dr", extent: float = EXTENT,
-                         resolution: int = RESOLUTION, rho: float | None = None) -> np.ndarray:
-  """Largest class probability on the grid of :func:`landscape_grid`, as ``[resolution (y), resolution (x)]``."""
-  xs, ys = landscape_grid(extent, resolution)
-  gx, gy = np.meshgrid(xs, ys)
-  points = np.stack([gx.ravel(), gy.ravel()], axis=-1)
-  return max_probability(points, prototypes, head, rho).reshape(gy.shape)
 
 
 # ----------------------------------------------------------------------------- figures

@@ -22,8 +22,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fewshot"
 COMMANDS = {"fewshot.cli", "fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.dml.train",
             "fewshot.reproduce", "fewshot.data.get"}
 ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "usage": "kernel", "distances": "research",
-               "heads": "research", "backbones": "research", "convolutions": "research", "numerics": "research",
-               "config": "config", "api": "api"}
+               "heads": "research", "landscape": "research", "backbones": "research", "convolutions": "research",
+               "numerics": "research", "config": "config", "api": "api"}
 MAY_IMPORT = {
     "kernel": set(),
     "research": {"kernel"},
@@ -242,7 +242,7 @@ def test_the_import_graph_has_no_cycles():
 def test_the_package_root_holds_only_commands_and_the_research_api():
   root = {p.stem for p in PACKAGE.glob("*.py")}
   assert root == {"__init__", "analyze", "api", "backbones", "choices", "cli", "config", "convolutions", "distances",
-                  "errors", "evaluate", "heads", "numerics", "options", "plot", "reproduce", "train", "usage"}
+                  "errors", "evaluate", "heads", "landscape", "numerics", "options", "plot", "reproduce", "train", "usage"}
 
 
 def test_every_folder_says_what_it_holds_and_what_it_may_import():

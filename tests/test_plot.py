@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fewshot import plot
+from fewshot import landscape, plot
 from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError, RunDirError
 from fewshot.records.reading import Run
@@ -16,7 +16,7 @@ from fewshot.records.rundir import RunDir
 
 from run_fixtures import write_curves_run, write_dml_run
 
-PROTOTYPES = np.array(plot.PROTOTYPES)
+PROTOTYPES = np.array(landscape.PROTOTYPES)
 
 
 def _assert_png(path, min_bytes=5_000):
@@ -62,8 +62,8 @@ def test_bad_input(tmp_path):
 
 
 def test_dr_is_certain_at_each_prototype_and_softmax_is_not():
-  dr = plot.max_probability(PROTOTYPES, PROTOTYPES, "dr")
-  softmax = plot.max_probability(PROTOTYPES, PROTOTYPES, "softmax")
+  dr = landscape.max_probability(PROTOTYPES, PROTOTYPES, "dr")
+  softmax = landscape.max_probability(PROTOTYPES, PROTOTYPES, "softmax")
   np.testing.assert_allclose(dr, 1.0, atol=1e-6)
   # Softmax at prototype c: 1 / sum_c' exp(-|p_c - p_c'|^2), computed here without fewshot.
   sq = ((PROTOTYPES[:, None] - PROTOTYPES[None]) ** 2).sum(-1)
@@ -73,18 +73,18 @@ def test_dr_is_certain_at_each_prototype_and_softmax_is_not():
 
 def test_landscape_values_lie_between_chance_and_certainty():
   for head in ("softmax", "dr"):
-    values = plot.confidence_landscape(head=head, resolution=41)
+    values = landscape.confidence_landscape(head=head, resolution=41)
     assert values.shape == (41, 41)
     assert np.all(values >= 1 / 3 - 1e-6) and np.all(values <= 1 + 1e-6)
 
 
 @pytest.mark.parametrize("c", [0.25, 4.0])
 def test_dr_landscape_is_scale_invariant_and_softmax_is_not(c):
-  def landscape(head, scale):
-    return plot.confidence_landscape(PROTOTYPES * scale, head, extent=plot.EXTENT * scale, resolution=61)
+  def scaled(head, scale):
+    return landscape.confidence_landscape(PROTOTYPES * scale, head, extent=landscape.EXTENT * scale, resolution=61)
 
-  np.testing.assert_allclose(landscape("dr", c), landscape("dr", 1.0), atol=1e-4)
-  assert np.abs(landscape("softmax", c) - landscape("softmax", 1.0)).max() > 0.1
+  np.testing.assert_allclose(scaled("dr", c), scaled("dr", 1.0), atol=1e-4)
+  assert np.abs(scaled("softmax", c) - scaled("softmax", 1.0)).max() > 0.1
 
 
 def test_a_seed_group_is_its_median_with_the_middle_half_band(tmp_path):

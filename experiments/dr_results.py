@@ -9,8 +9,9 @@ splits), seeds 0-9 for the claims' six arms and 0-4 for the 1-shot 1-NN replicat
 by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be trained over several sittings). The page is
 built from the runs' records alone (``config.json``, ``metrics.jsonl``, ``results.json``; no checkpoints), kept in
 ``<out>/results/<dataset>/`` (and, for Omniglot, its second dataset's in ``<out>/reproductions/``, read by
-:mod:`experiments.dr_second_dataset`): with them present, the command trains nothing and writes the same page byte for byte
-(the figures beside it aside).
+:mod:`experiments.dr_second_dataset`): with them present, the command trains nothing and writes the same page byte
+for byte (the figures beside it aside): ``<out>/results.md`` for Omniglot, ``<out>/results_<dataset>.md`` for
+another dataset, so that no page overwrites another.
 """
 
 from __future__ import annotations
@@ -166,7 +167,16 @@ def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
           for s in sorted(arms, key=order)}
 
 
-def plot_curves(arms: dict, out: pathlib.Path) -> str:
+def page_files(dataset: str) -> tuple[str, str]:
+  """The page's file and its figure's, for ``dataset``: Omniglot's are the kept ``results.md`` and
+  ``results/val_accuracy.png``; another dataset's carry its name, so that building it never overwrites them.
+  """
+  if dataset == "omniglot":
+    return "results.md", "val_accuracy.png"
+  return f"results_{dataset}.md", f"val_accuracy_{dataset}.png"
+
+
+def plot_curves(arms: dict, out: pathlib.Path, name: str = "val_accuracy.png") -> str:
   """Validation accuracy against episodes, one panel per setting: each arm's median over seeds and the band of its
   middle half of seeds (25th to 75th percentile).
   """
@@ -188,7 +198,7 @@ def plot_curves(arms: dict, out: pathlib.Path) -> str:
     ax.set_ylabel("validation accuracy (%)")
   for ax in axes.flat[: len(arms)]:  # each panel its own legend: its arms' seed counts differ (the 1-NN replicate)
     ax.legend(loc="lower right", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
-  path = out / "val_accuracy.png"
+  path = out / name
   fig.savefig(path, dpi=150, bbox_inches="tight")
   pyplot.close(fig)
   return path.name
@@ -280,7 +290,8 @@ def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--dataset", default="omniglot", choices=("omniglot", "strokes"))
   parser.add_argument("--data_dir", default=None)
-  parser.add_argument("--out", default="docs", help="where results.md and results/ go (default docs)")
+  parser.add_argument("--out", default="docs", help="where the page (results.md; results_<dataset>.md for another "
+                      "dataset than omniglot) and results/ go (default docs)")
   parser.add_argument("--runs", default=None, help="where the grid trains (default runs/dr_<dataset>)")
   parser.add_argument("--seeds", default=None, help=f"the claims' arms' seeds (default {SEEDS})")
   parser.add_argument("--replicate_seeds", default=None,
@@ -319,12 +330,13 @@ def main(argv=None) -> str:
              "(git checkout -- docs/results) or train the grid again with --train into a new --out.")
   made = json.loads((records / "made.json").read_text())
   arms = load_arms(records, args)
-  figure = plot_curves(arms, args.out / "results")
+  markdown, figure = page_files(args.dataset)
+  figure = plot_curves(arms, args.out / "results", figure)
   preregistered = dr_prereg.section(records, arms) if args.dataset == "omniglot" else ""
   second = dr_second_dataset.section(args.out / "reproductions") if args.dataset == "omniglot" else ""
   text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered, second)
-  (args.out / "results.md").write_text(text)
-  print(f"wrote {args.out / 'results.md'}")
+  (args.out / markdown).write_text(text)
+  print(f"wrote {args.out / markdown}")
   return text
 
 

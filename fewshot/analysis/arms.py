@@ -3,8 +3,8 @@
 Each arm is the runs of one configuration under several seeds. The tables:
 
 * test accuracy per arm, its mean across seeds with a 95% Student-t interval, the difference
-  of the arms' means (B − A) with its Welch interval, and the two-sided Mann–Whitney U on the
-  per-seed test accuracies;
+  of the arms' means (B − A) with its Welch interval, the two-sided Mann–Whitney U on the
+  per-seed test accuracies and the exact sign-flip test on the seeds both arms have;
 * per diagnostic, each seed's geometric mean over its checkpoints, and Mann–Whitney U between
   the arms' per-seed geometric means (seeds are the independent replicates);
 * the DR paper's per-checkpoint tables, with every checkpoint of an arm pooled over its seeds,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fewshot.analysis import stats
+from fewshot.analysis import paired, stats
 from fewshot.analysis.measures import LABELS, MEASURES
 from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p, format_value
 from fewshot.errors import ConfigError
@@ -49,8 +49,6 @@ def verdict_line(a: list[Run], b: list[Run], level: float = 0.05, values=None, m
   each run's value of another ``measure`` in percent (an arm's runs to an array; default the test accuracy).
   """
   import math
-
-  from fewshot.analysis import paired
 
   values = values or _accuracies
   acc_a = {r.config.seed: v for r, v in zip(a, values(a)) if np.isfinite(v)}
@@ -105,21 +103,37 @@ def _welch(fa: np.ndarray, fb: np.ndarray) -> tuple[float | None, float | None]:
   return stats.welch_difference(fa, fb) if fa.size and fb.size else (None, None)
 
 
-def accuracy_table(a: list[Run], b: list[Run]) -> Table:
-  """Test accuracy of each arm across its seeds, and the comparison of the arms."""
-  headers = ("arm", "model", "seeds", "test accuracy per seed (%)", "mean ± 95% t-interval", "B − A ± 95% Welch",
-             "Mann-Whitney p")
-  acc_a, acc_b = _accuracies(a), _accuracies(b)
-  fa, fb, p, note = _compared(acc_a, acc_b)
+def compared_rows(a: list[Run], b: list[Run], values_a: np.ndarray, values_b: np.ndarray, lead) -> list[tuple]:
+  """Arms A and B on one measure (each run's value, NaN where it has none), a row each: ``lead(name, arm)``'s cells,
+  each seed's value, the mean ± 95% t-interval, and on B's row B − A ± 95% Welch, the Mann–Whitney p and the exact
+  sign-flip p over the seeds both arms have (their runs drew the same episodes or batches).
+  """
+  fa, fb, p, _ = _compared(values_a, values_b)
   difference, half = _welch(fa, fb)
   diff = MISSING if difference is None else f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
+  of_b = {r.config.seed: v for r, v in zip(b, values_b) if np.isfinite(v)}
+  shared = [of_b[r.config.seed] - v for r, v in zip(a, values_a) if np.isfinite(v) and r.config.seed in of_b]
+  paired_p = paired.sign_flip_p(shared) if len(shared) >= 2 else None
   rows = []
-  for name, arm, acc in (("A", a, acc_a), ("B", b, acc_b)):
-    per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, acc))
-    rows.append((Cell(name), Cell(arm_label(arm)), Cell(str(len(arm))), Cell(per_seed), Cell(format_mean_interval(acc)),
-                 Cell(diff if name == "B" else ""), Cell(format_p(p) if name == "B" else "", bool(p and p < 0.05))))
+  for name, arm, values in (("A", a, values_a), ("B", b, values_b)):
+    last = name == "B"
+    per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, values))
+    rows.append((*lead(name, arm), Cell(per_seed), Cell(format_mean_interval(values)), Cell(diff if last else ""),
+                 Cell(format_p(p) if last else "", bool(last and p is not None and p < 0.05)),
+                 Cell(format_p(paired_p) if last else "", bool(last and paired_p is not None and paired_p < 0.05))))
+  return rows
+
+
+COMPARED_HEADERS = ("mean ± 95% t-interval", "B − A ± 95% Welch", "Mann-Whitney p", "paired sign-flip p")
+
+
+def accuracy_table(a: list[Run], b: list[Run]) -> Table:
+  """Test accuracy of each arm across its seeds, and the comparison of the arms (:func:`compared_rows`)."""
+  acc_a, acc_b = _accuracies(a), _accuracies(b)
+  fa, fb, _, note = _compared(acc_a, acc_b)
+  rows = compared_rows(a, b, acc_a, acc_b, lambda name, arm: (Cell(name), Cell(arm_label(arm)), Cell(str(len(arm)))))
   title = f"Test accuracy across seeds (Mann-Whitney U: {_distribution(fa, fb)})" + (f" ({note})" if note else "")
-  return Table(title, headers, tuple(rows))
+  return Table(title, ("arm", "model", "seeds", "test accuracy per seed (%)", *COMPARED_HEADERS), tuple(rows))
 
 
 def _distribution(a: np.ndarray, b: np.ndarray) -> str:

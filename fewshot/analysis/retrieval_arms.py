@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fewshot.analysis import arms, paired, stats
-from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p
+from fewshot.analysis import arms
+from fewshot.analysis.tables import Cell, Table
 from fewshot.records.reading import PROTOCOL_OPTIONS, Run
 
 METRICS = (("map_at_r", "MAP@R"), ("r_precision", "R-precision"), ("precision_at_1", "precision@1"))
@@ -47,24 +47,10 @@ def retrieval_table(a: list[Run], b: list[Run]) -> Table:
   """Per metric and arm: the seeds' values, mean ± t-interval; for B, B − A (Welch), Mann–Whitney and paired p."""
   rows = []
   for metric, label in METRICS:
-    va, vb = values(a, metric), values(b, metric)
-    fa, fb = va[np.isfinite(va)], vb[np.isfinite(vb)]
-    difference, half = stats.welch_difference(fa, fb) if fa.size and fb.size else (None, None)
-    p = stats.mann_whitney(fa, fb, method="auto")[0]
-    seeds_b = {r.config.seed: v for r, v in zip(b, vb)}
-    shared = [(v, seeds_b[r.config.seed]) for r, v in zip(a, va) if r.config.seed in seeds_b]
-    paired_p = paired.sign_flip_p([y - x for x, y in shared]) if len(shared) >= 2 else None
-    diff = MISSING if difference is None else f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
-    for name, arm, vals in (("A", a, va), ("B", b, vb)):
-      per_seed = ", ".join(f"{r.config.seed}: " + (MISSING if np.isnan(v) else f"{v:.2f}") for r, v in zip(arm, vals))
-      last = name == "B"
-      rows.append((Cell(label if name == "A" else ""), Cell(name), Cell(arms.arm_label(arm)), Cell(per_seed),
-                   Cell(format_mean_interval(vals)), Cell(diff if last else ""),
-                   Cell(format_p(p) if last else "", bool(last and p is not None and p < 0.05)),
-                   Cell(format_p(paired_p) if last else "", bool(last and paired_p is not None and paired_p < 0.05))))
+    lead = lambda name, arm, label=label: (Cell(label if name == "A" else ""), Cell(name), Cell(arms.arm_label(arm)))  # noqa: E731
+    rows += arms.compared_rows(a, b, values(a, metric), values(b, metric), lead)
   return Table("Test retrieval across seeds (%): the fold models concatenated where a run has several",
-               ("metric", "arm", "loss", "per seed", "mean ± 95% t-interval", "B − A ± 95% Welch", "Mann-Whitney p",
-                "paired sign-flip p"), tuple(rows))
+               ("metric", "arm", "loss", "per seed", *arms.COMPARED_HEADERS), tuple(rows))
 
 
 def verdict_line(a: list[Run], b: list[Run]) -> str:

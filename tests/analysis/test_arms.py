@@ -40,6 +40,13 @@ def test_arms_compare_per_seed_accuracies_and_geometric_means_against_scipy(tmp_
   p = scipy.stats.mannwhitneyu(acc_a, acc_b, alternative="two-sided", method="exact").pvalue
   assert p == 2 / scipy.special.comb(9, 4)  # every B seed beats every A seed: 2 of the C(9, 4) rank splits
   assert f"{analyze.format_p(p)}*" in text and "Mann-Whitney U: exact distribution" in text
+  # The 4 seeds both arms have, paired: every sign pattern of their differences (B's seed 4 has no partner).
+  differences = np.subtract(acc_b[:4], acc_a)
+  patterns = np.array(np.meshgrid(*[[1.0, -1.0]] * 4)).reshape(4, -1)
+  paired_p = np.mean(np.abs(differences @ patterns) >= abs(differences.sum()) * (1 - 1e-12))
+  runs = [[read_run(x, Config.from_dict) for x in arm] for arm in (a, b)]
+  b_row = arms.accuracy_table(*runs).rows[1]
+  assert paired_p == 2 / 16 and b_row[-1].text == analyze.format_p(paired_p) and not b_row[-1].significant
   # Per-seed geometric means of the norm ratio, compared across seeds.
   runs_a = [read_run(x, Config.from_dict) for x in a]
   runs_b = [read_run(x, Config.from_dict) for x in b]

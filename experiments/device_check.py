@@ -126,6 +126,47 @@ def verdicts(found: dict, backend: str) -> list[tuple[str, str]]:
            "after another", group)]
 
 
+FORM_MARGIN = 1.05  # a form replaces lax as --conv auto's choice only where its group is this much faster
+
+
+def form_winners(runs: list[dict], precision: str = "float32") -> dict[int, tuple[str, float]]:
+  """Per episode side, the convolution form ``--conv auto`` should take on the measured backend, with its group
+  throughput over ``lax``'s: the form whose largest group (the runs' count bench_runs measured most of) trains the
+  most episodes per second at ``precision``, where it beats lax's by :data:`FORM_MARGIN`; else lax (noise, and
+  forms that tie, keep the default).
+
+  >>> form_winners([{"size": 84, "precision": "float32", "runs": 32, "conv": "lax", "group_episodes_per_s": 100.0},
+  ...               {"size": 84, "precision": "float32", "runs": 32, "conv": "im2col", "group_episodes_per_s": 130.0}])
+  {84: ('im2col', 1.3)}
+  """
+  winners = {}
+  ours = [r for r in runs if r.get("precision", "float32") == precision]  # records before --precisions: float32
+  for size in sorted({r["size"] for r in ours}):
+    at = [r for r in ours if r["size"] == size]
+    largest = max(r["runs"] for r in at)
+    # A row of the default form names what it ran as "auto (lax)".
+    speed = {re.sub(r"^auto \((\w+)\)$", r"\1", r["conv"]): r["group_episodes_per_s"] for r in at
+             if r["runs"] == largest}
+    if "lax" not in speed:
+      continue
+    form = max(speed, key=speed.get)
+    ratio = speed[form] / speed["lax"]
+    winners[size] = (form, round(ratio, 3)) if ratio >= FORM_MARGIN else ("lax", 1.0)
+  return winners
+
+
+def _winner_lines(found: dict, backend: str) -> list[str]:
+  from fewshot import convolutions  # the table the winners are for (JAX imported, no device taken)
+
+  winners = form_winners(found["runs"])
+  if not winners:
+    return []
+  chosen = ", ".join(f"{size}×{size}: {form} ({ratio:.2f}× lax's group)" for size, (form, ratio) in winners.items())
+  return ["", f"`--conv auto` on {backend} by this run's groups at float32 (fewshot.convolutions.AUTO; a form "
+          f"replaces lax only {FORM_MARGIN:.2f}× faster): {chosen}; AUTO now says {convolutions.AUTO.get(backend, 'lax')}"
+          f" ({convolutions.MEASURED_ON.get(backend, 'not measured')})."]
+
+
 def summary(found: dict, results: dict) -> str:
   """The markdown page: each step's figures, then the verdicts."""
   prov = found["provenance"] or {}
@@ -151,6 +192,7 @@ def summary(found: dict, results: dict) -> str:
     lines += [f"| {r['size']}×{r['size']} | {r['conv']} | {r['runs']} | {r['group_episodes_per_s']:.1f} | "
               f"{r['sequential_episodes_per_s']:.1f} | {r['group_vs_sequential']:.2f} | {r['group_gflops']:.0f} "
               f"({100 * r['group_peak_fraction']:.1f}%) |" for r in found["runs"]]
+  lines += _winner_lines(found, prov.get("backend", "unknown"))
   lines += ["", "| an accelerator must show | this run |", "|---|---|"]
   lines += [f"| {need} | {seen} |" for need, seen in verdicts(found, prov.get("backend", "unknown"))]
   return "\n".join(lines) + "\n"

@@ -36,9 +36,14 @@ from fewshot import choices
 # The form --conv auto takes on each backend (any other: lax). On the CPU, im2col: XLA's CPU convolutions (their
 # gradients above all) run about ten times slower inside a lax.scan body than outside it (jax-ml/jax#12868), matrix
 # products do not. On GPUs and TPUs, lax until measured: the device check (experiments/device_check.py, its
-# bench_runs --conv lax,im2col,map,im2col_grad step: groups of 1, 8 and 32 at 28 and 84 px) fills in each backend's
-# winner here, keyed by input side too where the sides' winners differ.
+# bench_runs --conv lax,im2col,map,im2col_grad step: groups of 1, 8 and 32 at 28 and 84 px) prints each backend's
+# winner (device_check.form_winners) for this table, and MEASURED_ON says where each entry was measured.
 AUTO = {"cpu": "im2col", "gpu": "lax", "tpu": "lax"}
+MEASURED_ON = {
+    "cpu": "a 2-vCPU AMD EPYC Zen 4 VM, XLA:CPU (BUILD_NOTES.md, Speed: im2col against lax in a scanned step)",
+    "gpu": "not measured: lax until a device check's form_winners says otherwise",
+    "tpu": "not measured: lax until a device check's form_winners says otherwise",
+}
 FORMS = choices.CONV_FORMS[1:]  # the forms themselves, "auto" aside
 
 
@@ -50,6 +55,14 @@ def resolve(form: str | None, backend: str | None = None) -> str:
   if form not in FORMS:
     raise ValueError(f"Unknown convolution form {form!r}; choose one of {', '.join(choices.CONV_FORMS)}.")
   return form
+
+
+def used(backbone) -> dict:
+  """What ``config.json`` records of how ``backbone`` computes: ``{"conv": form}``, the form its ``--conv`` took on
+  this backend (``auto``'s choice resolved); ``{}`` for a backbone without the option (one passed from Python).
+  """
+  form = getattr(backbone, "conv", None)
+  return {} if form is None else {"conv": resolve(form)}
 
 
 def window_slices(x: jnp.ndarray, window: int, stride: int, pad: int, pad_value: float) -> list[jnp.ndarray]:

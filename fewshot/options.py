@@ -29,7 +29,7 @@ LOCATION_FIELDS = ("data_dir", "tfds_dir")
 _ABSL_DEFINE = {bool: "DEFINE_bool", int: "DEFINE_integer", float: "DEFINE_float", str: "DEFINE_string"}
 KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 # What a run's config.json records beside its options (fewshot.training.runs.Runs.begin): read, never replayed.
-RECORDED_EXTRAS = ("input_shape", "provenance", "data")
+RECORDED_EXTRAS = ("input_shape", "computation", "provenance", "data")
 # Names a run's config.json used before a word got one meaning: a record of either age reads the same
 # (current_names), and the old flag is refused naming the new one (fewshot.cli).
 RENAMED = {"protocol": "class_splits", "image_shape": "input_shape"}

@@ -60,6 +60,7 @@ def test_a_custom_head_and_backbone_train_and_are_recorded_by_name(custom_run):
   workdir, results, stderr = custom_run
   config = json.loads((workdir / "config.json").read_text())
   assert (config["head"], config["backbone"]) == ("custom:scaled_dot", "custom:Flat")
+  assert config["computation"] == {}  # a backbone of one's own computes as it says: no --conv form to record
   assert results["model"] == "scaled_dot" and 0.0 <= results["test_accuracy"] <= 100.0
   # Strict JSON: the diagnostics that need a class distance are null, never NaN; the others are numbers.
   rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))

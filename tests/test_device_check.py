@@ -64,6 +64,26 @@ def test_the_page_says_what_an_accelerator_must_show_and_whether_it_did():
   assert "a CPU is not held to it" in dict(device_check.verdicts({**found, "runs": []}, "cpu")).popitem()[1]
 
 
+def test_auto_s_form_is_the_largest_group_s_fastest_where_it_beats_lax_by_the_margin():
+  """Injected timings: at 84 px im2col's group of 32 is 1.2× lax's (chosen); at 28 px map's is 1.03× (within the
+  margin: lax kept); tensorfloat32 rows and smaller groups do not decide.
+  """
+  rows = [{"size": size, "precision": precision, "runs": runs, "conv": conv, "group_episodes_per_s": speed}
+          for size, precision, runs, conv, speed in (
+              (84, "float32", 8, "im2col", 10.0), (84, "float32", 8, "auto (lax)", 50.0),
+              (84, "float32", 32, "auto (lax)", 100.0), (84, "float32", 32, "map", 103.0),
+              (84, "float32", 32, "im2col", 120.0), (28, "float32", 32, "lax", 300.0),
+              (28, "float32", 32, "map", 309.0), (28, "tensorfloat32", 32, "im2col", 900.0))]
+  assert device_check.form_winners(rows) == {28: ("lax", 1.0), 84: ("im2col", 1.2)}
+  assert device_check.form_winners(rows, "tensorfloat32") == {}  # no lax group measured there: nothing to say
+  found = {"provenance": {"backend": "gpu"}, "numerics": None, "main": None, "episodes": None, "runs": [
+      {**r, "sequential_episodes_per_s": 1.0, "group_vs_sequential": 1.0, "group_gflops": 1.0,
+       "group_peak_fraction": 0.1} for r in rows]}
+  page = device_check.summary(found, {})
+  assert "`--conv auto` on gpu by this run's groups at float32" in page
+  assert "28×28: lax (1.00× lax's group), 84×84: im2col (1.20× lax's group); AUTO now says lax (not measured" in page
+
+
 @pytest.mark.slow  # every step, small: about 3 minutes on 2 CPU cores
 def test_the_device_check_runs_end_to_end_on_the_cpu(tmp_path):
   assert device_check.main(["--out", str(tmp_path), "--smoke"]) == 0

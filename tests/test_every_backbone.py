@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from fewshot import choices
+from fewshot import choices, convolutions
 from fewshot.evaluate import evaluate
 from fewshot.records.rundir import RunDir
 
@@ -46,7 +46,10 @@ def _train(workdir, *flags) -> dict:
                                       for b in choices.BACKBONES])
 def test_every_backbone_trains_validates_and_tests_at_28_px(backbone, tmp_path):
   _train(tmp_path / "run", f"--backbone={backbone}")
-  assert RunDir(tmp_path / "run").read_config()["input_shape"] == [28, 28, 1]
+  record = RunDir(tmp_path / "run").read_config()
+  # config.json says which form --conv auto took on this backend (im2col on a CPU), not only "auto".
+  assert record["input_shape"] == [28, 28, 1] and record["conv"] == "auto"
+  assert record["computation"] == {"conv": convolutions.resolve("auto")}
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fewshot import backbones, data
+from fewshot import backbones, convolutions, data
 from fewshot.analysis import stats
 from fewshot.augment.augmentation import Augmentation
 from fewshot.data import Split, holdout
@@ -99,6 +99,11 @@ class Experiment:
   def input_shape(self) -> tuple[int, ...]:
     """What the backbone sees: the stored images after the evaluation transform (what ``config.json`` records)."""
     return jax.eval_shape(self.augmentation.eval, jax.ShapeDtypeStruct((1, *self.stored_shape), np.uint8)).shape[1:]
+
+  @property
+  def computation(self) -> dict:
+    """How the backbone computes where ``--conv auto`` left it to the backend (what ``config.json`` records)."""
+    return convolutions.used(self.fold_learner(0).embedder.backbone)
 
   def learner(self, num_classes: int) -> MetricLearner:
     """The learner of a fold with ``num_classes`` training classes: one per count, so that folds share compiles

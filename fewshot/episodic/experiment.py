@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import data
+from fewshot import convolutions, data
 from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split, catalog, omniglot
@@ -81,6 +81,10 @@ class Experiment:
   @property
   def tested_on(self) -> str:
     return f"{self.config.test_episodes} test episodes"
+
+  @property
+  def computation(self) -> dict:
+    return convolutions.used(self.learner.backbone)
 
   @property
   def method(self):

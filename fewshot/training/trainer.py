@@ -31,6 +31,7 @@ class Experiment(Protocol):
   group: Any  # the seed group's layout on the devices (fewshot.training.seed_groups.SeedGroup), or None
   data: dict  # how the dataset was split (fewshot.training.provenance.data_record)
   input_shape: tuple[int, ...]  # what the backbone sees, as config.json records it
+  computation: dict  # how the backbone computes where an option left it to the backend ({"conv": "im2col"})
   models: tuple[str | None, ...]
   name: str  # what the progress lines call the runs (the model's or the loss's name)
   tested_on: str  # what the best checkpoints are tested on ("600 test episodes")
@@ -76,7 +77,8 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   experiment.check()
   runs = runs.on(experiment.group)
   c = experiment.config
-  runs.begin(input_shape=list(experiment.input_shape), provenance=provenance.provenance(), data=experiment.data)
+  runs.begin(input_shape=list(experiment.input_shape), computation=experiment.computation,
+             provenance=provenance.provenance(), data=experiment.data)
   desc = experiment.name if len(runs.configs) == 1 else f"{experiment.name} x{len(runs.configs)} seeds"
   start = start_lines(desc, runs, c.dataset, experiment.data, c.precision)
   models = [runs.under(folder) for folder in experiment.models]

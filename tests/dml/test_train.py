@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-from fewshot import data
+from fewshot import convolutions, data
 from fewshot.dml import embedding
 from fewshot.dml.config import DMLConfig
 from fewshot.dml.experiment import Experiment, retrieval
@@ -99,6 +99,7 @@ def test_cli_run_writes_the_run_directory(cars_dir, tmp_path):
 @pytest.mark.slow
 def test_four_folds_give_separated_and_concatenated_results(four_fold_run):
   config, workdir, results = four_fold_run
+  assert RunDir(workdir).read_config()["computation"] == {"conv": convolutions.resolve(config.conv)}
   assert [s["fold"] for s in results["separated"]] == [0, 1, 2, 3]
   assert all(s["dim"] == 16 for s in results["separated"])
   assert results["concatenated"]["dim"] == 4 * 16

@@ -53,6 +53,7 @@ class MeanExperiment:
   group = None  # one run
   models = (None,)  # one model, in the run directory itself
   input_shape = (1,)
+  computation = {}  # no backbone
   name = "running mean"
   tested_on = "the test numbers"
 

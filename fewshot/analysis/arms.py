@@ -103,6 +103,13 @@ def _welch(fa: np.ndarray, fb: np.ndarray) -> tuple[float | None, float | None]:
   return stats.welch_difference(fa, fb) if fa.size and fb.size else (None, None)
 
 
+def _paired_p(a: list[Run], b: list[Run], values_a: np.ndarray, values_b: np.ndarray) -> float | None:
+  """The exact sign-flip p of B − A over the seeds both arms have a value of (None under two such seeds)."""
+  of_b = {r.config.seed: v for r, v in zip(b, values_b) if np.isfinite(v)}
+  shared = [of_b[r.config.seed] - v for r, v in zip(a, values_a) if np.isfinite(v) and r.config.seed in of_b]
+  return paired.sign_flip_p(shared) if len(shared) >= 2 else None
+
+
 def compared_rows(a: list[Run], b: list[Run], values_a: np.ndarray, values_b: np.ndarray, lead) -> list[tuple]:
   """Arms A and B on one measure (each run's value, NaN where it has none), a row each: ``lead(name, arm)``'s cells,
   each seed's value, the mean ± 95% t-interval, and on B's row B − A ± 95% Welch, the Mann–Whitney p and the exact
@@ -111,9 +118,7 @@ def compared_rows(a: list[Run], b: list[Run], values_a: np.ndarray, values_b: np
   fa, fb, p, _ = _compared(values_a, values_b)
   difference, half = _welch(fa, fb)
   diff = MISSING if difference is None else f"{difference:+.2f}" + ("" if half is None else f" ± {half:.2f}")
-  of_b = {r.config.seed: v for r, v in zip(b, values_b) if np.isfinite(v)}
-  shared = [of_b[r.config.seed] - v for r, v in zip(a, values_a) if np.isfinite(v) and r.config.seed in of_b]
-  paired_p = paired.sign_flip_p(shared) if len(shared) >= 2 else None
+  paired_p = _paired_p(a, b, values_a, values_b)
   rows = []
   for name, arm, values in (("A", a, values_a), ("B", b, values_b)):
     last = name == "B"
@@ -179,7 +184,7 @@ def seed_pairs(a: list[Run], b: list[Run]) -> list[tuple[Run, Run]]:
 # Beside the per-checkpoint comparisons' columns (fewshot.analysis.pairs.CSV_FIELDS), what the arms' CSV adds so that
 # it carries what their tables show: test accuracy across seeds, and each diagnostic's per-seed geometric means.
 CSV_EXTRA_FIELDS = ("values_a", "values_b", "mean_a", "ci95_a", "mean_b", "ci95_b", "median_a", "median_b",
-                    "difference", "difference_ci95")
+                    "difference", "difference_ci95", "paired_p")
 
 
 def _seed_values(arm: list[Run], values: np.ndarray) -> str:
@@ -204,7 +209,8 @@ def csv_records(a: list[Run], b: list[Run]) -> list[dict]:
                   values_b=_seed_values(b, acc_b), mean_a=_finite_or_empty(mean_a), ci95_a=_finite_or_empty(ci_a),
                   mean_b=_finite_or_empty(mean_b), ci95_b=_finite_or_empty(ci_b),
                   difference=_finite_or_empty(difference), difference_ci95=_finite_or_empty(half),
-                  mannwhitney_p=_finite_or_empty(p), note=note or _distribution(fa, fb))]
+                  mannwhitney_p=_finite_or_empty(p), paired_p=_finite_or_empty(_paired_p(a, b, acc_a, acc_b)),
+                  note=note or _distribution(fa, fb))]
   for measure in MEASURES:
     ma, mb = seed_means(a, measure), seed_means(b, measure)
     fa, fb, p, note = _compared(ma, mb)

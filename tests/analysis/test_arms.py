@@ -47,6 +47,7 @@ def test_arms_compare_per_seed_accuracies_and_geometric_means_against_scipy(tmp_
   runs = [[read_run(x, Config.from_dict) for x in arm] for arm in (a, b)]
   b_row = arms.accuracy_table(*runs).rows[1]
   assert paired_p == 2 / 16 and b_row[-1].text == analyze.format_p(paired_p) and not b_row[-1].significant
+  assert arms.csv_records(*runs)[0]["paired_p"] == paired_p  # the CSV carries what the table shows
   # Per-seed geometric means of the norm ratio, compared across seeds.
   runs_a = [read_run(x, Config.from_dict) for x in a]
   runs_b = [read_run(x, Config.from_dict) for x in b]

@@ -11,7 +11,8 @@ configuration: the runs of an arm share every option but --seed and where the da
 are not compared with each other (refused in one line; ``--list`` lists both). What is printed of few-shot runs:
 
 * ``A... -- B...``: the two arms compared (:mod:`fewshot.analysis.arms`): test accuracy across seeds (each arm's
-  mean ± 95% t-interval, B − A ± Welch, Mann–Whitney U on the seeds), per-seed geometric means of the
+  mean ± 95% t-interval, B − A ± Welch, Mann–Whitney U on the seeds, the exact sign-flip p over the seeds both arms
+  have), per-seed geometric means of the
   diagnostics, and the paper's tables pooled over the seeds, then seed by seed. Two arms of metric-learning runs
   (``python -m fewshot.dml.train``) are compared by their test retrieval (MAP@R, R-precision, precision@1) with the
   same statistics (:mod:`fewshot.analysis.retrieval_arms`).

@@ -113,6 +113,7 @@ def test_distort_changes_training_images_deterministically_and_leaves_evaluation
     Config(dataset="cub", distort=True)
 
 
+@pytest.mark.slow  # 5 s: a second stored size prepared
 def test_image_size_56_is_read_alike_for_training_and_lake_runs(omniglot_folder):
   train_dir, runs_dir, chars = omniglot_folder
   with pytest.raises(ConfigError, match="at least 28"):

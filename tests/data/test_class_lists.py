@@ -90,6 +90,7 @@ def complete(tmp_path_factory):
   return str(FULL), str(tmp_path_factory.mktemp("tfds"))
 
 
+@pytest.mark.slow  # 8 s: the complete Omniglot prepared and read; the lists' logic on fixtures is the default tier's
 def test_on_the_complete_omniglot_vinyals_published_and_lakes_alphabets(complete):
   data_dir, tfds_dir = complete
   assert data.files_read("omniglot", data_dir) == ["images_background.zip", "images_evaluation.zip"]  # not splits/

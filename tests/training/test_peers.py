@@ -79,6 +79,7 @@ def test_a_hundred_thousand_seeds_parse_in_well_under_a_second():
     parse_seeds("0-99999,99999")
 
 
+@pytest.mark.slow  # 8 s: two groups' steps lowered; a metric-learning batch's refusal is the default tier's
 def test_a_group_too_large_for_the_host_memory_is_refused_on_the_cpu_naming_one_that_fits(monkeypatch, on_the_cpu):
   from fewshot.config import Config
   from fewshot.episodic.experiment import Experiment

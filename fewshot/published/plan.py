@@ -88,9 +88,11 @@ def own_test(entry: Entry, model: Model, cell: Cell) -> bool:
   return all(options.get(k) == v for k, v in cell.test.items())
 
 
-def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell) -> str | None:
-  """The file holding a cell's measurement of a tested run (None where the run has not been tested yet)."""
-  results = read_json(os.path.join(workdir, "results.json"))
+def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell, results: dict | None = None) -> str | None:
+  """The file holding a cell's measurement of a tested run (None where the run has not been tested yet);
+  ``results``: the run's ``results.json`` where the caller has read it.
+  """
+  results = read_json(os.path.join(workdir, "results.json")) if results is None else results
   if results is None:
     return None
   if entry.scored_on == "lake_runs":
@@ -109,8 +111,10 @@ def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: st
   values = {}
   for seed in seeds:
     workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry), seed)
-    record = cell_record(workdir, entry, model, cell)
-    measured = None if record is None else read_json(record)
+    results = read_json(os.path.join(workdir, "results.json"))
+    record = cell_record(workdir, entry, model, cell, results)
+    measured = results if record == os.path.join(workdir, "results.json") else (
+        None if record is None else read_json(record))
     accuracy = None if measured is None else measured.get("test_accuracy", measured.get("rules", {}).get(
         "head", {}).get("accuracy"))
     if accuracy is not None:

@@ -9,8 +9,8 @@ and what each folder may import: docs/architecture.md.
   ``--config`` replay);
 * research: :mod:`~fewshot.distances`, :mod:`~fewshot.heads` (their confidence around 2-D prototypes in
   :mod:`~fewshot.landscape`), :mod:`~fewshot.backbones` (with the convolution forms of
-  :mod:`~fewshot.convolutions`), :mod:`~fewshot.numerics` (which products are exact float32); :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a
-  trained run from Python);
+  :mod:`~fewshot.convolutions`), :mod:`~fewshot.numerics` (which products are exact float32);
+  :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a trained run from Python);
 * the commands: :mod:`~fewshot.train`, :mod:`~fewshot.evaluate`, :mod:`~fewshot.analyze`, :mod:`~fewshot.plot`,
   :mod:`~fewshot.reproduce`, and what they share, :mod:`~fewshot.cli`;
 * the folders: :mod:`~fewshot.data`, :mod:`~fewshot.augment`, :mod:`~fewshot.records`, :mod:`~fewshot.analysis`,

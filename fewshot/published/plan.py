@@ -111,10 +111,10 @@ def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: st
   values = {}
   for seed in seeds:
     workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry), seed)
-    results = read_json(os.path.join(workdir, "results.json"))
+    own = os.path.join(workdir, "results.json")
+    results = read_json(own)
     record = cell_record(workdir, entry, model, cell, results)
-    measured = results if record == os.path.join(workdir, "results.json") else (
-        None if record is None else read_json(record))
+    measured = results if record == own else read_json(record) if record else None
     accuracy = None if measured is None else measured.get("test_accuracy", measured.get("rules", {}).get(
         "head", {}).get("accuracy"))
     if accuracy is not None:

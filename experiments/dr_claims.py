@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from fewshot.analysis import paired, stats
+from fewshot.analysis import curves, paired, stats
 from fewshot.analysis.tables import Cell, Table, format_p, format_value
 
 ALPHA = stats.SIGNIFICANCE_LEVEL
@@ -66,7 +66,7 @@ def speeds(arm) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
   checkpoint's episode, where the first measure is censored.
   """
   series = [run.series("val_accuracy") for run in arm]
-  measured = [stats.training_speed(*s) for s in series]
+  measured = [curves.training_speed(*s) for s in series]
   early = [float(np.mean(np.asarray(a)[np.asarray(e) <= EARLY_EPISODES])) for e, a in series]
   return (np.array([m[0] for m in measured], np.float64), np.array([m[1] for m in measured]), np.array(early),
           float(min(s[0][0] for s in series)))

@@ -19,116 +19,20 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import platform
-import shutil
 import sys
-import time
 
 from fewshot import analyze
 from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, dr_prereg, dr_provenance, dr_second_dataset, dr_tables, reproduce_dr
+from experiments import dr_centrings, dr_claims, dr_grid, dr_prereg, dr_provenance, dr_second_dataset, dr_tables
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
 SEEDS = "0-9"  # the claims' six arms
 REPLICATE_SEEDS = "0-4"  # the 1-shot 1-NN replicate
-RECORDS = ("config.json", "metrics.jsonl", "results.json")
 SMOKE = dict(episodes=4, eval_every=2, seeds="0-2")
 OMNIGLOT_CHARACTERS = 1623  # background 964 + evaluation 659 (Lake et al. 2015)
-
-
-def grid_argvs(args, kept: set | frozenset = frozenset()) -> list[list[str]]:
-  """The reproduce_dr command lines of the grid: the claims' arms under ``--seeds``, then the 1-shot 1-NN
-  replicate under ``--replicate_seeds`` (its ProtoNet arms, already trained under those seeds, are skipped); each
-  under the seeds of which some arm has no record in ``kept`` (``(shot, classifier, head, seed)``), so the records
-  kept stay as they are and only the missing seeds train, as one seed group per arm.
-  """
-  common = ["--dataset", args.dataset, "--out", str(args.runs), "--backbones", "conv4", "--episodes",
-            str(args.episodes), "--eval_every", str(args.eval_every)]
-  common += (["--data_dir", args.data_dir] if args.data_dir else []) + (["--smoke"] if args.smoke else [])
-  claims = [(shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
-            if (shot, c) != (1, "nn")]
-  grids = [(["--shots", "1,5", "--nn_shots", "5"], args.seeds, claims),
-           (["--shots", "1", "--nn_shots", "1"], args.replicate_seeds, [(1, "nn", h) for h in ("softmax", "dr")])]
-  argvs = []
-  for flags, seeds, arms in grids:
-    missing = [s for s in reproduce_dr.cli.parse_seeds(seeds) if any((*arm, s) not in kept for arm in arms)]
-    if missing:
-      argvs.append([*common, *flags, "--seeds", ",".join(map(str, missing))])
-  return argvs
-
-
-def _arm_key(config: dict) -> tuple:
-  return (config["shot"], config["classifier"], config["head"], config["seed"])
-
-
-def kept_runs(records: pathlib.Path) -> set[tuple]:
-  """``(shot, classifier, head, seed)`` of every run whose records are kept (read as :func:`read_kept` reads them)."""
-  return {_arm_key(_kept_config(path.parent)) for path in records.glob("*/results.json")}
-
-
-def _kept_config(folder: pathlib.Path) -> dict:
-  """A kept run's config.json; one that cannot be read is refused in one line naming it."""
-  try:
-    config = json.loads((folder / "config.json").read_text())
-    _arm_key(config)
-    return config
-  except (OSError, ValueError, KeyError, TypeError) as e:
-    sys.exit(f"error: the kept record {folder} cannot be read ({type(e).__name__}: {e}); restore it from git "
-             "(git checkout -- docs/results) or move it out of the page's records.")
-
-
-def grid_runs(args) -> list[tuple]:
-  """``(shot, classifier, head, seed)`` of every run of the grid, in the page's order."""
-  claims = [(shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr") if (shot, c) != (1, "nn")]
-  parse = reproduce_dr.cli.parse_seeds
-  return ([(*arm, s) for arm in claims for s in parse(args.seeds)]
-          + [(1, "nn", h, s) for h in ("softmax", "dr") for s in parse(args.replicate_seeds)])
-
-
-def describe_run(key: tuple) -> str:
-  shot, classifier, head, seed = key
-  return f"{shot}-shot {'ProtoNet' if classifier == 'proto' else '1-NN'} {'DR' if head == 'dr' else 'softmax'} seed {seed}"
-
-
-def expected_runs(args) -> int:
-  """The grid's runs: 6 claim arms under ``--seeds``, the 2 replicate arms under ``--replicate_seeds``."""
-  return len(grid_runs(args))
-
-
-def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
-  """Train (or finish) the grid, then keep its records and how they were made under ``records``."""
-  started = time.time()
-  before = kept_runs(records)
-  grids = grid_argvs(args, before)
-  for grid in grids:
-    reproduce_dr.main(grid)
-  # Only the records that were missing join the kept ones: a seed trained again for another arm's sake (a group
-  # trains a seed in every arm) never replaces a kept record.
-  wanted = set(grid_runs(args)) - before
-  for results in sorted(args.runs.glob("*/results.json")):
-    key = _arm_key(json.loads((results.parent / "config.json").read_text()))
-    kept = records / results.parent.name
-    if key not in wanted or kept.exists():
-      continue
-    kept.mkdir(parents=True)
-    for name in RECORDS:
-      shutil.copyfile(results.parent / name, kept / name)
-  import jax
-  import jaxlib
-
-  made = {"command": f"python -m experiments.dr_results {' '.join(argv)}".strip(),
-          "grid": "; ".join(f"python -m experiments.reproduce_dr {' '.join(g)}" for g in grids),
-          "versions": {"python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                       "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}"},
-          "machine": f"{platform.machine()}, {dr_provenance.cpu_model()}", "wall_seconds_this_sitting": round(time.time() - started)}
-  first = records / "made.json"
-  if first.exists():  # a later sitting (more seeds): the first one's record stays, this one is added to it
-    made = {**json.loads(first.read_text()), "later_sittings": [
-        *json.loads(first.read_text()).get("later_sittings", []), made]}
-  first.write_text(json.dumps(made, indent=2) + "\n")
 
 
 # The options every run of the grid shares with the others of its page: a run that differs in one is not the grid's.
@@ -143,7 +47,7 @@ def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
   from fewshot.errors import FewshotError
 
   arms: dict[str, dict[str, list]] = {}
-  grid = None if args is None else set(grid_runs(args))
+  grid = None if args is None else set(dr_grid.grid_runs(args))
   first = None
   for path in sorted(records.glob("*/config.json")):
     try:
@@ -152,7 +56,7 @@ def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
       sys.exit(f"error: the kept record {path.parent} cannot be read ({str(e).rstrip('.')}); restore it from git "
                "(git checkout -- docs/results) or move it out of the page's records.")
     c = run.config
-    if grid is not None and _arm_key(c.to_dict()) not in grid:
+    if grid is not None and dr_grid.arm_key(c.to_dict()) not in grid:
       continue
     first = first or run
     differs = [f for f in SAME_PROTOCOL if getattr(c, f) != getattr(first.config, f)]
@@ -316,15 +220,15 @@ def main(argv=None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parse_args(argv)
   records = args.out / "results" / args.dataset
-  expected = expected_runs(args)
-  missing = [key for key in grid_runs(args) if key not in kept_runs(records)]
+  expected = dr_grid.expected_runs(args)
+  missing = [key for key in dr_grid.grid_runs(args) if key not in dr_grid.kept_runs(records)]
   if missing and not args.train:
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     sys.exit(f"error: {records} holds {expected - len(missing)} of the grid's {expected} runs' records and lacks "
-             f"{describe_run(missing[0])}{more}; pass --train to train the missing ones into {args.runs} (hours on a "
+             f"{dr_grid.describe_run(missing[0])}{more}; pass --train to train the missing ones into {args.runs} (hours on a "
              "CPU; they resume; kept records are never replaced), or --out a folder that holds them.")
   if missing:
-    train_grid(args, argv, records)
+    dr_grid.train_grid(args, argv, records)
   if not (records / "made.json").is_file():
     sys.exit(f"error: {records / 'made.json'} is missing: the page says how its runs were made from it; restore it "
              "(git checkout -- docs/results) or train the grid again with --train into a new --out.")

@@ -367,18 +367,18 @@ def test_the_1_shot_1_nn_replicate_may_keep_fewer_seeds_than_the_claims_arms(tmp
 
 
 def test_more_seeds_train_only_the_missing_ones_as_one_group_per_arm(tmp_path):
-  from experiments import dr_results  # noqa: PLC0415
+  from experiments import dr_grid, dr_results  # noqa: PLC0415
 
   args = dr_results.parse_args(["--seeds", "0-9", "--replicate_seeds", "0-4", "--runs", str(tmp_path)])
   kept = {(shot, c, h, seed) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
           for seed in range(5)}
-  (grid,) = dr_results.grid_argvs(args, kept)  # the replicate has its 5 seeds: nothing of it trains
+  (grid,) = dr_grid.grid_argvs(args, kept)  # the replicate has its 5 seeds: nothing of it trains
   assert grid[grid.index("--seeds") + 1] == "5,6,7,8,9" and grid[grid.index("--nn_shots") + 1] == "5"
-  assert dr_results.expected_runs(args) == 6 * 10 + 2 * 5
+  assert dr_grid.expected_runs(args) == 6 * 10 + 2 * 5
   defaults = dr_results.parse_args([])  # the page's grid: 10 seeds where the claims are decided, 5 for the replicate
   assert (defaults.seeds, defaults.replicate_seeds) == ("0-9", "0-4")
   assert dr_results.parse_args(["--seeds", "0-2"]).replicate_seeds == "0-2"
-  assert len(dr_results.grid_argvs(args)) == 2 and dr_results.grid_argvs(args, kept | {
+  assert len(dr_grid.grid_argvs(args)) == 2 and dr_grid.grid_argvs(args, kept | {
       (shot, c, h, seed) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
       for seed in range(10)}) == []
 
@@ -396,7 +396,7 @@ def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, c
 
 def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmade_ones(tmp_path, monkeypatch):
   """Issue 42, item 3: --train copied every run over the kept ones; damage and strangers were tracebacks."""
-  from experiments import dr_results  # noqa: PLC0415
+  from experiments import dr_grid, dr_results  # noqa: PLC0415
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records, seeds=3)
@@ -407,7 +407,7 @@ def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmad
   kept = {p: p.read_bytes() for p in records.glob("*/*.json*")}  # the runs' records (made.json gains a sitting)
 
   def train_the_seed_in_every_arm(grid):  # as a group does: seed 2 again in all arms, the others' values changed
-    for key in dr_results.grid_runs(dr_results.parse_args(argv)):
+    for key in dr_grid.grid_runs(dr_results.parse_args(argv)):
       if key[3] == 2:
         shot, classifier, head, seed = key
         name = f"strokes_conv4_{'ProtoNet' if classifier == 'proto' else '1-NN'}_{'DR' if head == 'dr' else 'S'}_5w{shot}s_seed{seed}"
@@ -418,7 +418,7 @@ def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmad
         config = tmp_path / "runs" / name / "config.json"
         config.write_text(json.dumps({**json.loads(config.read_text()), "head": head}))
 
-  monkeypatch.setattr(dr_results.reproduce_dr, "main", train_the_seed_in_every_arm)
+  monkeypatch.setattr(dr_grid.reproduce_dr, "main", train_the_seed_in_every_arm)
   dr_results.main(argv)
   assert {p: p.read_bytes() for p in kept} == kept  # not one kept record replaced
   assert json.loads((lost / "results.json").read_text())["test_accuracy"] == 1.0  # the missing one joined

@@ -3,6 +3,7 @@
 * :mod:`~fewshot.analysis.measures`: the training diagnostics by name, and what "properly learned" means for each;
 * :mod:`~fewshot.analysis.stats`: confidence intervals, geometric means, proportions, Mann–Whitney, Fisher, Welch
   (pure functions of arrays, scipy.stats underneath);
+* :mod:`~fewshot.analysis.curves`: what a validation curve says in one number (how fast a run learned);
 * :mod:`~fewshot.analysis.tables`: tables as text, markdown, LaTeX or CSV;
 * :mod:`~fewshot.analysis.pairs`: the DR paper's tables of run pairs;
 * :mod:`~fewshot.analysis.arms`: two arms of seed groups compared;

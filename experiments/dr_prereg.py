@@ -29,10 +29,10 @@ from fewshot.config import Config
 from fewshot.records.reading import read_run
 
 from experiments import dr_centrings, dr_claims, dr_provenance
+from experiments.dr_grid import RECORDS
 
 SEEDS = tuple(range(10, 20))
 SETTINGS = ("1-shot ProtoNet", "5-shot ProtoNet")
-RECORDS = ("config.json", "metrics.jsonl", "results.json")
 MADE = "prereg_made.json"
 DECLARED_AT = "5bec0a9"
 # Declared secondary measures: (measure, the direction DR − S is expected to take).

@@ -9,6 +9,7 @@ from PIL import Image
 from fewshot.config import Config
 from fewshot.data import DataError
 from fewshot.errors import RunDirError
+from fewshot.records import reuse
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
@@ -126,7 +127,7 @@ def test_resume_with_a_workdir_alone_takes_the_recorded_options_and_refuses_one_
   from fewshot import cli
 
   workdir = tmp_path / "run"
-  RunDir(workdir).record_config({**Config(**TINY).to_dict(), "input_shape": [28, 28, 1]})
+  reuse.record_config(RunDir(workdir), {**Config(**TINY).to_dict(), "input_shape": [28, 28, 1]})
   flags = cli.flags.FlagValues()
   for name, default in (("resume", False), ("workdir", None), ("seeds", None)):
     (cli.flags.DEFINE_bool if name == "resume" else cli.flags.DEFINE_string)(name, default, "", flag_values=flags)

@@ -4,7 +4,8 @@
 is written and before JAX loads; a training checks each again with :func:`check_for_training` once it holds the
 directory's lock (:mod:`fewshot.records.writer_lock`: another command may have written it in between);
 :func:`group_start` is where a group stopped between its runs' saves resumes from, and :func:`saved_steps` where a
-directory stands, read from folder names alone.
+directory stands, read from folder names alone; a resumed run must read the data it trained on
+(:func:`check_same_data`), and :func:`record_config` says when its config.json is written again.
 """
 
 from __future__ import annotations
@@ -198,3 +199,48 @@ def saved_steps(path: str | os.PathLike) -> dict[str, int] | None:
     if saved:
       steps[str(last.relative_to(root))] = max(saved)
   return steps
+
+
+def check_same_data(run: RunDir, data: dict) -> None:
+  """A one-line ``RunDirError`` where ``run``, which trained on data recorded otherwise (another dataset folder, other
+  classes or images per split, other files, other class lists) would go on with ``data``: half a run on other
+  data would read as one run. A moved copy of the same files records the same.
+  """
+  if not run.holds_run() or not run.checkpoints.has("last"):  # a new run: nothing to compare (nor to create)
+    return
+  recorded = run.read_config().get("data")
+  if not isinstance(recorded, dict):
+    return  # recorded before runs said what they read
+  # The files now read must be among those recorded: older runs listed all a folder held at its top.
+  same = lambda key, value: (set(data.get(key) or ()) <= set(value) if key == "files" and isinstance(value, list)  # noqa: E731
+                             else data.get(key) == value)
+  differ = [key for key, value in recorded.items() if not same(key, value)]
+  if differ:
+    key = differ[0]
+    raise RunDirError(f"{run.path} trained on data whose {key} was {_said(recorded.get(key))}, but its "
+                      f"--data_dir now yields {_said(data.get(key))}; resume it with the data it trained on "
+                      f"(--data_dir {run.read_config().get('data_dir')}), or train the other data in a new "
+                      "--workdir.")
+
+
+def record_config(run: RunDir, record: dict) -> None:
+  """Write the run's configuration where the run is new (no ``last`` checkpoint yet), where it now reads its
+  data from another place (a resumed run may: :data:`LOCATION_FIELDS` are not part of the run), or where it is
+  trained further (:data:`EXTENDABLE_FIELDS`; its results, of the shorter run, are removed until it is tested).
+  """
+  saved = run.read_config() if run.holds_run() else {}
+  moved = bool(saved) and any(saved.get(f) != record.get(f) for f in LOCATION_FIELDS)
+  extended = bool(saved) and any(saved.get(f) != record.get(f) for f in EXTENDABLE_FIELDS)
+  if extended and run.results_path.exists():
+    run.results_path.unlink()
+  if not run.checkpoints.has("last") or moved or extended:
+    run.write_config(record)
+
+
+def _said(value) -> str:
+  """A data record's entry in words: ``145 classes / 2900 images``, a file list, or the value itself."""
+  if isinstance(value, dict) and {"classes", "images"} <= set(value):
+    return f"{value['classes']} classes / {value['images']} images"
+  if isinstance(value, list):
+    return ", ".join(map(str, value)) or "nothing"
+  return "nothing" if value is None else str(value)

@@ -26,7 +26,7 @@ import pathlib
 from typing import Any, Callable
 
 from fewshot.errors import ConfigError, RunDirError, one_line
-from fewshot.options import EXTENDABLE_FIELDS, LOCATION_FIELDS, current_names
+from fewshot.options import current_names
 from fewshot.records import writer_lock
 from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import finite_json, make_dirs, write_json_atomic
@@ -125,40 +125,6 @@ class RunDir:
     make_dirs(self.path)
     write_json_atomic(self.config_path, finite_json(config))
 
-  def check_same_data(self, data: dict) -> None:
-    """A one-line ``RunDirError`` where a run that trained on data recorded otherwise (another dataset folder, other
-    classes or images per split, other files, other class lists) would go on with ``data``: half a run on other
-    data would read as one run. A moved copy of the same files records the same.
-    """
-    if not self.holds_run() or not self.checkpoints.has("last"):  # a new run: nothing to compare (nor to create)
-      return
-    recorded = self.read_config().get("data")
-    if not isinstance(recorded, dict):
-      return  # recorded before runs said what they read
-    # The files now read must be among those recorded: older runs listed all a folder held at its top.
-    same = lambda key, value: (set(data.get(key) or ()) <= set(value) if key == "files" and isinstance(value, list)  # noqa: E731
-                               else data.get(key) == value)
-    differ = [key for key, value in recorded.items() if not same(key, value)]
-    if differ:
-      key = differ[0]
-      raise RunDirError(f"{self.path} trained on data whose {key} was {_said(recorded.get(key))}, but its "
-                        f"--data_dir now yields {_said(data.get(key))}; resume it with the data it trained on "
-                        f"(--data_dir {self.read_config().get('data_dir')}), or train the other data in a new "
-                        "--workdir.")
-
-  def record_config(self, record: dict) -> None:
-    """Write the run's configuration where the run is new (no ``last`` checkpoint yet), where it now reads its
-    data from another place (a resumed run may: :data:`LOCATION_FIELDS` are not part of the run), or where it is
-    trained further (:data:`EXTENDABLE_FIELDS`; its results, of the shorter run, are removed until it is tested).
-    """
-    saved = self.read_config() if self.holds_run() else {}
-    moved = bool(saved) and any(saved.get(f) != record.get(f) for f in LOCATION_FIELDS)
-    extended = bool(saved) and any(saved.get(f) != record.get(f) for f in EXTENDABLE_FIELDS)
-    if extended and self.results_path.exists():
-      self.results_path.unlink()
-    if not self.checkpoints.has("last") or moved or extended:
-      self.write_config(record)
-
   def read_metrics(self) -> list[dict]:
     """The rows of metrics.jsonl; a line that is not JSON (a file cut short or edited) is a one-line RunDirError."""
     return _read_rows(self.metrics_path) if self.metrics_path.exists() else []
@@ -197,15 +163,6 @@ class RunDir:
                         "restore the file, or train the run again in a new --workdir.")
     self.checkpoints.drop_after(done)
     return state, kept
-
-
-def _said(value) -> str:
-  """A data record's entry in words: ``145 classes / 2900 images``, a file list, or the value itself."""
-  if isinstance(value, dict) and {"classes", "images"} <= set(value):
-    return f"{value['classes']} classes / {value['images']} images"
-  if isinstance(value, list):
-    return ", ".join(map(str, value)) or "nothing"
-  return "nothing" if value is None else str(value)
 
 
 def _read_rows(path: pathlib.Path) -> list[dict]:

@@ -16,7 +16,7 @@ import dataclasses
 import pathlib
 
 from fewshot.records import events, writer_lock
-from fewshot.records.reuse import check_for_training, open_group_for_training
+from fewshot.records.reuse import check_for_training, check_same_data, open_group_for_training, record_config
 from fewshot.records.rundir import RunDir
 from fewshot.training import distributed
 
@@ -83,8 +83,8 @@ class Runs:
       writer_lock.hold(self.dirs[i].path)
       check_for_training(self.dirs[i].path, self.configs[i], self.resume)
       if "data" in recorded:
-        self.dirs[i].check_same_data(recorded["data"])
-      self.dirs[i].record_config({**self.configs[i].to_dict(), **recorded})
+        check_same_data(self.dirs[i], recorded["data"])
+      record_config(self.dirs[i], {**self.configs[i].to_dict(), **recorded})
 
   def states(self, tree) -> list:
     """Each written run's part of a value held the state's way: the value itself for one run, else its slices."""

@@ -7,6 +7,7 @@ import pytest
 
 from fewshot.config import Config
 from fewshot.errors import ConfigError, RunDirError
+from fewshot.records import reuse
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
@@ -23,20 +24,20 @@ def test_the_data_check_refuses_other_classes_images_files_or_lists_and_passes_t
           "files": ["images_background_small1.zip", "images_background_small2.zip"]}
   rundir.write_config({"data_dir": "/data/omniglot", "data": data})
   rundir.checkpoints.folder.joinpath("last", "2").mkdir(parents=True)  # trained: a last checkpoint
-  rundir.check_same_data(data)
-  rundir.check_same_data({**data, "files": data["files"][:1]})  # fewer files read than an older run listed: same
+  reuse.check_same_data(rundir, data)
+  reuse.check_same_data(rundir, {**data, "files": data["files"][:1]})  # fewer files read than an older run listed: same
   for changed, said in (({"train": {"classes": 974, "images": 19480}}, "train was 145 classes / 2900 images"),
                         ({"files": ["images_background.zip"]}, "files was images_background_small1.zip"),
                         ({"class_lists_sha256": "ab12"}, None)):
     if said is None:  # a key the run did not record is no difference; one it recorded is
-      rundir.check_same_data({**data, **changed})
+      reuse.check_same_data(rundir, {**data, **changed})
       continue
     with pytest.raises(RunDirError) as raised:
-      rundir.check_same_data({**data, **changed})
+      reuse.check_same_data(rundir, {**data, **changed})
     assert said in str(raised.value) and "--data_dir /data/omniglot" in str(raised.value)
   rundir.write_config({"data_dir": "/data/omniglot", "data": {**data, "class_lists_sha256": "ab12"}})
   with pytest.raises(RunDirError, match="class_lists_sha256 was ab12"):
-    rundir.check_same_data(data)
+    reuse.check_same_data(rundir, data)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -156,3 +157,18 @@ def test_the_kept_page_rebuilds_byte_for_byte_from_its_records():
   root = __import__("pathlib").Path(__file__).resolve().parents[2]
   built = page.build(str(root / "docs" / "reproductions"), list(published.ENTRIES.values()))
   assert built == (root / "docs" / "reproductions.md").read_text(), "run python -m fewshot.reproduce --page"
+
+
+def test_every_figure_of_the_readme_s_table_is_on_the_kept_page():
+  """The README's summary of the page is copied by hand: each of its measured figures must be the page's."""
+  root = pathlib.Path(__file__).resolve().parents[2]
+  readme = (root / "README.md").read_text()
+  section = readme[readme.index("## Published results beside ours"):readme.index("```bash\npython -m fewshot.reproduce")]
+  kept = (root / "docs" / "reproductions.md").read_text()
+  rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+  assert rows, "the README's table of published results beside ours is gone"
+  for row in rows:
+    for interval in re.findall(r"\d+\.\d\d ± \d+\.\d\d", row):
+      assert interval in kept, f"README's {interval} is not on docs/reproductions.md"
+    difference = row.rstrip(" |").rsplit("| ", 1)[1].replace("−", "-")
+    assert re.search(rf"\| {re.escape(difference)} ± \d+\.\d\d \(\d+ pairs", kept), f"README's DR − S {difference}"

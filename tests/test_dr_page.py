@@ -5,6 +5,7 @@ page rebuilt byte for byte, and its second dataset recomputed with numpy.
 
 import json
 import pathlib
+import re
 import shutil
 
 import numpy as np
@@ -321,3 +322,25 @@ def test_the_dr_page_s_second_dataset_pairs_the_reproduction_s_heads_by_seed(tmp
                  for signs in itertools.product((1, -1), repeat=3)])
     row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
     assert row.endswith(f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25) |")
+
+
+def _shown_as(value: str, kept_numbers: set[str]) -> bool:
+  """Whether some number of the page, rounded to ``value``'s decimals, reads as ``value``."""
+  decimals = len(value.split(".")[1])
+  return any(f"{float(n):.{decimals}f}" == value for n in kept_numbers if len(n.split(".")[1]) >= decimals)
+
+
+def test_the_readme_s_summary_of_the_kept_page_quotes_the_page():
+  """The README's paragraph on the DR claims is written by hand: its p-values, intervals and detectable differences
+  must be the page's (as printed, or rounded from them).
+  """
+  root = pathlib.Path(__file__).resolve().parents[1]
+  readme = (root / "README.md").read_text()
+  start = readme.index("## Results: the DR paper's claims, with seeds")
+  section = readme[start:readme.index("\n## ", start + 1)]
+  kept_numbers = set(re.findall(r"\d+\.\d+", (root / "docs" / "results.md").read_text()))
+  quoted = re.findall(r"(?:p = |Holm |± |[+-])(\d+\.\d+)|detects (?:a difference of )?(\d\.\d+)", section)
+  figures = [a or b for a, b in quoted]
+  assert len(figures) >= 12, figures
+  for figure in figures:
+    assert _shown_as(figure, kept_numbers), f"README's {figure} is not on docs/results.md"

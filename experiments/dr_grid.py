@@ -14,6 +14,9 @@ import time
 from experiments import dr_provenance, reproduce_dr
 
 RECORDS = ("config.json", "metrics.jsonl", "results.json")
+# The claims' arms, (shot, classifier, head): ProtoNet at 1 and 5 shots, 1-NN at 5 (1-shot 1-NN is the replicate).
+CLAIM_ARMS = tuple((shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
+                   if (shot, c) != (1, "nn"))
 
 
 def grid_argvs(args, kept: set | frozenset = frozenset()) -> list[list[str]]:
@@ -25,9 +28,7 @@ def grid_argvs(args, kept: set | frozenset = frozenset()) -> list[list[str]]:
   common = ["--dataset", args.dataset, "--out", str(args.runs), "--backbones", "conv4", "--episodes",
             str(args.episodes), "--eval_every", str(args.eval_every)]
   common += (["--data_dir", args.data_dir] if args.data_dir else []) + (["--smoke"] if args.smoke else [])
-  claims = [(shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
-            if (shot, c) != (1, "nn")]
-  grids = [(["--shots", "1,5", "--nn_shots", "5"], args.seeds, claims),
+  grids = [(["--shots", "1,5", "--nn_shots", "5"], args.seeds, CLAIM_ARMS),
            (["--shots", "1", "--nn_shots", "1"], args.replicate_seeds, [(1, "nn", h) for h in ("softmax", "dr")])]
   argvs = []
   for flags, seeds, arms in grids:
@@ -42,7 +43,7 @@ def arm_key(config: dict) -> tuple:
 
 
 def kept_runs(records: pathlib.Path) -> set[tuple]:
-  """``(shot, classifier, head, seed)`` of every run whose records are kept (read as :func:`read_kept` reads them)."""
+  """``(shot, classifier, head, seed)`` of every run whose records are kept (as :func:`experiments.dr_results.load_arms` reads them)."""
   return {arm_key(_kept_config(path.parent)) for path in records.glob("*/results.json")}
 
 
@@ -59,9 +60,8 @@ def _kept_config(folder: pathlib.Path) -> dict:
 
 def grid_runs(args) -> list[tuple]:
   """``(shot, classifier, head, seed)`` of every run of the grid, in the page's order."""
-  claims = [(shot, c, h) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr") if (shot, c) != (1, "nn")]
   parse = reproduce_dr.cli.parse_seeds
-  return ([(*arm, s) for arm in claims for s in parse(args.seeds)]
+  return ([(*arm, s) for arm in CLAIM_ARMS for s in parse(args.seeds)]
           + [(1, "nn", h, s) for h in ("softmax", "dr") for s in parse(args.replicate_seeds)])
 
 

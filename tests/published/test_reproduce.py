@@ -171,4 +171,6 @@ def test_every_figure_of_the_readme_s_table_is_on_the_kept_page():
     for interval in re.findall(r"\d+\.\d\d ± \d+\.\d\d", row):
       assert interval in kept, f"README's {interval} is not on docs/reproductions.md"
     difference = row.rstrip(" |").rsplit("| ", 1)[1].replace("−", "-")
+    if difference == "–":  # a row whose DR arm is still training
+      continue
     assert re.search(rf"\| {re.escape(difference)} ± \d+\.\d\d \(\d+ pairs", kept), f"README's DR − S {difference}"

@@ -48,6 +48,15 @@ def fingerprint() -> dict:
           "cpu_flags_sha1": hashlib.sha1(flags.encode()).hexdigest(), "backend": jax.default_backend()}
 
 
+def _elsewhere(recorded: dict) -> str:
+  """Why a difference may be the machine's, not the code's: the fingerprint's fields that differ from the pin's."""
+  changed = [k for k, v in fingerprint().items() if recorded.get(k) != v]
+  if not changed:
+    return ""
+  return (f" (pinned where {', '.join(changed)} differed: XLA may round otherwise on this machine; compare with the "
+          "previous commit's records made here)")
+
+
 def _stable(record: dict) -> dict:
   return {k: v for k, v in record.items() if k not in VOLATILE}
 
@@ -86,7 +95,7 @@ def main():
       print(f"recorded {name}")
     else:
       saved = json.loads((PINS / f"{name}.json").read_text())
-      print(name, "identical" if saved["records"] == got else "DIFFERENT")
+      print(name, "identical" if saved["records"] == got else "DIFFERENT" + _elsewhere(saved["fingerprint"]))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ class DMLConfig(RunOptions):
                                "losses)", positive=True, heading=TRAINING)
   per_class: int | None = option(None, "images per class in a batch (default 4 for embedding losses, 1 for "
                                  "classification)", positive=True, heading=TRAINING)
+  class_pool: int | None = option(None, "hard negative class mining (Sohn 2016, as N-pair trained): each step draws "
+                                  "this many classes and trains on the --classes of them that the model confuses "
+                                  "most (default: --classes drawn at random)", positive=True, heading=TRAINING)
   steps_per_epoch: int = option(100, "training steps between validations", positive=True, heading=TRAINING)
   epochs: int | None = option(None, "epochs (default 20 on strokes/omniglot, 100 on the image datasets)",
                               positive=True, heading=TRAINING)
@@ -81,6 +84,9 @@ class DMLConfig(RunOptions):
     self.set_default("loss_learning_rate", self.learning_rate)
     self.check_fields()  # the resolved defaults too
     choices.check_batch(self.loss, () if spec is None else spec.needs, self.classes, self.per_class)
+    if self.class_pool is not None and self.class_pool <= self.classes:
+      raise ConfigError(f"--class_pool {self.class_pool} must be larger than --classes {self.classes} to mine classes "
+                        f"from it; raise it ({4 * self.classes}, say) or leave it out.")
     self.resolve_locations()
 
   @property
@@ -91,9 +97,13 @@ class DMLConfig(RunOptions):
   @property
   def model_name(self) -> str:
     """The loss, and its miner where it has one (``triplet (semi_hard)``): what analysis names a run's arm and curves
-    by, as it names a few-shot run's by its model (``Config.model_name``).
+    by, as it names a few-shot run's by its model (``Config.model_name``); mined classes named too
+    (``npair (hard classes of 32)``).
     """
-    return self.loss + ("" if self.miner == "none" else f" ({self.miner})")
+    mining = [] if self.miner == "none" else [self.miner]
+    if self.class_pool is not None:
+      mining.append(f"hard classes of {self.class_pool}")
+    return self.loss + (f" ({', '.join(mining)})" if mining else "")
 
   @property
   def run_name(self) -> str:

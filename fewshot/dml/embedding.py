@@ -24,7 +24,7 @@ from fewshot import choices, distances, numerics
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
 from fewshot.dml.losses import LOSSES, Loss, get_loss
-from fewshot.dml.miners import MINERS
+from fewshot.dml.miners import MINERS, hard_negative_classes
 from fewshot.dml.samplers import Batch, BatchShape, batch_from_images
 from fewshot.errors import ConfigError
 from fewshot.training import chunks, seed_groups, split_embedding
@@ -62,6 +62,10 @@ class MetricLearner:
   # the loss, so the step is the single-device one, summed in another order.
   batch_sharding: jax.sharding.Sharding | None = None
   precision: str = choices.PRECISIONS[0]  # the embedder's (fewshot.numerics); losses and metrics are float32 whatever it says
+  # Hard negative class mining (Sohn, 2016): each step draws this many classes and trains on the batch.classes
+  # whose images the chosen ones confuse most (:func:`fewshot.dml.miners.hard_negative_classes`); None draws
+  # batch.classes at random.
+  class_pool: int | None = None
 
   def __post_init__(self):
     spec = get_loss(self.loss)
@@ -72,10 +76,18 @@ class MetricLearner:
       takes = ", ".join(name for name, s in LOSSES.items() if s.takes_triplets)
       raise ConfigError(f"the {spec.label} loss does not take mined triplets; use a miner only with {takes}.")
     choices.check_batch(spec.label, spec.needs, self.batch.classes, self.batch.per_class)
+    if self.class_pool is not None and self.class_pool <= self.batch.classes:
+      raise ConfigError(f"a class pool of {self.class_pool} must hold more than the batch's {self.batch.classes} "
+                        "classes to mine among them; raise it or pass none.")
     if spec.per_class and self.num_classes is None:
       raise ValueError(f"the {spec.label} loss learns one proxy per class: pass num_classes (the training split's "
                        "classes).")
     object.__setattr__(self, "loss_options", tuple(dict(self.loss_options).items()))
+
+  @property
+  def drawn_classes(self) -> int:
+    """The classes a step draws: the pool, where classes are mined from one."""
+    return self.batch.classes if self.class_pool is None else self.class_pool
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
@@ -144,25 +156,37 @@ def train_step(learner: MetricLearner, state: TrainState, batch: Batch):
 
 
 def lowered_step(learner: MetricLearner, stored_shape: tuple[int, ...]):
-  """One run's training step lowered on a batch of ``stored_shape`` images, augmented as a chunk's are (nothing
-  compiles or runs): what :func:`fewshot.training.seed_groups.check_memory` measures a group's memory by.
+  """One run's training step lowered on a draw of ``stored_shape`` images (a pool's, where classes are mined),
+  augmented as a chunk's are (nothing compiles or runs): what :func:`fewshot.training.seed_groups.check_memory`
+  measures a group's memory by.
   """
   state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), stored_shape))
-  images = jax.ShapeDtypeStruct((learner.batch.size, *stored_shape), jnp.uint8)
-  labels = jax.ShapeDtypeStruct((learner.batch.size,), jnp.int32)
+  classes = jax.ShapeDtypeStruct((learner.drawn_classes,), jnp.int32)
+  images = jax.ShapeDtypeStruct((learner.drawn_classes, learner.batch.per_class, *stored_shape), jnp.uint8)
+  step = functools.partial(_train_on_draw, learner, index=0, last=0)
+  return jax.jit(step).lower(state, jax.ShapeDtypeStruct((), jax.random.key(0).dtype), classes=classes, images=images)
 
-  def step(state, images, labels, key):
-    batch = Batch(images=learner.augmentation.train(key, images), labels=labels)
-    return train_step(learner, state, batch)
 
-  return jax.jit(step).lower(state, images, labels, jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
+def mine_classes(learner: MetricLearner, state: TrainState, key: jax.Array, classes, images):
+  """The ``batch.classes`` of a drawn pool (``classes [P]``, ``images [P, M, ...]``) that the hard negative class
+  miner picks from their embeddings under the current model (evaluation mode, no gradient), with their drawn images;
+  the draw unchanged without a pool. Sohn (2016) draws two fresh images of each picked class instead: reusing the
+  pool's keeps the draw one compiled gather.
+  """
+  if learner.class_pool is None:
+    return classes, images
+  pool = jax.lax.stop_gradient(embed(learner, model_variables(state), images.reshape(-1, *images.shape[2:])))
+  order = hard_negative_classes(key, pool.reshape(*images.shape[:2], -1), learner.batch.classes)
+  return classes[order], images[order]
 
 
 def _train_on_draw(learner: MetricLearner, state: TrainState, key: jax.Array, index, classes, images, last):
-  """One training step of a chunk (the step function of :mod:`fewshot.training.chunks`): the drawn batch,
-  sharded over the data-parallel devices if any, augmented with ``fold_in(key, 1)``.
+  """One training step of a chunk (the step function of :mod:`fewshot.training.chunks`): the drawn batch (the
+  mined classes of a pool, mined with ``fold_in(key, 2)``), sharded over the data-parallel devices if any,
+  augmented with ``fold_in(key, 1)``.
   """
   del index, last
+  classes, images = mine_classes(learner, state, jax.random.fold_in(key, 2), classes, images)
   batch = batch_from_images(images, classes)
   if learner.batch_sharding is not None:
     batch = jax.lax.with_sharding_constraint(batch, learner.batch_sharding)
@@ -175,7 +199,7 @@ def train_chunk(learner: MetricLearner, state: TrainState, source, train_key: ja
   loss ``[num_steps]``; a seed group (``[R]`` keys, a state stacked over R runs) trains at once, ``[R, num_steps]``.
   """
   return chunks.run_chunk(_train_on_draw, learner, state, source, train_key, seed_groups.local_step(state.step),
-                          num_steps, learner.batch.classes, learner.batch.per_class, donate=True)
+                          num_steps, learner.drawn_classes, learner.batch.per_class, donate=True)
 
 
 def embed_split(learner: MetricLearner, variables: dict, images, runs: tuple[int, ...] | None = None,

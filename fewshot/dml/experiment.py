@@ -46,7 +46,8 @@ def load_data(config: DMLConfig) -> tuple[list[tuple[Split, Split]], Split, dict
                             class_splits=config.class_splits, class_order=config.class_order, seed=config.split_seed)
   folds = fold_splits(config, splits)
   for k, (train, _) in enumerate(folds):
-    class_draws.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", ("--classes", config.classes))
+    drawn = ("--classes", config.classes) if config.class_pool is None else ("--class_pool", config.class_pool)
+    class_draws.check_fits(train, "training" if len(folds) == 1 else f"fold {k} training", drawn)
   return folds, splits["test"], splits
 
 
@@ -116,6 +117,7 @@ class Experiment:
     sharding = None if self.data_mesh is None else NamedSharding(self.data_mesh, PartitionSpec("data"))
     self._learners[num_classes] = MetricLearner(
         embedder, BatchShape(c.classes, c.per_class), loss=self.loss, miner=None if c.miner == "none" else c.miner,
+        class_pool=c.class_pool,
         num_classes=num_classes, optimizer=adam_by_part({"model": c.learning_rate, "loss": c.loss_learning_rate}),
         augmentation=self.augmentation, batch_sharding=sharding, precision=c.precision)
     return self._learners[num_classes]

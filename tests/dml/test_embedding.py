@@ -9,10 +9,11 @@ import pytest
 from fewshot import data
 from fewshot.backbones import Conv4
 from fewshot.data.split import Split
-from fewshot.dml import embedding, losses
+from fewshot.dml import embedding, losses, miners
 from fewshot.dml.embedding import Embedder, MetricLearner
 from fewshot.dml.metrics import retrieval_metrics
-from fewshot.dml.samplers import BatchShape
+from fewshot.dml.samplers import BatchShape, batch_from_images
+from fewshot.training.class_draws import sample_class_images
 from fewshot.training.sources import DeviceSource
 from fewshot.training.train_state import adam, adam_by_part
 
@@ -105,11 +106,33 @@ def test_embeddings_are_unit_vectors_and_independent_of_the_chunking():
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_a_class_pool_trains_each_step_on_the_classes_the_miner_picks_from_it():
+  # Replayed by hand: step i draws a pool of 5 classes x 2 with fold_in(train_key, i), embeds it under the current
+  # model, mines 3 classes with fold_in(step_key, 2) and takes one update on them; the chunk must do the same.
+  split = _tiny_split(classes=8, per_class=3)
+  learner = _small_learner(loss="npair", class_pool=5)
+  init = lambda: embedding.init_state(learner, jax.random.key(0), split.image_shape)  # noqa: E731
+  source, train_key, state, picked = DeviceSource.from_split(split), jax.random.key(1), init(), []
+  for step in range(3):
+    step_key = jax.random.fold_in(train_key, step)
+    classes, indices = sample_class_images(step_key, source.layout, 5, 2)
+    pool = embedding.embed(learner, embedding.model_variables(state), source.images[indices.reshape(-1)])
+    order = miners.hard_negative_classes(jax.random.fold_in(step_key, 2), pool.reshape(5, 2, -1), 3)
+    picked.append(np.asarray(order))
+    state, _ = embedding.train_step(learner, state, batch_from_images(source.images[indices][order], classes[order]))
+  chunk, _ = embedding.train_chunk(learner, init(), source, train_key, 3)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), chunk.params, state.params)
+  assert any(sorted(p) != [0, 1, 2] for p in picked)  # not merely the pool's first classes
+  # The memory check lowers the same step: a pool's images, not a batch's.
+  assert "5x2x12x12x1xui8" in embedding.lowered_step(learner, split.image_shape).as_text().replace(",", "x")
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(loss="nope"), "Unknown loss 'nope'"),
     (dict(loss="triplet", miner="hardest"), "Unknown miner 'hardest'"),
     (dict(loss="contrastive", miner="semi_hard"), "does not take mined triplets"),
     (dict(loss="nsl"), "pass num_classes"),
+    (dict(loss="npair", class_pool=3), "must hold more than the batch's 3 classes"),
 ])
 def test_bad_configurations_are_one_line_errors(kwargs, message):
   with pytest.raises(ValueError, match=message) as info:

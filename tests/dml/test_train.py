@@ -214,6 +214,8 @@ def test_bad_input_fails_with_one_line_and_writes_nothing(cars_dir, tmp_path, as
       "placement": (["--placement=gpu"], ["--placement"]),
       "custom_loss": (["--loss=custom:mine"], ["custom:mine", "from Python"]),
       "too_many_classes": ([f"--data_dir={cars_dir}", "--classes=7"], ["--classes 6"]),
+      "class_pool_too_large": ([f"--data_dir={cars_dir}", "--classes=2", "--class_pool=7"], ["--class_pool 6"]),
+      "class_pool_not_larger": (["--class_pool=2"], ["--class_pool 2 must be larger than --classes 2"]),
       # Batches a loss cannot learn from: before, they trained every epoch with a loss of exactly 0 (or half of it).
       "one_class": (["--classes=1"], ["triplet", "--classes 1 gives no negatives"]),
       "one_per_class": (["--per_class=1"], ["triplet", "--per_class 1 gives no positive pair"]),
@@ -269,6 +271,17 @@ def test_a_user_written_loss_trains_like_the_registered_one(cars_dir, tmp_path):
     assert "\n" not in str(refused.value)
   with pytest.raises(ConfigError, match="--loss custom:my_nsl names a loss passed as a value from Python"):
     train(saved, str(tmp_path / "another"), progress=False)
+
+
+@pytest.mark.slow  # a whole run (~20 s); the mined step itself is replayed by hand by default (tests/dml/test_embedding.py)
+def test_hard_negative_class_mining_trains_validates_and_tests_and_names_its_arm(cars_dir, tmp_path):
+  config = DMLConfig(data_dir=str(cars_dir), loss="npair", class_pool=4, **TINY)
+  results = train(config, str(tmp_path / "mined"), progress=False)
+  recorded = DMLConfig.from_dict(RunDir(tmp_path / "mined").read_config())
+  assert recorded.class_pool == 4 and recorded.model_name == "npair (hard classes of 4)"
+  assert np.isfinite([row["loss"] for row in RunDir(tmp_path / "mined").read_metrics() if "loss" in row]).all()
+  assert 0 <= results["separated"][0]["test"]["map_at_r"] <= 1
+  assert DMLConfig(loss="npair").model_name == "npair" and DMLConfig(miner="semi_hard").model_name == "triplet (semi_hard)"
 
 
 def test_a_loss_that_returns_no_scalar_is_refused_before_training(cars_dir, tmp_path):

@@ -27,6 +27,7 @@ TINY = Entry(
     differences=("tiny",), heads=("softmax",), retrain=True)
 
 
+@pytest.mark.slow  # the command's smoke run (a selection and a final run trained, two cells tested): 31 s
 def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_path, monkeypatch):
   monkeypatch.setitem(published.ENTRIES, TINY.name, TINY)
   out = str(tmp_path / "runs")

@@ -235,7 +235,7 @@ def _under_bh(covered: list[Test], adjusted: list, measure: str, bh: dict, said:
              if holm is not None and holm < ALPHA and (bh.get((t.setting, measure)) or 1.0) >= ALPHA]
   if failing and not confirmatory and said.startswith(("supported", "partly supported", "contradicted")):
     said += (f" within the claim (Holm); {', '.join(failing)} not below {ALPHA} after the page's BH correction: "
-             "fragile until the preregistered seeds 10-19 decide")
+             "fragile on these seeds alone; the preregistered seeds 10-19 decide (the confirmatory section)")
   return shown, said
 
 

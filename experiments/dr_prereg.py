@@ -15,6 +15,7 @@ means of div- and con-alpha), the authors' code's centring, and seeds 0-19 poole
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import platform
@@ -113,8 +114,8 @@ def section(records: pathlib.Path, first_arms: dict) -> str:
   return "\n".join([text, render_markdown([dr_claims.claim_table(tests, confirmatory=True)]),
                     render_markdown([secondary_table(_secondary_tests(arms))]),
                     render_markdown([dr_centrings.centring_table(arms, tests)]),
-                    "### Exploratory: seeds 0-19 pooled\n",
-                    render_markdown([dr_claims.claim_table(pooled_tests, confirmatory=True)]),
+                    render_markdown([dataclasses.replace(dr_claims.claim_table(pooled_tests, confirmatory=True),
+                                                         title="Exploratory: seeds 0-19 pooled, the claims")]),
                     _how_made(records, arms)])
 
 

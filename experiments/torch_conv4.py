@@ -8,7 +8,11 @@ of the ``fewshot`` package; ``import torch`` happens here only.
 Per episode: draw the classes and images on the host with numpy from a uint8 tensor
 already in memory (resident, like the JAX side's ``DeviceSource``), gather, convert to
 float in [0, 1], forward support + query together (one set of BatchNorm statistics),
-prototype logits, cross-entropy, backward, Adam step.
+prototype logits, cross-entropy, backward, Adam step. With ``crop`` (the stored images
+larger, as the image datasets store int(1.15·size)), each drawn image is first augmented as
+the paper's training transform does (``fewshot.augment``): a random resized crop (scale
+0.08-1, ratio 3/4-4/3, bilinear) to ``crop``, a horizontal flip half the time, brightness,
+contrast and saturation jitter of 0.4, ImageNet normalisation; eager, image by image.
 """
 
 from __future__ import annotations
@@ -70,12 +74,42 @@ class ProtoNet(nn.Module):
     return -torch.exp(self.rho) * torch.log(torch.sqrt(sq + DR_EPS))
 
 
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def augment(x: torch.Tensor, crop: int, rng: np.random.Generator) -> torch.Tensor:
+  """The paper's training transform on float images ``[n, C, H, W]`` in [0, 1], image by image."""
+  n, channels, height, width = x.shape
+  out = []
+  for image in x:
+    area = height * width * rng.uniform(0.08, 1.0)
+    aspect = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+    h = min(height, max(1, int(round(math.sqrt(area / aspect)))))
+    w = min(width, max(1, int(round(math.sqrt(area * aspect)))))
+    top, left = rng.integers(0, height - h + 1), rng.integers(0, width - w + 1)
+    image = F.interpolate(image[None, :, top : top + h, left : left + w], size=(crop, crop), mode="bilinear",
+                          align_corners=False)[0]
+    if rng.random() < 0.5:
+      image = image.flip(-1)
+    image = image * rng.uniform(0.6, 1.4)
+    luma = torch.tensor((0.299, 0.587, 0.114)[:channels] if channels == 3 else (1.0,))[:, None, None]
+    grey = (image * luma).sum(0, keepdim=True)
+    image = (image - grey.mean()) * rng.uniform(0.6, 1.4) + grey.mean()
+    image = (image - grey) * rng.uniform(0.6, 1.4) + grey
+    out.append(image.clamp(0.0, 1.0))
+  mean = torch.tensor(IMAGENET_MEAN[:channels])[:, None, None]
+  std = torch.tensor(IMAGENET_STD[:channels])[:, None, None]
+  return (torch.stack(out) - mean) / std
+
+
 class EpisodeTrainer:
   """Episodes drawn on the host from a resident uint8 tensor; one Adam step per episode."""
 
   def __init__(self, images: np.ndarray, labels: np.ndarray, way: int, shot: int, query: int,
-               head: str = "softmax", device: str = "cpu", seed: int = 0):
+               head: str = "softmax", device: str = "cpu", seed: int = 0, crop: int | None = None):
     torch.manual_seed(seed)
+    self.crop = crop
     self.rng = np.random.default_rng(seed)
     self.device = torch.device(device)
     # uint8 [N, H, W, C] -> resident uint8 [N, C, H, W]
@@ -99,6 +133,8 @@ class EpisodeTrainer:
   def step(self) -> torch.Tensor:
     idx = torch.from_numpy(self.sample_indices()).to(self.device)
     x = self.images[idx].float().div_(255.0)
+    if self.crop is not None:
+      x = augment(x, self.crop, self.rng)
     logits = self.model.logits(x, self.way, self.shot)
     loss = F.cross_entropy(logits, self.query_labels)
     self.optimizer.zero_grad(set_to_none=True)

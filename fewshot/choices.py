@@ -25,7 +25,7 @@ DISTANCES = ("squared_euclidean", "euclidean", "cosine", "angular")
 PRECISIONS = ("float32", "tensorfloat32", "bfloat16")
 # How the backbone's convolutions are computed (fewshot.convolutions): auto (the backend's form), or one by name; the
 # forms give the same values and gradients to float rounding, and differ in speed where a seed group vmaps them.
-CONV_FORMS = ("auto", "lax", "im2col", "map", "im2col_grad")
+CONV_FORMS = ("auto", "lax", "im2col", "map", "im2col_grad", "im2col_flip")
 
 # The paper's names for the four head x classifier combinations, used in logs and tables.
 MODEL_NAMES = {

@@ -11,6 +11,10 @@ The forms differ where a seed group ``vmap`` s the training step over its runs, 
   forward and backward, while the rest of the step stays batched.
 * ``im2col_grad``: ``lax`` forward and input gradient; the kernel gradient as patches times the output gradient,
   under ``vmap`` a batched matrix product instead of a grouped convolution.
+* ``im2col_flip``: ``im2col`` 's forward (the same bits), its kernel gradient the forward's patches times the output
+  gradient, and its input gradient at stride 1 the output gradient's own im2col convolution with the flipped kernel
+  (a forward convolution again) instead of the patches' gradient folded back onto the image, which on XLA:CPU
+  writes and re-reads a patch matrix k² times the image's size (elsewhere ``im2col`` 's).
 * ``auto``: :data:`AUTO` 's form for the backend.
 
 ``map`` is a ``jax.custom_vjp`` whose forward and backward are each a ``jax.custom_batching.custom_vmap`` function
@@ -38,9 +42,9 @@ from fewshot import choices
 # products do not. On GPUs and TPUs, lax until measured: the device check (experiments/device_check.py, its
 # bench_runs --conv lax,im2col,map,im2col_grad step: groups of 1, 8 and 32 at 28 and 84 px) prints each backend's
 # winner (device_check.form_winners) for this table, and MEASURED_ON says where each entry was measured.
-AUTO = {"cpu": "im2col", "gpu": "lax", "tpu": "lax"}
+AUTO = {"cpu": "im2col_flip", "gpu": "lax", "tpu": "lax"}
 MEASURED_ON = {
-    "cpu": "a 2-vCPU AMD EPYC Zen 4 VM, XLA:CPU (BUILD_NOTES.md, Speed: im2col against lax in a scanned step)",
+    "cpu": "a 2-vCPU AMD EPYC Zen 4 VM, XLA:CPU (BUILD_NOTES.md, Speed: the forms side by side in a scanned step)",
     "gpu": "not measured: lax until a device check's form_winners says otherwise",
     "tpu": "not measured: lax until a device check's form_winners says otherwise",
 }
@@ -188,6 +192,49 @@ def _im2col_grad_bwd(stride, pad, precision, residuals, g):
 im2col_grad_conv.defvjp(_im2col_grad_fwd, _im2col_grad_bwd)
 
 
+def flipped(kernel: jnp.ndarray) -> jnp.ndarray:
+  """The kernel ``[k, k, in, out]`` whose convolution is the transpose of ``kernel`` 's at stride 1: rotated by
+  180° and its channels swapped, ``[k, k, out, in]``.
+  """
+  return jnp.flip(kernel, (0, 1)).transpose(0, 1, 3, 2)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def im2col_flip_conv(x, kernel, stride: int, pad: int, precision: str | None = None) -> jnp.ndarray:
+  with _under(precision):
+    return im2col_conv(x, kernel, stride, pad)
+
+
+def _folds_back(kernel, stride: int, pad: int) -> bool:
+  """Whether the input gradient needs the patches' own gradient (a strided or over-padded convolution)."""
+  return stride != 1 or pad > kernel.shape[0] - 1
+
+
+def _im2col_flip_fwd(x, kernel, stride, pad, precision):
+  k, _, c, out = kernel.shape
+  with _under(precision):
+    cols = patches(x, k, stride, pad)
+    y = cols @ kernel.reshape(k * k * c, out)  # im2col_conv's very operations: the same bits
+  return y, (x if _folds_back(kernel, stride, pad) else None, cols, kernel)
+
+
+def _im2col_flip_bwd(stride, pad, precision, residuals, g):
+  x, cols, kernel = residuals
+  k, _, c, out = kernel.shape
+  with _under(precision):
+    dkernel = (cols.reshape(-1, k * k * c).T @ g.reshape(-1, out)).reshape(kernel.shape)
+    if x is None:  # stride 1: the transposed convolution is the flipped kernel's, padded to the input's size
+      dx = im2col_flip_conv(g, flipped(kernel), 1, k - 1 - pad, precision)
+    else:
+      dcols = (g.reshape(-1, out) @ kernel.reshape(k * k * c, out).T).reshape(cols.shape)
+      dx = jax.vjp(lambda x: patches(x, k, stride, pad), x)[1](dcols)[0]
+  return dx, dkernel
+
+
+im2col_flip_conv.defvjp(_im2col_flip_fwd, _im2col_flip_bwd)
+CUSTOM = {"map": map_conv, "im2col_grad": im2col_grad_conv, "im2col_flip": im2col_flip_conv}
+
+
 def conv(x, kernel, stride: int, pad: int, form: str | None = None) -> jnp.ndarray:
   """``x [n, H, W, C]`` convolved with ``kernel [k, k, C, out]`` in ``form`` (:func:`resolve`)."""
   form = resolve(form)
@@ -195,5 +242,4 @@ def conv(x, kernel, stride: int, pad: int, form: str | None = None) -> jnp.ndarr
     return lax_conv(x, kernel, stride, pad)
   if form == "im2col":
     return im2col_conv(x, kernel, stride, pad)
-  custom = map_conv if form == "map" else im2col_grad_conv
-  return custom(x, kernel, stride, pad, current_precision())
+  return CUSTOM[form](x, kernel, stride, pad, current_precision())

@@ -67,8 +67,9 @@ def conv_option():
   return option("auto", "how the built-in backbones compute a convolution, every form to the same values (float "
                 "rounding aside): lax (a seed group's vmap makes it one grouped convolution), im2col (patches times "
                 "the kernel, one matrix product; batched in a group), map (lax; a group maps it over its runs, dense "
-                "forward and backward), im2col_grad (lax, its kernel gradient as im2col's product) or auto (the "
-                "backend's: im2col on CPUs, lax elsewhere until a GPU measures the forms)", choices=choices.CONV_FORMS,
+                "forward and backward), im2col_grad (lax, its kernel gradient as im2col's product), im2col_flip "
+                "(im2col, its input gradient the flipped kernel's im2col convolution) or auto (the backend's: "
+                "im2col_flip on CPUs, lax elsewhere until a GPU measures the forms)", choices=choices.CONV_FORMS,
                 heading=NUMERICS)
 
 

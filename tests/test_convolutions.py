@@ -176,11 +176,24 @@ def test_a_seed_group_trains_to_lax_s_losses_in_every_form(group_start):
     np.testing.assert_allclose(group_losses(form, *group_start), want, rtol=1e-5)
 
 
-def test_auto_is_im2col_on_the_cpu_and_lax_elsewhere():
-  assert convolutions.resolve("auto", "cpu") == "im2col" and convolutions.resolve(None, "cpu") == "im2col"
+def test_im2col_flip_is_im2col_s_forward_bit_for_bit_and_its_input_gradient_a_forward_convolution():
+  x, kernel, weights, pad = group_arrays(3, 1, seed=4)
+  y = lambda form: jax.jit(lambda x, k: convolutions.conv(x, k, 1, pad, form))(x[0], kernel[0])  # noqa: E731
+  np.testing.assert_array_equal(np.asarray(y("im2col_flip")), np.asarray(y("im2col")))
+  input_gradient = lambda form: jax.jit(jax.grad(lambda x: loss_fn(form, 1, pad)(x, kernel[0], weights[0])[0]))  # noqa: E731
+  products = lambda form: _products(input_gradient(form).lower(x[0]).as_text())  # noqa: E731
+  # [images, positions, k²·out] x [k²·out, in]: the output gradient's patches times the flipped kernel, where im2col
+  # multiplies out back to k²·in columns and folds them onto the image.
+  assert any(p.endswith("tensor<36x3xf32>) -> tensor<2x9x11x3xf32>") for p in products("im2col_flip")), products("im2col_flip")
+  assert not any(p.endswith("tensor<36x3xf32>) -> tensor<2x9x11x3xf32>") for p in products("im2col")), products("im2col")
+  assert_close(input_gradient("im2col_flip")(x[0]), input_gradient("lax")(x[0]))
+
+
+def test_auto_is_im2col_flip_on_the_cpu_and_lax_elsewhere():
+  assert convolutions.resolve("auto", "cpu") == "im2col_flip" and convolutions.resolve(None, "cpu") == "im2col_flip"
   assert convolutions.resolve("auto", "gpu") == convolutions.resolve("auto", "tpu") == "lax"
   assert convolutions.resolve("map", "cpu") == "map"
-  with pytest.raises(ValueError, match="auto, lax, im2col, map, im2col_grad"):
+  with pytest.raises(ValueError, match="auto, lax, im2col, map, im2col_grad, im2col_flip"):
     convolutions.resolve("fast")
 
 
@@ -193,7 +206,7 @@ def test_conv_is_an_option_recorded_and_refused_in_one_line(config_type):
   assert config_type.from_dict(old).conv == "auto"  # a run from before the option: today's form, as then
   with pytest.raises(ConfigError) as info:
     config_type(conv="fast")
-  assert str(info.value) == "unknown --conv 'fast'; choose one of auto, lax, im2col, map, im2col_grad."
+  assert str(info.value) == "unknown --conv 'fast'; choose one of auto, lax, im2col, map, im2col_grad, im2col_flip."
 
 
 def test_the_option_reaches_the_built_in_backbones_and_refuses_a_custom_one():

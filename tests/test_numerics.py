@@ -128,7 +128,7 @@ def _whole_step(learner):
   return jax.jit(step).lower(state, images, jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
 
 
-@pytest.mark.parametrize("conv", ["lax", "im2col", "map", "im2col_grad"])
+@pytest.mark.parametrize("conv", ["lax", "im2col", "map", "im2col_grad", "im2col_flip"])
 def test_a_training_step_runs_the_backbone_at_its_precision_and_the_rest_exact(conv):
   learner = _learner("tensorfloat32")
   learner = dataclasses.replace(learner, backbone=Conv4(features=8, depth=2, conv=conv))

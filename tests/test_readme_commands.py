@@ -28,6 +28,7 @@ BUDGET = {
     "fewshot.train": "--episodes=4 --eval_every=2 --val_episodes=2 --test_episodes=2",
     "fewshot.dml.train": "--epochs=1 --steps_per_epoch=2 --classes=2 --per_class=2",
     "experiments.bench_episodes": "--sizes=28 --episodes=2 --repeats=1 --no-loop",
+    "experiments.bench_shapes": "--rows=5w1s16q-28 --old= --no-torch --repeats=1 --episodes=1",
     "experiments.bench_runs": "--sizes=28 --groups=1,2 --episodes=1 --repeats=1",
     "experiments.bench_diagnostics": "--episodes=2 --repeats=1",
     "experiments.bench_streaming": "--size=28 --episodes=2 --repeats=1 --gather_sizes=28 --gather_episodes=2",

@@ -23,7 +23,7 @@ from fewshot import heads
 from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape, episode_from_images
 from fewshot.episodic.learning import EpisodicLearner
-from fewshot.training import class_draws, split_embedding
+from fewshot.training import class_draws, sources, split_embedding
 
 BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (128 MiB of float32)
 
@@ -75,3 +75,18 @@ def cached_episode_accuracies(learner: EpisodicLearner, variables: dict, embeddi
   block = max(1, min(num_episodes, BLOCK_FLOATS // (shape.way * shape.per_class * embeddings.shape[-1])))
   steps = jnp.arange(-(-num_episodes // block) * block, dtype=jnp.int32).reshape(-1, block)
   return jnp.concatenate([_block(learner, variables, embeddings, layout, key, shape, s) for s in steps])[:num_episodes]
+
+
+def drawn_episode_accuracies(learner: EpisodicLearner, variables: dict, images, layout: class_draws.ClassLayout,
+                             key: jax.Array, num_episodes: int, shape: EpisodeShape, shifts: int = 0) -> jax.Array:
+  """:func:`cached_episode_accuracies` with only the images the episodes draw embedded
+  (:func:`fewshot.training.sources.drawn_images`): the per-episode test's accuracies at the cost of the distinct
+  images it tests, not of the split and not of every draw again (``--test_shifts`` embeds each of them
+  ``(2·shifts + 1)²`` times). The rows of images no episode draws stay zero and are never gathered.
+  """
+  if num_episodes <= 0:
+    return jnp.zeros((0,), jnp.float32)
+  drawn = sources.drawn_images(layout, key, num_episodes, shape.way, shape.per_class)
+  embedded = embed_split(learner, variables, images[drawn], shifts=shifts)
+  table = jnp.zeros((images.shape[0], embedded.shape[-1]), embedded.dtype).at[drawn].set(embedded)
+  return cached_episode_accuracies(learner, variables, table, layout, key, num_episodes, shape)

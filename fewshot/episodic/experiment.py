@@ -17,7 +17,7 @@ from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.data import SPLITS, Split, catalog, omniglot
 from fewshot.data.catalog import fits_on_device
-from fewshot.episodic import evaluators, learning, methods
+from fewshot.episodic import cached_episodes, evaluators, learning, methods
 from fewshot.episodic.learners import build_learner, test_shape, train_shape, val_shape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.episodic.maml import MetaLearner
@@ -157,10 +157,17 @@ class Experiment:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
     ``written`` runs); the same episodes every call (fixed key). ``shifts`` is the test's ``--test_shifts``
     (:mod:`fewshot.episodic.evaluators`): validation embeds one view, so a run trains and chooses its checkpoints
-    exactly as it would without the option.
+    exactly as it would without the option. A lone run's test with ``shifts`` embeds each image its episodes draw
+    once (:func:`fewshot.episodic.cached_episodes.drawn_episode_accuracies`): the same accuracies at the cost of the
+    distinct images tested, where embedding every draw apart paid ``(2·shifts + 1)²`` views of each draw again.
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
+    if shifts and self.group is None:  # only a protonet tests shifted views (Config); its embedding is per image
+      source = self.sources[split]
+      return np.asarray(cached_episodes.drawn_episode_accuracies(self.learner, variables, source.images,
+                                                                 source.layout, self.keys[split], num_episodes,
+                                                                 shape, shifts))
     accuracies = self.method.episode_accuracies(self.learner, variables, self.sources[split], self.keys[split],
                                                 num_episodes, shape, shifts)
     if self.group is None:

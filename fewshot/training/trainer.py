@@ -31,7 +31,7 @@ class Experiment(Protocol):
   group: Any  # the seed group's layout on the devices (fewshot.training.seed_groups.SeedGroup), or None
   data: dict  # how the dataset was split (fewshot.training.provenance.data_record)
   input_shape: tuple[int, ...]  # what the backbone sees, as config.json records it
-  computation: dict  # how the backbone computes where an option left it to the backend ({"conv": "im2col"})
+  computation: dict  # how the backbone computes where an option left it to the backend ({"conv": "im2col_flip"})
   models: tuple[str | None, ...]
   name: str  # what the progress lines call the runs (the model's or the loss's name)
   tested_on: str  # what the best checkpoints are tested on ("600 test episodes")

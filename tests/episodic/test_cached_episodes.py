@@ -18,6 +18,7 @@ from fewshot.episodic.learning import EpisodicLearner
 from fewshot.errors import ConfigError
 from fewshot.evaluate import evaluate
 from fewshot.train import train
+from fewshot.training import sources
 from fewshot.training.class_draws import sample_class_images
 from fewshot.training.sources import DeviceSource, HostSource
 
@@ -68,6 +69,37 @@ def test_cached_episodes_equal_per_episode_episodes(head, classifier, stored, au
   finally:
     cached_episodes.BLOCK_FLOATS = blocked
   np.testing.assert_array_equal(np.asarray(small), per_episode)
+
+
+def test_a_shifted_test_embeds_only_the_images_its_episodes_draw_and_scores_what_each_episode_apart_scores():
+  """--test_shifts' test: each drawn image embedded once, at the cost of the images drawn, to the same accuracies."""
+  split, shape = random_split((16, 16, 1), classes=12, per_class=6), EpisodeShape(3, 1, 2)
+  learner = EpisodicLearner(Conv4(features=8), shape, head="dr")
+  variables, key, episodes = moved_variables(learner, (16, 16, 1)), jax.random.key(5), 8
+  source = DeviceSource.from_split(split)
+  per_episode = np.asarray(learning.episode_accuracies(learner, variables, source, key, episodes, shape, 1))
+  draws = [np.asarray(sample_class_images(jax.random.fold_in(key, i), source.layout, shape.way, shape.per_class)[1])
+           for i in range(episodes)]
+  expected = np.unique(np.concatenate([d.reshape(-1) for d in draws]))
+  drawn = sources.drawn_images(source.layout, key, episodes, shape.way, shape.per_class)
+  np.testing.assert_array_equal(drawn, expected)
+  assert len(drawn) < len(split.labels), "the check needs images that no episode draws"
+  embedded = []
+  real = cached_episodes.embed_split
+  try:  # what is embedded: exactly the drawn images, each once
+    cached_episodes.embed_split = lambda learner, variables, images, **kw: embedded.append(np.asarray(images)) or real(
+        learner, variables, images, **kw)
+    got = np.asarray(cached_episodes.drawn_episode_accuracies(learner, variables, source.images, source.layout, key,
+                                                              episodes, shape, 1))
+  finally:
+    cached_episodes.embed_split = real
+  assert len(embedded) == 1
+  np.testing.assert_array_equal(embedded[0], split.images[expected])
+  assert len(set(per_episode.tolist())) > 1, "the check needs varied accuracies"
+  np.testing.assert_array_equal(got, per_episode)
+  host = HostSource(split)
+  np.testing.assert_array_equal(cached_episodes.drawn_episode_accuracies(learner, variables, host.images, host.layout,
+                                                                         key, episodes, shape, 1), per_episode)
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ from fewshot.data.split import Split
 from fewshot.errors import DataError
 
 _LAZY = {"load_splits": "loading", "load_split": "loading", "default_tfds_dir": "loading", "files_read": "loading",
-         "memory_plan": "memory"}
+         "files_not_read": "loading", "memory_plan": "memory"}
 
 __all__ = ["DATASETS", "IMAGE_DATASETS", "SPLITS", "DataError", "Split", *_LAZY]
 

@@ -207,14 +207,16 @@ def open_folder(path: str | os.PathLike, *, mount: str = "", files: Iterable[str
   return FileTree((FolderPart(_folder(path), mount, None if files is None else tuple(files), follow_links),))
 
 
-def open_folder_with_zips(path: str | os.PathLike, *, follow_links: bool = True) -> FileTree:
-  """The zips directly in folder ``path`` (``*.zip``, in name order), then the folder's own files, overlaid.
+def open_folder_with_zips(path: str | os.PathLike, *, follow_links: bool = True,
+                          zips: Callable[[str], bool] | None = None) -> FileTree:
+  """The zips directly in folder ``path`` (``*.zip``, in name order; only those whose file name ``zips`` keeps,
+  where given), then the folder's own files, overlaid.
 
   Members keep the names they have in their zip or under the folder, so a zip and its
   extracted copy overlap and the zip wins; the zip files are members of the folder too.
   """
   p = _folder(path)
-  zips = tuple(ZipPart(z, "") for z in sorted(p.glob("*.zip")))
+  zips = tuple(ZipPart(z, "") for z in sorted(p.glob("*.zip")) if zips is None or zips(z.name))
   return FileTree(zips + open_folder(p, follow_links=follow_links).parts)
 
 

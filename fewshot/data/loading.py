@@ -104,6 +104,14 @@ def files_read(dataset: str, data_dir: str | None) -> list[str] | None:
   return None if files is None else files(data_dir)
 
 
+def files_not_read(dataset: str, data_dir: str | None) -> list[str]:
+  """The files of ``data_dir`` its reader leaves unread on purpose (omniglot: zips that are not its image
+  archives), where the reader names them; else none.
+  """
+  files = getattr(reader(dataset), "files_not_read", None)
+  return [] if files is None else files(data_dir)
+
+
 def load_split(dataset: str, split: str, data_dir: str | None = None, tfds_dir: str | None = None,
                **options_) -> Split:
   """Loads one class split ('train', 'val' or 'test') of ``dataset``; see load_splits for the options."""

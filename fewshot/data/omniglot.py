@@ -42,6 +42,11 @@ EVALUATION_ALPHABETS = frozenset({
     "Syriac_(Serto)", "Tengwar", "Tibetan", "ULOG"})
 ROTATIONS = (0, 90, 180, 270)
 _SIZE = tfds_io.IMAGE_SHAPE[:2]
+# The release's image archives: the only zips of a data folder the reader opens. The Omniglot repository's other
+# zips (all_runs.zip, Lake's one-shot runs; the strokes) hold no characters of their own: all_runs.zip's 40 run
+# folders are evaluation characters copied again, which read as classes leaked them across the splits.
+IMAGE_ARCHIVES = ("images_background.zip", "images_evaluation.zip", "images_background_small1.zip",
+                  "images_background_small2.zip")
 _LAYOUT = ("put the Omniglot zips (images_background.zip, images_evaluation.zip, images_background_small1.zip, ...) "
            "or their extracted <alphabet>/<character>/*.png folders there")
 
@@ -54,6 +59,7 @@ class Characters:
   classes: dict[str, tuple[str, ...]]
   fingerprint: str
   sources: tuple[str, ...] = ()  # the zips (and top folders, ``name/``) the images were found in, in name order
+  not_read: tuple[str, ...] = ()  # the folder's other zips, left unopened (not among IMAGE_ARCHIVES)
 
   @property
   def class_names(self) -> list[str]:
@@ -92,7 +98,8 @@ def scan(data_dir: str | None) -> Characters:
     raise DataError(f"Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the "
                     f"folder holding the Omniglot zips{fetch_hint('omniglot')}.")
   # Linked folders stay out: the fingerprint has never counted what they hold.
-  with archives.open_folder_with_zips(root, follow_links=False) as tree:
+  not_read = tuple(sorted(p.name for p in root.glob("*.zip") if p.name not in IMAGE_ARCHIVES))
+  with archives.open_folder_with_zips(root, follow_links=False, zips=IMAGE_ARCHIVES.__contains__) as tree:
     first: dict[tuple[str, str], str] = {}
     for member in tree.stored_members():
       key = _image_key(member)
@@ -107,7 +114,7 @@ def scan(data_dir: str | None) -> Characters:
   if len(classes) < 3:
     raise DataError(f"Found only {len(classes)} characters in {root}, need at least 3 (one per split); {_LAYOUT}.")
   return Characters(str(root), tree, {k: tuple(v) for k, v in classes.items()}, _fingerprint(tree),
-                    _sources(tree, first.values()))
+                    _sources(tree, first.values()), not_read)
 
 
 def _sources(tree: archives.FileTree, members) -> tuple[str, ...]:
@@ -260,6 +267,13 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 def files_read(data_dir: str | None) -> list[str]:
   """The zips and folders of ``data_dir`` that hold characters: what a run's images are read from."""
   return list(scan(data_dir).sources)
+
+
+def files_not_read(data_dir: str | None) -> list[str]:
+  """The zips of ``data_dir`` the reader leaves unopened (``all_runs.zip`` beside the image zips, as
+  ``python -m fewshot.data.get omniglot`` lays them out): what a run says it did not read.
+  """
+  return list(scan(data_dir).not_read)
 
 
 def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0]) -> Omniglot:

@@ -98,16 +98,18 @@ def data_files(data_dir: str | None) -> list[str]:
                   (entry.is_dir() or entry.name.lower().endswith(DATA_FILE_ENDINGS)))
 
 
-def data_record(splits: dict, data_dir: str | None = None, files: list[str] | None = None) -> dict:
+def data_record(splits: dict, data_dir: str | None = None, files: list[str] | None = None,
+                not_read: list[str] | None = None) -> dict:
   """How the dataset was split: classes and images of each split (:class:`fewshot.data.Split`), and in all; and the
   files of ``data_dir`` it was read from: ``files`` where the reader knows them, else :func:`data_files` (none for
-  the embedded strokes).
+  the embedded strokes); ``not_read``, the folder's files its reader left unopened on purpose, where there are any.
   """
   record = {name: {"classes": int(split.num_classes), "images": int(len(split.labels))} for name, split in
             splits.items()}
   record["total"] = {key: sum(r[key] for r in record.values()) for key in ("classes", "images")}
   files = data_files(data_dir) if files is None else files
-  return {**record, "files": files} if files else record
+  extra = {**({"files": files} if files else {}), **({"not_read": list(not_read)} if not_read else {})}
+  return {**record, **extra}
 
 
 def describe_data(dataset: str, record: dict) -> str:
@@ -116,4 +118,6 @@ def describe_data(dataset: str, record: dict) -> str:
                     if name != "total" and isinstance(r, dict))
   total = record["total"]
   files = f" (read from {', '.join(record['files'])})" if record.get("files") else ""
+  if record.get("not_read"):
+    files += f" (not read: {', '.join(record['not_read'])}, not its image files)"
   return f"data: {dataset}{files}, {total['classes']} classes and {total['images']} images in use: {parts}"

@@ -93,6 +93,50 @@ def test_a_good_download_is_verified_put_in_place_read_as_data_and_not_fetched_a
   assert len(server.seen) == 1  # there and verified: not fetched again
 
 
+def _lake_runs_zip(chars: dict) -> bytes:
+  """A zip in ``all_runs.zip``'s layout (``all_runs/runNN/{training,test}/*.png``, ``class_labels.txt``), its PNGs
+  characters' images copied again, as Lake's runs copy the evaluation alphabets'.
+  """
+  import io
+  import zipfile
+
+  pngs = [png for alphabet in chars.values() for drawings in alphabet.values() for png in drawings]
+  buffer = io.BytesIO()
+  with zipfile.ZipFile(buffer, "w") as zf:
+    for run in (1, 2):
+      for i in range(2):
+        zf.writestr(f"all_runs/run{run:02d}/training/class{i + 1:02d}.png", pngs[2 * i])
+        zf.writestr(f"all_runs/run{run:02d}/test/item{i + 1:02d}.png", pngs[2 * i + 1])
+      zf.writestr(f"all_runs/run{run:02d}/class_labels.txt", "test/item01.png training/class01.png\n"
+                  "test/item02.png training/class02.png\n")
+  return buffer.getvalue()
+
+
+def test_the_folder_data_get_writes_reads_as_its_image_zips_and_names_the_runs_zip_it_leaves_out(server, monkeypatch,
+                                                                                                   archive, tmp_path):
+  """Issue 56: all_runs.zip beside the image zips was read as 2 x 2 more classes (runNN/training, runNN/test)."""
+  runs = _lake_runs_zip(characters({"Latin": 4}, drawers=4, seed=5))
+  base = f"http://127.0.0.1:{server.server_address[1]}"
+  server.files.update({"/images_background.zip": archive, "/all_runs.zip": runs})
+  remotes = tuple(downloads.Remote(name, len(body), hashlib.sha256(body).hexdigest(), (f"{base}/{name}",), "a test")
+                  for name, body in (("images_background.zip", archive), ("all_runs.zip", runs)))
+  monkeypatch.setitem(downloads.DATASETS, "omniglot", downloads.Dataset(remotes, "the test's manual route"))
+  get.get("omniglot", str(tmp_path / "d"), progress=False)
+  assert sorted(p.name for p in (tmp_path / "d").iterdir() if not p.name.startswith(".")) == ["all_runs.zip",
+                                                                                         "images_background.zip"]
+  splits = data.load_splits("omniglot", str(tmp_path / "d"), str(tmp_path / "tfds"))
+  names = [name for split in splits.values() for name in split.class_names]
+  assert len(names) == 8 and not any(name.startswith("run") for name in names), names
+  assert data.files_read("omniglot", str(tmp_path / "d")) == ["images_background.zip"]
+  assert data.files_not_read("omniglot", str(tmp_path / "d")) == ["all_runs.zip"]
+  from fewshot.training.provenance import data_record, describe_data
+
+  record = data_record(splits, str(tmp_path / "d"), ["images_background.zip"], ["all_runs.zip"])
+  line = describe_data("omniglot", record)
+  assert record["not_read"] == ["all_runs.zip"] and "(not read: all_runs.zip, not its image files)" in line
+  assert "8 classes" in line
+
+
 def test_a_checksum_mismatch_leaves_nothing_where_the_reader_looks(server, monkeypatch, archive, tmp_path):
   _serve(server, monkeypatch, archive, served=archive[:-10] + b"0123456789")
   with pytest.raises(DataError) as raised:

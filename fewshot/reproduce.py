@@ -54,13 +54,17 @@ def entry_named(name: str):
   return ENTRIES[name]
 
 
-def chosen(entry, models: list[str] | None, heads: list[str] | None):
-  """The entry's models and heads a run asked for, in the entry's order; a one-line ``ConfigError`` for others."""
-  names = [m.name for m in entry.models]
+def chosen(entry, models: list[str] | None, heads: list[str] | None, schedule=None):
+  """The entry's models and heads a run asked for (by default those ``schedule`` trains), in the entry's order; a
+  one-line ``ConfigError`` for others.
+  """
+  names = [m.name for m in entry.models if schedule is None or schedule.models is None or m.name in schedule.models]
+  models = names if models is None else models
   for given, known, flag in ((models, names, "models"), (heads, list(entry.heads), "heads")):
     unknown = [g for g in given or () if g not in known]
     if unknown:
-      raise ConfigError(f"{entry.name} has no {flag[:-1]} {unknown[0]!r}; choose from {', '.join(known)}.")
+      under = f" under schedule {schedule.name}" if flag == "models" and schedule is not None else ""
+      raise ConfigError(f"{entry.name} has no {flag[:-1]} {unknown[0]!r}{under}; choose from {', '.join(known)}.")
   return ([m for m in entry.models if models is None or m.name in models],
           [h for h in entry.heads if heads is None or h in heads])
 
@@ -138,12 +142,13 @@ def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tf
   """Train and test what is missing of an entry (with ``train``) and return the report of what its records hold."""
   entry = entry_named(name)
   chosen_schedule = entry.schedule(schedule)
-  chosen_models, chosen_heads = chosen(entry, models, heads)
+  chosen_models, chosen_heads = chosen(entry, models, heads, chosen_schedule)
   if train and entry.not_comparable is None:
     check_data(entry, data_dir)
     for model in chosen_models:
       for head in chosen_heads:
-        train_group(plan.select_group(out, entry, chosen_schedule, model, head, seeds), data_dir, tfds_dir)
+        if chosen_schedule.selects:
+          train_group(plan.select_group(out, entry, chosen_schedule, model, head, seeds), data_dir, tfds_dir)
         if entry.retrain:
           for group in plan.final_groups(out, entry, chosen_schedule, model, head, seeds):
             train_group(group, data_dir, tfds_dir)

@@ -62,10 +62,12 @@ def select_group(out: str, entry: Entry, schedule: Schedule, model: Model, head:
 
 def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seeds) -> list[Group]:
   """The groups that train on train + val, one per length chosen (the select runs' best episodes): only the seeds
-  whose select run has finished.
+  whose select run has finished; where the schedule does not select, one group of every seed at its own length.
   """
   lengths: dict[int, list[int]] = {}
-  for seed in seeds:
+  if not schedule.selects:
+    lengths[int(schedule.options["episodes"])] = list(seeds)
+  for seed in seeds if schedule.selects else ():
     chosen = read_json(os.path.join(run_dir(out, entry, schedule, model, head, SELECT, seed), "results.json"))
     if chosen is not None:
       lengths.setdefault(int(chosen["best_episode"]), []).append(seed)

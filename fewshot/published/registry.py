@@ -31,7 +31,11 @@ class Schedule:
   name: str
   options: dict
   about: str
-  published: bool  # the paper's own schedule, or a shorter one (the verdict says "shorter schedule")
+  published: bool  # the paper's own schedule, or another (the verdict says "not the published schedule")
+  # Where the entry retrains: False trains the final runs on train + val for the schedule's ``episodes`` at once,
+  # with no select run to choose the length (a fixed length declared before the runs).
+  selects: bool = True
+  models: tuple[str, ...] | None = None  # the models it trains (None: all the entry's); the others' cells are not run
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,12 @@ OMNIGLOT = Entry(
         Schedule("short", dict(episodes=2000, patience=5), "at most 2,000 episodes, stopped after 5 checkpoints "
                  "(500 episodes) without a better validation accuracy: what a 2-core CPU trains for 3 seeds per "
                  "model and head in hours", published=False),
+        # Declared on 2026-12-02, before any of its runs: the shortest retrain the authors' code can run (best + 200
+        # epochs of 100 episodes with best at 0), 1-shot model only, 3 seeds per head on a 2-core CPU (~5 h a head).
+        Schedule("code_minimum", dict(episodes=20_000), "20,000 episodes on train + val at once, Adam 1e-3 halved "
+                 "every 2,000 (9 halvings): the shortest final run the authors' code trains (best + 200 epochs of "
+                 "100 episodes, with best at 0); no select run, so both heads of a seed train the same 20,000 "
+                 "episodes; the 1-shot model", published=False, selects=False, models=("1-shot",)),
     ),
     cells=(
         Cell("5-way 1-shot", "1-shot", dict(test_way=5), 98.8),

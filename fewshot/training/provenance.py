@@ -67,6 +67,20 @@ def command_line() -> str:
   return shlex.join([os.path.basename(sys.executable), *program, *sys.argv[1:]])
 
 
+def cpu_model() -> str:
+  """The host's CPU as the kernel names it (``AMD EPYC 7B13``), or Python's word for it where there is no
+  ``/proc/cpuinfo``: two records from one commit can still differ by the machine's arithmetic and speed.
+  """
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine() or "unknown"
+
+
 def provenance() -> dict:
   """The software and hardware a run trains on, the command line that started it and when (UTC)."""
   import flax
@@ -78,7 +92,7 @@ def provenance() -> dict:
           "python": platform.python_version(),
           "jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__,
           "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind,
-          "device_count": jax.device_count(), "process_count": jax.process_count(),
+          "device_count": jax.device_count(), "process_count": jax.process_count(), "cpu": cpu_model(),
           "command": command_line(),
           "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 

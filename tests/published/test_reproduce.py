@@ -175,3 +175,33 @@ def test_every_figure_of_the_readme_s_table_is_on_the_kept_page():
     if difference == "–":  # a row whose DR arm is still training
       continue
     assert re.search(rf"\| {re.escape(difference)} ± \d+\.\d\d \(\d+ pairs", kept), f"README's DR − S {difference}"
+
+
+def test_a_fixed_length_schedule_trains_every_seed_on_train_and_val_at_once_without_selecting():
+  entry = published.ENTRIES["snell2017_omniglot"]
+  schedule = entry.schedule("code_minimum")
+  model = entry.model("1-shot")
+  assert plan.final_groups("out", entry, schedule, model, "dr", (0, 1, 2)) == [plan.Group(
+      model, "dr", plan.FINAL, {**{k: v for k, v in entry.run_options(model, schedule, "dr").items()
+                                   if k != "patience"}, "train_splits": "train+val"}, (0, 1, 2),
+      tuple(f"out/snell2017_omniglot/code_minimum/1-shot_dr/final/seed{s}" for s in (0, 1, 2)))]
+  options = plan.final_groups("out", entry, schedule, model, "dr", (0,))[0].options
+  assert (options["episodes"], options["lr_halve_every"], options["learning_rate"]) == (20_000, 2000, 1e-3)
+  assert [m.name for m in reproduce.chosen(entry, None, None, schedule)[0]] == ["1-shot"]
+  with pytest.raises(ConfigError, match="no model '5-shot' under schedule code_minimum; choose from 1-shot"):
+    reproduce.chosen(entry, ["5-shot"], None, schedule)
+
+
+@pytest.mark.slow  # two seeds of a fixed-length schedule trained and tested: ~20 s
+def test_a_fixed_length_schedule_runs_end_to_end_with_no_select_run(tmp_path, monkeypatch):
+  fixed = Schedule("fixed", dict(episodes=4), "four episodes on train + val", published=False, selects=False)
+  entry = dataclasses.replace(TINY, name="tiny_fixed", schedules=(fixed,))
+  monkeypatch.setitem(published.ENTRIES, entry.name, entry)
+  out = str(tmp_path / "runs")
+  text = reproduce.reproduce(entry.name, (0, 1), out=out)
+  assert not (tmp_path / "runs/tiny_fixed/fixed/1-shot_softmax/select").exists()
+  for seed in (0, 1):
+    final = plan.run_dir(out, entry, fixed, entry.models[0], "softmax", plan.FINAL, seed)
+    config = json.loads(open(f"{final}/config.json").read())
+    assert (config["train_splits"], config["episodes"], config["seed"]) == ("train+val", 4, seed)
+  assert len(plan.cell_values(out, entry, fixed, entry.cells[1], "softmax", (0, 1))) == 2 and "2 seeds" in text

@@ -134,6 +134,10 @@ def test_config_json_records_the_software_hardware_and_data_split(logged_run):
   assert (recorded["jax"], recorded["backend"], recorded["device_count"], recorded["process_count"]) == (
       jax.__version__, jax.default_backend(), jax.device_count(), jax.process_count())
   assert recorded["device_kind"] == jax.devices()[0].device_kind and recorded["fewshot"] == "0.1.0"
+  cpuinfo = pathlib.Path("/proc/cpuinfo")
+  if cpuinfo.exists():  # the CPU's own name, read independently of the code under test
+    named = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+    assert recorded["cpu"] == named[0]
   assert recorded["installed"] is _installed() and (saved["precision"], saved["conv"]) == ("float32", "auto")
   assert recorded["command"].split()[1:3] == ["-m", "fewshot.train"]
   assert f"--workdir={logged_run[0]}" in recorded["command"]

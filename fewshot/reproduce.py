@@ -104,36 +104,59 @@ def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: 
   """Evaluate each of ``model``'s cells that is not the run's own test, on every tested run that lacks it."""
   from fewshot import evaluate
 
-  for cell in (c for c in entry.cells if c.model == model.name and not plan.own_test(entry, model, c)):
+  for cell in (c for c in report.schedule_cells(entry, schedule) if c.model == model.name
+               and not plan.own_test(entry, model, c)):
     for seed in seeds:
-      workdir = plan.run_dir(out, entry, schedule, model, head, plan.tested_stage(entry), seed)
+      workdir = plan.run_dir(out, entry, schedule, model, head, plan.tested_stage(entry, schedule), seed)
       record = plan.cell_record(workdir, entry, model, cell)
       if record is None or os.path.exists(record):
         continue
       if entry.scored_on == "lake_runs":
-        score_drawn_runs(workdir, record, cell.test, data_dir, tfds_dir)
+        score_lake_runs(workdir, record, cell.test, data_dir)
       else:
         evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **cell.test)
 
 
-def score_drawn_runs(workdir: str, record: str, test: dict, data_dir: str | None, tfds_dir: str | None) -> None:
-  """Score a run's best checkpoint on Lake-style runs drawn from its test split (unrotated), written to ``record``."""
-  import dataclasses
+def lake_runs_for(test: dict, data_dir: str | None, image_size: int):
+  """The runs a Lake cell scores, read or drawn at the model's ``image_size``: Lake's official 20 from the Omniglot
+  folder, or random runs of his design from its images (:mod:`fewshot.episodic.lake_design`).
+  """
+  from fewshot.episodic import lake, lake_design
 
+  if test["lake_runs"] == "official":
+    return lake.read_runs(check_official(data_dir), image_size)
+  if test["lake_runs"] == "design":
+    return lake_design.design_runs(data_dir, test["runs"], test["way"], test["seed"], image_size,
+                                   tuple(test.get("alphabets", lake_design.ALPHABETS)))
+  raise ConfigError(f"the cell's runs {test['lake_runs']!r} are no longer drawn (fewshot's drawn runs before "
+                    "2026-12-02 took their supports from several drawers); score official or design runs.")
+
+
+def check_official(data_dir: str | None):
+  """Lake's all_runs.zip in the Omniglot folder, or a one-line refusal saying where to put it."""
+  from fewshot.episodic import lake
+
+  found = lake.official_runs(data_dir)
+  if found is None:
+    raise ConfigError(f"Lake's cells score his 20 official runs, and --data_dir {data_dir} holds no all_runs.zip "
+                      "(beside the image zips or in one-shot-classification/): put the Omniglot repository's file "
+                      "there (python -m fewshot.data.get omniglot --to DIR fetches it).")
+  return found
+
+
+def score_lake_runs(workdir: str, record: str, test: dict, data_dir: str | None) -> None:
+  """Score a run's best checkpoint on a Lake cell's runs (:func:`lake_runs_for`), written to ``record``."""
   from fewshot import api
-  from fewshot.episodic import evaluators, lake
-  from fewshot.episodic.experiment import load_data
+  from fewshot.episodic import evaluators
   from fewshot.records.files import finite_json, write_json_atomic
   from fewshot.records.rundir import existing_checkpoint
 
   rundir = existing_checkpoint(workdir, "best")
   config, learner, state = api.restore_run(rundir, rundir.read_config(), "best")
-  drawn_from = dataclasses.replace(config, rotations=False, data_dir=data_dir or config.data_dir,
-                                   tfds_dir=tfds_dir or config.tfds_dir)
-  runs = lake.draw_runs(load_data(drawn_from, ("test",))["test"], test["runs"], test["way"], test["seed"])
-  print(f"scoring {workdir} on {len(runs)} drawn {test['way']}-way one-shot runs", flush=True)
+  runs = lake_runs_for(test, data_dir or config.data_dir, config.image_size)
+  print(f"scoring {workdir} on {len(runs)} of Lake's {test['lake_runs']} one-shot runs", flush=True)
   results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts).run(state)
-  write_json_atomic(record, finite_json({**results, "drawn": dict(test)}))
+  write_json_atomic(record, finite_json({**results, "scored": dict(test)}))
 
 
 def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tfds_dir: str | None = None,
@@ -145,15 +168,33 @@ def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tf
   chosen_models, chosen_heads = chosen(entry, models, heads, chosen_schedule)
   if train and entry.not_comparable is None:
     check_data(entry, data_dir)
+    if any(c.test.get("lake_runs") == "official" for c in report.schedule_cells(entry, chosen_schedule)):
+      check_official(data_dir)  # before hours of training, not after
     for model in chosen_models:
       for head in chosen_heads:
         if chosen_schedule.selects:
           train_group(plan.select_group(out, entry, chosen_schedule, model, head, seeds), data_dir, tfds_dir)
-        if entry.retrain:
+        if plan.retrains(entry, chosen_schedule):
           for group in plan.final_groups(out, entry, chosen_schedule, model, head, seeds):
             train_group(group, data_dir, tfds_dir)
         measure_cells(out, entry, chosen_schedule, model, head, seeds, data_dir, tfds_dir)
-  return report.format_reports(entry, chosen_schedule, report.cell_reports(out, entry, chosen_schedule, seeds))
+  return REPORTS[entry.scored_on](out, entry, chosen_schedule, seeds)
+
+
+def _episode_report(out: str, entry, schedule, seeds) -> str:
+  return report.format_reports(entry, schedule, report.cell_reports(out, entry, schedule, seeds),
+                               report.pooled(out, entry, schedule, seeds))
+
+
+def _lake_report(out: str, entry, schedule, seeds) -> str:
+  from fewshot.published import lake_report
+
+  table = lake_report.table_lines(out, entry, schedule, seeds, report.head_label)
+  return "\n".join([f"{entry.name}: {entry.source}", f"schedule {schedule.name}: {schedule.about}",
+                    *(table or ["no runs scored yet"])])
+
+
+REPORTS = {"episodes": _episode_report, "lake_runs": _lake_report}  # by Entry.scored_on
 
 
 def list_entries() -> str:

@@ -1,21 +1,26 @@
-"""Ours beside a published number: per-seed values, their mean ± 95% t-interval, a test against the published value,
-and a verdict in fixed words.
+"""Ours beside a published number, under a margin declared before the runs: the interval of ours − published and a
+verdict in fixed words.
 
-A published number is one trained model's test accuracy; ours are several seeds of the same protocol. The question is
-whether the published model could be one more seed of ours, so the test is the prediction interval of one new seed,
-``mean ± t(0.975, n-1) · s · sqrt(1 + 1/n)``: its two-sided p is that of ``t = (published - mean) / (s · sqrt(1 +
-1/n))`` with ``n - 1`` degrees of freedom. (A test of our mean against the published value as if it were a true mean
-would call any gap significant once there are enough seeds, though a single published run has spread of its own.)
+A published number is one trained model's test accuracy; ours are ``n`` seeds of the same protocol. The difference
+``D = mean(ours) − published`` has the standard error ``sqrt(s² / n + e²)``: ``s`` the seeds' standard deviation,
+floored at the test episodes' own standard error (the root mean square of each seed's, so three seeds that happen
+to agree do not make an interval of nothing), ``e`` the published interval's standard error (its 95% half-width /
+1.96) where the paper gives one, else 0. Intervals use Student's t with ``n − 1`` degrees of freedom.
 
-    >>> v = verdict([96.1, 96.4, 95.9], 96.0)
-    >>> v.words, round(v.mean, 2)
-    ('matches', 96.13)
+* ``equivalent within ±δ``: the 90% interval of ``D`` lies inside ``(−δ, δ)``, ``δ`` the cell's declared margin (two
+  one-sided tests at 5% each);
+* ``below by x`` / ``above by x``: the 95% interval of ``D`` excludes 0 (x = |D|; where the 90% interval also lies
+  inside the margin, ``, equivalent within ±δ`` follows: a real difference smaller than the margin);
+* ``inconclusive at n seeds``: neither.
 
-Verdicts: ``matches`` (p at or above ``level``), ``above by x points`` / ``below by x points`` (x = |mean - published|,
-to one decimal), each (and ``one seed: no interval``) followed by ``(shorter schedule)`` where ours trained less than
-the paper did;
-``not comparable: why`` where the protocols differ too much to set side by side; ``one seed: no interval`` and ``no
-seeds yet`` where there is too little to test.
+A schedule that is not the published one never gets an agreement word: its cell reads ``not the published schedule:``
+followed by ``below by x`` / ``above by x`` where the 95% interval excludes 0, else ``inconclusive at n seeds``.
+Beside each verdict, :attr:`Verdict.smallest_margin`: the smallest δ the design establishes were ``D`` exactly 0
+(``t(0.95, n − 1)`` standard errors), what more seeds or a tighter test would buy.
+
+    >>> v = verdict([98.1, 98.3, 98.2], 98.8, margin=0.5, errors=[0.09, 0.09, 0.09])
+    >>> v.words, round(v.difference, 2), [round(x, 2) for x in v.interval95]
+    ('below by 0.60', -0.6, [-0.85, -0.35])
 """
 
 from __future__ import annotations
@@ -27,55 +32,110 @@ import numpy as np
 
 from fewshot.analysis import stats
 
-LEVEL = 0.05
+Z95 = 1.959963984540054  # a published 95% half-width / Z95 = its standard error
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-  """Per-seed ``values`` against ``published``: mean, 95% t-interval of the mean, the prediction test's p, words."""
+  """Per-seed ``values`` against ``published`` under ``margin``: see the module docstring."""
 
   values: tuple[float, ...]
   published: float | None
   mean: float | None
-  ci95: float | None  # half-width of the mean's 95% t-interval
-  p: float | None  # two-sided p of the published value as one more seed (the module docstring)
+  ci95: float | None  # half-width of our mean's own 95% t-interval (the seeds alone)
+  difference: float | None  # mean − published
+  interval90: tuple[float, float] | None  # of the difference: the equivalence test's
+  interval95: tuple[float, float] | None  # of the difference: the difference test's
+  margin: float | None
+  smallest_margin: float | None
   words: str
 
 
-def prediction_p(values, published: float) -> float | None:
-  """Two-sided p of ``published`` as one more draw of the distribution ``values`` come from (Student t, n - 1 df);
-  None for fewer than two values; 0 or 1 where the values do not vary (the published value differs from them or not).
-  """
-  import scipy.stats
+def difference_error(values, errors=None, published_ci95: float | None = None) -> float | None:
+  """Standard error of ``mean(values) − published``: the seeds' SD floored at the root mean square of ``errors``
+  (each seed's test standard error), over √n, with the published interval's standard error added in quadrature.
+  None for fewer than two values.
 
+  >>> round(difference_error([90.0, 90.0, 90.0], errors=[0.3, 0.3, 0.3]), 4)
+  0.1732
+  """
   x = np.asarray(values, np.float64)
   if x.size < 2:
     return None
-  spread = x.std(ddof=1) * math.sqrt(1 + 1 / x.size)
-  if spread == 0:
-    return float(published == x.mean())
-  t = (published - x.mean()) / spread
-  return float(2 * scipy.stats.t.sf(abs(t), x.size - 1))
+  floor = 0.0 if errors is None or len(errors) == 0 else math.sqrt(float(np.mean(np.square(errors))))
+  spread = max(float(x.std(ddof=1)), floor)
+  published = 0.0 if published_ci95 is None else published_ci95 / Z95
+  return math.sqrt(spread ** 2 / x.size + published ** 2)
 
 
-def verdict(values, published: float | None, *, shorter: bool = False, not_comparable: str | None = None,
-            level: float = LEVEL) -> Verdict:
-  """The verdict on per-seed ``values`` (accuracies in %) against ``published`` (see the module docstring)."""
+def _interval(centre: float, error: float, df: int, confidence: float) -> tuple[float, float]:
+  import scipy.stats
+
+  half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * error
+  return centre - half, centre + half
+
+
+def verdict(values, published: float | None, *, margin: float | None, errors=None,
+            published_ci95: float | None = None, published_schedule: bool = True,
+            not_comparable: str | None = None) -> Verdict:
+  """The verdict on per-seed ``values`` (in %) against ``published`` under ``margin`` (points); ``errors``: each
+  seed's test standard error; see the module docstring.
+  """
   values = tuple(float(v) for v in values)
   mean, ci95 = stats.t_interval(values) if values else (None, None)
-  p = None if published is None else prediction_p(values, published)
+  error = difference_error(values, errors, published_ci95) if published is not None else None
+  difference = None if published is None or mean is None else mean - published
+  i90 = i95 = smallest = None
+  if error is not None:
+    i90, i95 = (_interval(difference, error, len(values) - 1, c) for c in (0.90, 0.95))
+    smallest = _interval(0.0, error, len(values) - 1, 0.90)[1]
+  words = _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable)
+  return Verdict(values, published, mean, ci95, difference, i90, i95, margin, smallest, words)
+
+
+def _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable) -> str:
   if not_comparable is not None:
-    words = f"not comparable: {not_comparable}"
-  elif published is None:
-    words = "no published number"
-  elif not values:
-    words = "no seeds yet"
-  elif p is None:
-    words = "one seed: no interval"
-  elif p >= level:
-    words = "matches"
-  else:
-    words = f"{'above' if mean > published else 'below'} by {abs(mean - published):.1f} points"
-  if shorter and (words in ("matches", "one seed: no interval") or words.startswith(("above", "below"))):
-    words += " (shorter schedule)"
-  return Verdict(values, published, mean, ci95, p, words)
+    return f"not comparable: {not_comparable}"
+  if published is None:
+    return "no published number"
+  if not values:
+    return "no seeds yet"
+  prefix = "" if published_schedule else "not the published schedule: "
+  if i95 is None:
+    return f"{prefix}inconclusive at 1 seed: no interval"
+  equivalent = margin is not None and -margin < i90[0] and i90[1] < margin
+  within = f"equivalent within ±{margin:g}" if margin is not None else ""
+  if i95[0] > 0 or i95[1] < 0:
+    direction = f"{'above' if difference > 0 else 'below'} by {abs(difference):.2f}"
+    return prefix + direction + (f", {within}" if equivalent and published_schedule else "")
+  if equivalent and published_schedule:
+    return within
+  return f"{prefix}inconclusive at {len(values)} seeds"
+
+
+def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule: bool = True) -> Verdict | None:
+  """The fixed-effect pool of independent arms' differences (each weighted by its inverse variance, ``n − 1``
+  degrees of freedom summed), judged by the same words under ``margin`` (the caller's: the page takes the smallest
+  of the arms' margins); None where fewer than two arms have an interval of some width.
+
+  >>> a = verdict([98.1, 98.3, 98.2], 98.8, margin=0.5)
+  >>> b = verdict([95.0, 95.4, 95.2], 96.0, margin=1.0)
+  >>> p = pooled([a, b], 0.5)
+  >>> p.words, round(p.difference, 2)
+  ('below by 0.64', -0.64)
+  """
+  arms = [v for v in verdicts if v.interval95 is not None and v.interval95[1] > v.interval95[0]]  # a point: no weight
+  if len(arms) < 2:
+    return None
+  import scipy.stats
+
+  errors = [(v.interval95[1] - v.difference) / float(scipy.stats.t.ppf(0.975, len(v.values) - 1)) for v in arms]
+  weights = np.array([1 / e ** 2 for e in errors])
+  difference = float(np.sum(weights * [v.difference for v in arms]) / weights.sum())
+  error = float(1 / math.sqrt(weights.sum()))
+  df = sum(len(v.values) - 1 for v in arms)
+  i90, i95 = (_interval(difference, error, df, c) for c in (0.90, 0.95))
+  values = tuple(x for v in arms for x in v.values)
+  words = _words(values, 0.0, difference, i90, i95, margin, published_schedule, None)
+  words = words.replace(f"at {len(values)} seeds", f"at {len(arms)} arms")
+  return Verdict(values, None, None, None, difference, i90, i95, margin, _interval(0.0, error, df, 0.90)[1], words)

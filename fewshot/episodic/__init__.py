@@ -13,7 +13,8 @@
 * :mod:`~fewshot.episodic.evaluators`: the experiment's evaluators, ``run(state) -> dict`` (the test episodes, the
   same over the test split embedded once, Lake's runs): the run's test, ``python -m fewshot.evaluate`` and the
   reproductions call them; :mod:`~fewshot.episodic.cached_episodes` and :mod:`~fewshot.episodic.lake` do their work
-  (the test split embedded once; Lake et al.'s one-shot runs, read or drawn).
+  (the test split embedded once; Lake et al.'s one-shot runs, read and scored), and
+  :mod:`~fewshot.episodic.lake_design` draws random runs of Lake's design from the image files.
 
 Stands on :mod:`fewshot.training`, :mod:`fewshot.records`, :mod:`fewshot.augment`, :mod:`fewshot.data` and the
 research modules at the package root (heads, backbones, distances); nothing outside imports it but the commands

@@ -64,6 +64,21 @@ class LakeRun:
 
 
 # ---- reading --------------------------------------------------------------------------------------------------------
+# Where Lake's file lies in an Omniglot folder: the Omniglot repository's own folder name, or beside the zips.
+OFFICIAL_PLACES = ("one-shot-classification/all_runs.zip", "one-shot-classification/all_runs", "all_runs.zip",
+                   "all_runs")
+
+
+def official_runs(data_dir: str | None) -> pathlib.Path | None:
+  """Lake's ``all_runs.zip`` (or its folder) in an Omniglot data folder, at one of :data:`OFFICIAL_PLACES`; None
+  where it is not there.
+  """
+  if not data_dir:
+    return None
+  root = pathlib.Path(data_dir).expanduser()
+  return next((root / place for place in OFFICIAL_PLACES if (root / place).exists()), None)
+
+
 def _open(path: pathlib.Path) -> archives.FileTree:
   """The files of a folder or a zip (told by its content), as one tree: posix names relative to it."""
   if path.is_dir():
@@ -161,36 +176,6 @@ def read_runs(path: str | os.PathLike, image_size: int = SMALL_IMAGE_SIZE) -> li
 
 
 # ---- scoring ----------------------------------------------------------------------------------------------------
-def draw_runs(split, num_runs: int, way: int = 20, seed: int = 0) -> list[LakeRun]:
-  """``num_runs`` runs of Lake et al.'s kind drawn from a split of Omniglot characters (``alphabet/character``, each
-  class's images in drawer order, as the zips store them): each run is ``way`` characters of one alphabet, one
-  drawer's image of each as the support and another drawer's as the queries, in a shuffled order. Seeded by
-  ``seed``; a run's files name what was drawn (``Alphabet/character07#drawer03``), so the record says which runs
-  were scored.
-  """
-  alphabet_of = np.array([name.split("/")[0] for name in split.class_names])
-  alphabets = sorted(a for a in set(alphabet_of) if int(np.sum(alphabet_of == a)) >= way)
-  if not alphabets:
-    raise DataError(f"no alphabet of the test split has {way} characters to draw a {way}-way run from; "
-                    "--data_dir needs images_evaluation.zip.")
-  drawers = int(split.class_counts.min())
-  rng = np.random.default_rng(seed)
-  runs = []
-  for number in range(1, num_runs + 1):
-    alphabet = alphabets[int(rng.integers(len(alphabets)))]
-    classes = np.sort(rng.choice(np.flatnonzero(alphabet_of == alphabet), way, replace=False))
-    support_drawer, query_drawer = (int(d) for d in rng.choice(drawers, 2, replace=False))
-    order = rng.permutation(way)
-    offsets = split.class_offsets
-    file = lambda c, d: f"{split.class_names[c]}#drawer{d + 1:02d}"  # noqa: E731
-    runs.append(LakeRun(f"drawn{number:04d}", tuple(file(c, support_drawer) for c in classes),
-                        tuple(file(classes[k], query_drawer) for k in order),
-                        split.images[offsets[classes] + support_drawer], split.images[offsets[classes[order]] +
-                                                                                      query_drawer],
-                        order.astype(np.int32)))
-  return runs
-
-
 def head_predictions(support, queries, *, classifier: str = "proto", head="softmax", rho=heads.RHO_INIT,
                      params: dict | None = None) -> np.ndarray:
   """The class each query gets under a head, support embedding ``c`` being class ``c`` (argmax of the logits);

@@ -4,7 +4,8 @@
 * one module per source: :mod:`~fewshot.published.snell2017`, :mod:`~fewshot.published.kim2022`,
   :mod:`~fewshot.published.musgrave2020`, :mod:`~fewshot.published.lake`, :mod:`~fewshot.published.finn2017`;
 * :mod:`~fewshot.published.plan`: the runs that reproduce an entry, where they live, what their records say;
-* :mod:`~fewshot.published.report`: ours beside theirs, cell by cell;
+* :mod:`~fewshot.published.report`: ours beside theirs, cell by cell, under each cell's margin;
+  :mod:`~fewshot.published.lake_report`: ours on Lake's runs beside the field's figures, numbers side by side;
 * :mod:`~fewshot.published.page`: docs/reproductions.md, built from the kept records.
 
     from fewshot import published

@@ -14,12 +14,12 @@ import os
 import shutil
 
 from fewshot.errors import ConfigError
-from fewshot.published import plan, report
+from fewshot.published import lake_report, plan, report
 from fewshot.published.registry import Entry, Schedule
 
 RECORD_FILES = ("config.json", "metrics.jsonl", "results.json")
-# A run's measurements: evaluate's (test_*.json) and the scores of Lake-style runs drawn for it (plan.drawn_runs_name).
-MEASUREMENT_PREFIXES = ("test_", "lake_drawn_")
+# A run's measurements: evaluate's (test_*.json) and its scores on Lake's runs (plan.LAKE_RECORDS).
+MEASUREMENT_PREFIXES = ("test_", "lake_")
 COMMAND = "python -m fewshot.reproduce --page"
 
 
@@ -59,7 +59,8 @@ def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[s
       continue
     config = plan.read_json(os.path.join(folder, "config.json")) or {}
     made = config.get("provenance", {})
-    where.add(f"{made.get('backend')} ({made.get('device_kind')}), commit {str(made.get('git_commit'))[:7]}")
+    cpu = f", {made['cpu']}" if made.get("cpu") else ""  # recorded since 2026-12-02
+    where.add(f"{made.get('backend')} ({made.get('device_kind')}{cpu}), commit {str(made.get('git_commit'))[:7]}")
     group = (os.path.dirname(folder), made.get("started"))
     if group in groups:
       continue
@@ -70,25 +71,61 @@ def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[s
 
 
 def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
-  heads = [report.head_label(entry, h) for h in entry.heads]
-  header = ["cell", "published", *[f"{h} (ours)" for h in heads], *[f"{h} verdict" for h in heads]]
-  if len(heads) == 2:
-    header.append(f"{heads[1]} − {heads[0]} (paired by seed)")
+  """A row per cell and head: published, ours, the interval of ours − published, the verdict; then the heads'
+  difference paired by seed, a row per cell.
+  """
+  header = ["cell", "published", "margin", "head", "ours: mean ± 95% (seeds)", "ours − published [95%]; smallest "
+            "margin", "verdict"]
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for r in reports:
-    published = report.published_text(r.cell)
-    ours = [report.ours_text(v) for v in r.by_head.values()]
-    words = [v.words for v in r.by_head.values()]
-    row = [r.cell.name, published, *ours, *words]
-    if len(heads) == 2:
-      if r.paired is None:
-        row.append("–")
-      else:
-        mean, half, p, n = r.paired
-        interval = "" if half is None else f" ± {half:.2f}"
-        row.append(f"{mean:+.2f}{interval} ({n} pairs, sign-flip p = {p:.3g}, floor {2 / 2 ** n:.3g})")
-    lines.append("| " + " | ".join(row) + " |")
+    margin = "–" if r.cell.margin is None else f"±{r.cell.margin:g}"
+    for head, v in r.by_head.items():
+      lines.append("| " + " | ".join([r.cell.name, report.published_text(r.cell), margin, report.head_label(entry, head),
+                                      report.ours_text(v), report.difference_text(v), v.words]) + " |")
+  pairs = [r for r in reports if r.paired is not None]
+  if pairs:
+    first, second = (report.head_label(entry, h) for h in entry.heads)
+    lines += ["", f"| cell | {second} − {first}, paired by seed | what the pairs share |", "|---|---|---|"]
+    for r in pairs:
+      mean, half, p, n = r.paired
+      interval = "" if half is None else f" ± {half:.2f}"
+      lines.append(f"| {r.cell.name} | {mean:+.2f}{interval} ({n} pairs, sign-flip p = {p:.3g}, floor "
+                   f"{2 / 2 ** n:.3g}) | {r.shared or '–'} |")
   return lines
+
+
+def _lengths(records: str, entry: Entry, schedule: Schedule, seeds) -> str:
+  """The tested runs' lengths and the learning-rate halvings they applied, from their configs."""
+  configs = [plan.read_json(os.path.join(plan.run_dir(records, entry, schedule, m, h, plan.tested_stage(entry, schedule), s),
+                                         "config.json")) for m in entry.models for h in entry.heads for s in seeds]
+  configs = [c for c in configs if c and "episodes" in c]
+  if not configs:
+    return ""
+  lengths = sorted(int(c["episodes"]) for c in configs)
+  every = {c.get("lr_halve_every") for c in configs}
+  halvings = sorted({(int(c["episodes"]) - 1) // int(c["lr_halve_every"]) for c in configs
+                     if c.get("lr_halve_every")})
+  times = {0: "never halved", 1: "halved once"}
+  halved = (times.get(halvings[0], f"halved {halvings[0]} times") if len(halvings) == 1 else
+            f"halved {report.value_range(halvings)} times") if halvings else "constant"
+  spread = f"{lengths[0]:,}" if lengths[0] == lengths[-1] else (
+      f"{lengths[0]:,}–{lengths[-1]:,} (mean {sum(lengths) / len(lengths):,.0f})")
+  rate = f" every {', '.join(f'{e:,}' for e in sorted(every))} episodes" if None not in every else ""
+  return f" The {len(lengths)} tested runs trained {spread} episodes; Adam's rate{rate}: {halved}."
+
+
+def _episode_tables(records: str, entry: Entry, schedule: Schedule, seeds) -> list[str]:
+  """The verdict table of an entry scored on test episodes, the heads paired by seed, and the pooled line."""
+  lines = _cell_table(entry, report.cell_reports(records, entry, schedule, seeds))
+  said = report.pooled_text(report.pooled(records, entry, schedule, seeds))
+  return lines + (["", said[0].upper() + said[1:] + "."] if said else [])
+
+
+def _lake_tables(records: str, entry: Entry, schedule: Schedule, seeds) -> list[str]:
+  return lake_report.table_lines(records, entry, schedule, seeds, report.head_label)
+
+
+TABLES = {"episodes": _episode_tables, "lake_runs": _lake_tables}  # by Entry.scored_on
 
 
 def entry_section(records: str, entry: Entry) -> list[str]:
@@ -107,17 +144,17 @@ def entry_section(records: str, entry: Entry) -> list[str]:
       continue
     ran = True
     hours, where = _cost(records, entry, schedule)
-    lines += [f"### Schedule `{schedule.name}`{'' if schedule.published else ' (shorter than the paper’s)'}", "",
+    lines += [f"### Schedule `{schedule.name}`{'' if schedule.published else ' (not the published schedule)'}", "",
               f"{schedule.about}. Seeds {', '.join(map(str, seeds))}; {hours:.2f} h of training and validation "
-              f"on {'; '.join(where)}.", ""]
-    lines += _cell_table(entry, report.cell_reports(records, entry, schedule, seeds)) + [""]
+              f"on {'; '.join(where)}.{_lengths(records, entry, schedule, seeds)}", ""]
+    lines += TABLES[entry.scored_on](records, entry, schedule, seeds) + [""]
   if not ran and entry.accelerator:
     lines += [f"Not run here: its schedule needs an accelerator (`python -m fewshot.reproduce {entry.name} --data_dir "
               "DIR` on a GPU or TPU, DIR holding " + f"{entry.needs}).", ""]
   elif not ran and not entry.not_comparable:
     lines += [f"Not run here: it needs {entry.needs} (`python -m fewshot.reproduce {entry.name} --data_dir DIR`).",
               ""]
-  if entry.comparisons:
+  if entry.comparisons and not ran:
     lines += ["Comparison points (other methods, same task):", ""]
     lines += [f"- {c.name}: {c.value:.1f}% ({c.source}{'' if c.verified else '; not verified in the paper text'})"
               for c in entry.comparisons] + [""]
@@ -128,12 +165,21 @@ def build(records: str, entries: list[Entry]) -> str:
   """The page's text from the records kept in ``records``."""
   lines = ["# Published results beside ours", "",
            f"Built by `{COMMAND}` from the records kept in `docs/reproductions/` (no checkpoints); each run is an "
-           "ordinary run directory that `evaluate`, `analyze` and `plot` read. Ours: mean ± 95% t-interval over seeds, "
-           "the per-seed values, and p, the two-sided p of the published value as one more seed of ours (the "
-           "prediction interval, Student t). Verdicts, in fixed words: *matches* (p ≥ 0.05), *above* or *below by x "
-           "points*, *(shorter schedule)* where ours trained less than the paper, *not comparable: why*. The two "
-           "heads of one seed share every episode, so their difference is paired by seed (exact sign-flip p, whose "
-           "floor with n pairs is 2/2^n).", ""]
+           "ordinary run directory that `evaluate`, `analyze` and `plot` read.", "",
+           "**How a cell is judged** (`fewshot.analysis.verdicts`). Each cell declares, with its entry and before its "
+           "runs, an equivalence margin δ in points. Ours: the mean ± 95% t-interval over seeds and the per-seed "
+           "values. ours − published: its 95% interval, whose standard error is the seeds' standard deviation "
+           "(floored at the test episodes' own standard error) over √n, with the published interval's standard error "
+           "added where the paper gives one (Student t, n − 1 degrees of freedom). Verdicts, in fixed words: "
+           "*equivalent within ±δ* where the 90% interval lies inside ±δ (two one-sided tests); *below by x* / *above "
+           "by x* where the 95% interval excludes 0; *inconclusive at n seeds* otherwise; *not the published "
+           "schedule:* before the words of a schedule that is not the paper's, which never reads *equivalent*; *not "
+           "comparable: why*. The smallest margin is the δ this design (its seeds and spread) would establish were "
+           "ours exactly the published value. The pooled line pools the entry's independent arms (each model and "
+           "head; a model's cells share its runs, so their differences are averaged per seed) by inverse variance. "
+           "The two heads of one seed draw the same episodes; where their runs stopped at different lengths they "
+           "share only the first ones (each table says), and their difference is paired by seed (exact sign-flip p, "
+           "whose floor with n pairs is 2/2^n).", ""]
   for entry in entries:
     lines += entry_section(records, entry)
   return "\n".join(lines).rstrip("\n") + "\n"

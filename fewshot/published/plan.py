@@ -39,8 +39,13 @@ def run_dir(out: str, entry: Entry, schedule: Schedule, model: Model, head: str,
   return os.path.join(arm_folder(out, entry, schedule, model, head), stage, f"seed{seed}")
 
 
-def tested_stage(entry: Entry) -> str:
-  return FINAL if entry.retrain else SELECT
+def retrains(entry: Entry, schedule: Schedule) -> bool:
+  """Whether the schedule's tested runs train on train + val (after a select run, or at a fixed length at once)."""
+  return entry.retrain or not schedule.selects
+
+
+def tested_stage(entry: Entry, schedule: Schedule) -> str:
+  return FINAL if retrains(entry, schedule) else SELECT
 
 
 def read_json(path: str) -> dict | None:
@@ -77,9 +82,19 @@ def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head:
           for length, group in sorted(lengths.items())]
 
 
-def drawn_runs_name(test: dict) -> str:
-  """The file holding a model's score on drawn Lake-style runs (:func:`fewshot.episodic.lake.draw_runs`)."""
-  return f"lake_drawn_{test['runs']}runs_{test['way']}way_seed{test['seed']}.json"
+# The file holding a model's score on Lake's one-shot runs, by the cell's ``lake_runs``: his official 20
+# (all_runs.zip), random runs of his design (fewshot.episodic.lake_design), or the runs fewshot drew before
+# 2026-12-02 from the prepared test split (kept records only: their supports came from several drawers).
+LAKE_RECORDS = {
+    "official": lambda test: "lake_official.json",
+    "design": lambda test: f"lake_design_{test['runs']}runs_{test['way']}way_seed{test['seed']}.json",
+    "drawn": lambda test: f"lake_drawn_{test['runs']}runs_{test['way']}way_seed{test['seed']}.json",
+}
+
+
+def lake_record_name(test: dict) -> str:
+  """The file of a Lake cell's measurement in a tested run's folder (:data:`LAKE_RECORDS`)."""
+  return LAKE_RECORDS[test["lake_runs"]](test)
 
 
 def own_test(entry: Entry, model: Model, cell: Cell) -> bool:
@@ -98,7 +113,7 @@ def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell, results: d
   if results is None:
     return None
   if entry.scored_on == "lake_runs":
-    return os.path.join(workdir, drawn_runs_name(cell.test))
+    return os.path.join(workdir, lake_record_name(cell.test))
   if own_test(entry, model, cell):
     return os.path.join(workdir, "results.json")
   options = {**entry.options, **model.options}
@@ -107,21 +122,38 @@ def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell, results: d
   return os.path.join(workdir, name)
 
 
-def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str, seeds) -> dict[int, float]:
-  """{seed: test accuracy in %} of a cell for the seeds measured so far."""
+def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str,
+                  seeds) -> dict[int, tuple[float, float | None]]:
+  """{seed: (test accuracy in %, its 95% half-width over the test episodes, None where not recorded)} of a cell for
+  the seeds measured so far.
+  """
   model = entry.model(cell.model)
-  values = {}
+  measured_seeds = {}
   for seed in seeds:
-    workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry), seed)
+    workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry, schedule), seed)
     own = os.path.join(workdir, "results.json")
     results = read_json(own)
     record = cell_record(workdir, entry, model, cell, results)
     measured = results if record == own else read_json(record) if record else None
-    accuracy = None if measured is None else measured.get("test_accuracy", measured.get("rules", {}).get(
-        "head", {}).get("accuracy"))
+    if measured is None:
+      continue
+    rules = measured.get("rules", {}).get("head", {})
+    accuracy = measured.get("test_accuracy", rules.get("accuracy"))
     if accuracy is not None:
-      values[seed] = float(accuracy)
-  return values
+      ci95 = measured.get("test_ci95", rules.get("ci95"))
+      measured_seeds[seed] = (float(accuracy), None if ci95 is None else float(ci95))
+  return measured_seeds
+
+
+def trained_length(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seed: int) -> int | None:
+  """How many episodes a seed's tested run trained (its config's ``episodes``), None where it has no config."""
+  config = read_json(os.path.join(run_dir(out, entry, schedule, model, head, tested_stage(entry, schedule), seed), "config.json"))
+  return None if config is None or "episodes" not in config else int(config["episodes"])
+
+
+def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str, seeds) -> dict[int, float]:
+  """{seed: test accuracy in %} of a cell for the seeds measured so far."""
+  return {seed: accuracy for seed, (accuracy, _) in cell_measured(out, entry, schedule, cell, head, seeds).items()}
 
 
 def seeds_found(out: str, entry: Entry, schedule: Schedule) -> list[int]:

@@ -51,6 +51,9 @@ class Cell:
   ci95: float | None = None
   direction: str | None = None  # what the paper's text states of this cell, where its number is not at hand
   measure: str = "test accuracy (%)"
+  # The equivalence margin in points, declared with the entry before its runs: ``equivalent within ±margin`` needs
+  # the 90% interval of ours − published inside it (fewshot.analysis.verdicts). None: no agreement word possible.
+  margin: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

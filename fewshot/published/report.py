@@ -1,18 +1,20 @@
 """Ours beside the paper's, cell by cell, from the records of an entry's runs: what the command prints and the page
 shows.
 
-For each cell and head: the published value, ours per seed, their mean ± 95% t-interval, the prediction test's p and
-its verdict (:mod:`fewshot.analysis.verdicts`); where the entry has two heads, their difference paired by seed (a
-softmax and a DR run of one seed share every episode: exact sign-flip p).
+For each cell and head: the published value, ours per seed, the interval of ours − published and the verdict under
+the cell's declared margin (:mod:`fewshot.analysis.verdicts`); where the entry has two heads, their difference paired
+by seed (a softmax and a DR run of one seed draw the same episodes, as far as the shorter of the two trains: exact
+sign-flip p); and a pooled line across the entry's independent arms (each model and head).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from fewshot.analysis import paired, verdicts
 from fewshot.choices import method_model_name, model_name
-from fewshot.published.plan import cell_values
+from fewshot.published import plan
 from fewshot.published.registry import Cell, Entry, Schedule
 
 
@@ -24,25 +26,96 @@ class CellReport:
   by_head: dict[str, verdicts.Verdict]
   seeds: dict[str, tuple[int, ...]]
   paired: tuple[float, float | None, float | None, int] | None  # mean, half-width, sign-flip p, pairs
+  shared: str = ""  # how much of their training the paired runs share, in words
+
+
+def _verdict(measured: dict[int, tuple[float, float | None]], cell: Cell, entry: Entry,
+             schedule: Schedule) -> verdicts.Verdict:
+  errors = [ci / verdicts.Z95 for _, ci in measured.values() if ci is not None]
+  return verdicts.verdict([a for a, _ in measured.values()], cell.value, margin=cell.margin,
+                          errors=errors if len(errors) == len(measured) else None, published_ci95=cell.ci95,
+                          published_schedule=schedule.published, not_comparable=entry.not_comparable)
+
+
+def schedule_cells(entry: Entry, schedule: Schedule) -> tuple[Cell, ...]:
+  """The cells a schedule tests: those of the models it trains."""
+  return tuple(c for c in entry.cells if schedule.models is None or c.model in schedule.models)
 
 
 def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[CellReport]:
   """Every cell's report from the records under ``out`` for ``seeds``."""
   reports = []
-  for cell in entry.cells:
-    values = {head: cell_values(out, entry, schedule, cell, head, seeds) for head in entry.heads}
-    by_head = {head: verdicts.verdict(list(v.values()), cell.value, shorter=not schedule.published,
-                                      not_comparable=entry.not_comparable) for head, v in values.items()}
+  for cell in schedule_cells(entry, schedule):
+    measured = {head: plan.cell_measured(out, entry, schedule, cell, head, seeds) for head in entry.heads}
+    by_head = {head: _verdict(m, cell, entry, schedule) for head, m in measured.items()}
     pair = None
     if len(entry.heads) == 2:
-      first, second = (values[h] for h in entry.heads)
+      first, second = (measured[h] for h in entry.heads)
       common = sorted(set(first) & set(second))
       if common:
-        differences = [second[s] - first[s] for s in common]
+        differences = [second[s][0] - first[s][0] for s in common]
         mean, half = paired.paired_interval(differences)
         pair = (mean, half, paired.sign_flip_p(differences), len(common))
-    reports.append(CellReport(cell, by_head, {h: tuple(sorted(v)) for h, v in values.items()}, pair))
+    reports.append(CellReport(cell, by_head, {h: tuple(sorted(v)) for h, v in measured.items()}, pair,
+                              shared_text(out, entry, schedule, cell, common if pair else ())))
   return reports
+
+
+def shared_text(out: str, entry: Entry, schedule: Schedule, cell: Cell, seeds) -> str:
+  """What the paired runs of ``seeds`` share: every episode where each pair trained equally long, else their first
+  ones (a seed's two heads draw the same episodes; one that stops later trains on where the other stopped).
+  """
+  model = entry.model(cell.model)
+  lengths = [[plan.trained_length(out, entry, schedule, model, h, s) for h in entry.heads] for s in seeds]
+  if not lengths or any(None in pair for pair in lengths):
+    return ""
+  if all(len(set(pair)) == 1 for pair in lengths):
+    return "each pair trained the same episodes"
+  unequal = [pair for pair in lengths if len(set(pair)) > 1]
+  gaps, firsts = [abs(a - b) for a, b in unequal], [min(pair) for pair in unequal]
+  return (f"{len(unequal)} of {len(lengths)} pairs differ in length by {value_range(gaps)} episodes and share only their "
+          f"first {value_range(firsts)}")
+
+
+def value_range(values) -> str:
+  low, high = min(values), max(values)
+  return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
+def arm_verdicts(out: str, entry: Entry, schedule: Schedule, seeds) -> list[verdicts.Verdict]:
+  """Each independent arm's verdict (a model and a head; the model's cells share its runs, so each seed's
+  differences from the published values are averaged over them, under the smallest of their margins).
+  """
+  arms = []
+  for model in {c.model: None for c in schedule_cells(entry, schedule) if c.value is not None}:
+    cells = [c for c in schedule_cells(entry, schedule) if c.model == model and c.value is not None]
+    for head in entry.heads:
+      measured = [plan.cell_measured(out, entry, schedule, c, head, seeds) for c in cells]
+      common = sorted(set.intersection(*(set(m) for m in measured)))
+      if not common:
+        continue
+      mean_difference = {s: (sum(m[s][0] - c.value for m, c in zip(measured, cells)) / len(cells),
+                             _mean_error(m[s][1] for m in measured)) for s in common}
+      published_ci = _mean_error(c.ci95 for c in cells)
+      margins = [c.margin for c in cells if c.margin is not None]
+      arm = Cell(f"{model} {head}", model, {}, 0.0, published_ci, margin=min(margins) if margins else None)
+      arms.append(_verdict(mean_difference, arm, entry, schedule))
+  return arms
+
+
+def _mean_error(ci95s) -> float | None:
+  """The 95% half-width of a mean over cells measured on their own test episodes (None where one is missing)."""
+  values = list(ci95s)
+  if not values or any(v is None for v in values):
+    return None
+  return math.sqrt(sum(v * v for v in values)) / len(values)
+
+
+def pooled(out: str, entry: Entry, schedule: Schedule, seeds) -> verdicts.Verdict | None:
+  """The entry's pooled verdict across its independent arms (:func:`verdicts.pooled`), None with fewer than two."""
+  arms = arm_verdicts(out, entry, schedule, seeds)
+  margins = [a.margin for a in arms if a.margin is not None]
+  return verdicts.pooled(arms, min(margins) if margins else None, published_schedule=schedule.published)
 
 
 def head_label(entry: Entry, head: str) -> str:
@@ -58,8 +131,15 @@ def ours_text(v: verdicts.Verdict) -> str:
     return "no runs measured"
   interval = "" if v.ci95 is None else f" ± {v.ci95:.2f}"
   seeds = ", ".join(f"{x:.2f}" for x in v.values)
-  p = "" if v.p is None else f", p = {v.p:.3g}"
-  return f"{v.mean:.2f}{interval} ({len(v.values)} seeds: {seeds}{p})"
+  return f"{v.mean:.2f}{interval} ({len(v.values)} seeds: {seeds})"
+
+
+def difference_text(v: verdicts.Verdict) -> str:
+  """ours − published with its 95% interval and the smallest margin the design establishes."""
+  if v.interval95 is None:
+    return "–"
+  low, high = v.interval95
+  return f"{v.difference:+.2f} [{low:+.2f}, {high:+.2f}]; smallest margin ±{v.smallest_margin:.2f}"
 
 
 def published_text(cell: Cell) -> str:
@@ -69,20 +149,31 @@ def published_text(cell: Cell) -> str:
   return f"{cell.value:.2f}" + ("" if cell.ci95 is None else f" ± {cell.ci95:.2f}")
 
 
-def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport]) -> str:
-  """The command's printout: the source, the schedule, then a block per cell."""
+def pooled_text(v: verdicts.Verdict | None) -> str | None:
+  if v is None:
+    return None
+  margin = "no margin" if v.margin is None else f"margin ±{v.margin:g}"
+  return (f"pooled over the independent arms (each model and head; a model's cells averaged per seed): ours − "
+          f"published {difference_text(v)}, {margin}: {v.words}")
+
+
+def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport],
+                   pool: verdicts.Verdict | None = None) -> str:
+  """The command's printout: the source, the schedule, then a block per cell, then the pooled line."""
   lines = [f"{entry.name}: {entry.source}", f"schedule {schedule.name}: {schedule.about}"]
   if entry.not_comparable:
     lines.append(f"not comparable: {entry.not_comparable}")
   for report in reports:
-    published = published_text(report.cell)
-    lines.append(f"{report.cell.name}: published {published}")
+    margin = "" if report.cell.margin is None else f" (margin ±{report.cell.margin:g})"
+    lines.append(f"{report.cell.name}: published {published_text(report.cell)}{margin}")
     for head, v in report.by_head.items():
-      lines.append(f"  {head_label(entry, head)}: {ours_text(v)}: {v.words}")
+      lines.append(f"  {head_label(entry, head)}: {ours_text(v)}; ours − published {difference_text(v)}: {v.words}")
     if report.paired is not None:
       mean, half, p, n = report.paired
       interval = "" if half is None else f" ± {half:.2f}"
       p_text = "" if p is None else f", sign-flip p = {p:.3g} (its floor at {n} pairs: {2 / 2 ** n:.3g})"
       first, second = (head_label(entry, h) for h in entry.heads)
-      lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({n} pairs{p_text})")
-  return "\n".join(lines)
+      shared = f"; {report.shared}" if report.shared else ""
+      lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({n} pairs{p_text}{shared})")
+  said = pooled_text(pool)
+  return "\n".join(lines + ([said] if said else []))

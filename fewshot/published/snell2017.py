@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from fewshot.published.registry import Cell, Entry, Model, Schedule
 
+# Equivalence margins (points), declared on 2026-12-02 before the code_minimum runs: on Omniglot, about half the
+# error rate the paper reports at 5-way (1.2 / 0.3 points) and a quarter of it at 20-way; on mini-ImageNet about
+# twice the paper's own 95% half-width (0.78 / 0.66).
+_MARGIN_5WAY, _MARGIN_20WAY, _MARGIN_MINI_IMAGENET = 0.5, 1.0, 1.5
 _SCHEDULE = dict(learning_rate=1e-3, lr_halve_every=2000, eval_every=100, val_episodes=100)
 _STOPPING = ("Stopping: on the validation accuracy (the paper's code stops on the validation loss), after --patience "
              "checkpoints of 100 episodes without a better one; the best checkpoint's episode is the length trained "
@@ -45,10 +49,10 @@ OMNIGLOT = Entry(
                  "episodes; the 1-shot model", published=False, selects=False, models=("1-shot",)),
     ),
     cells=(
-        Cell("5-way 1-shot", "1-shot", dict(test_way=5), 98.8),
-        Cell("5-way 5-shot", "5-shot", dict(test_way=5), 99.7),
-        Cell("20-way 1-shot", "1-shot", dict(test_way=20), 96.0),
-        Cell("20-way 5-shot", "5-shot", dict(test_way=20), 98.9),
+        Cell("5-way 1-shot", "1-shot", dict(test_way=5), 98.8, margin=_MARGIN_5WAY),
+        Cell("5-way 5-shot", "5-shot", dict(test_way=5), 99.7, margin=_MARGIN_5WAY),
+        Cell("20-way 1-shot", "1-shot", dict(test_way=20), 96.0, margin=_MARGIN_20WAY),
+        Cell("20-way 5-shot", "5-shot", dict(test_way=20), 98.9, margin=_MARGIN_20WAY),
     ),
     differences=(
         _STOPPING,
@@ -79,8 +83,8 @@ MINI_IMAGENET = Entry(
                  "without a better validation accuracy", published=False),
     ),
     cells=(
-        Cell("5-way 1-shot", "1-shot", dict(test_way=5), 49.42, 0.78),
-        Cell("5-way 5-shot", "5-shot", dict(test_way=5), 68.20, 0.66),
+        Cell("5-way 1-shot", "1-shot", dict(test_way=5), 49.42, 0.78, margin=_MARGIN_MINI_IMAGENET),
+        Cell("5-way 5-shot", "5-shot", dict(test_way=5), 68.20, 0.66, margin=_MARGIN_MINI_IMAGENET),
     ),
     differences=(_STOPPING, "Images: resized to 84 px as fewshot stores mini-ImageNet (docs/protocol.md); no "
                  "augmentation, as the paper."),

@@ -4,11 +4,9 @@ import json
 import pathlib
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
 
 import fewshot
 from fewshot.config import Config
@@ -17,53 +15,10 @@ from fewshot.episodic import lake
 from fewshot.errors import DataError
 from fewshot.train import train
 
-RUNS, WAY = 3, 5
+from omniglot_fixtures import RUNS, WAY, write_lake_runs, zip_runs
+
 # The tiny run of tests/test_cli.py: its programs, compiled once, serve both (the suite shares a compilation cache).
 TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
-
-
-def _glyph_png(points, path: pathlib.Path) -> None:
-  """A 105x105 1-bit PNG as in the release: white background, a black polyline."""
-  image = Image.new("1", (105, 105), 1)
-  ImageDraw.Draw(image).line([tuple(p) for p in points], fill=0, width=6)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  image.save(path)
-
-
-def write_lake_runs(root: pathlib.Path, identical: bool = False, seed: int = 0) -> dict:
-  """``RUNS`` runs of ``WAY`` classes in the release's layout; returns each run's item labels (class indices).
-
-  Items are their class's glyph redrawn with its points moved by ~15 px (so that some are misread), or
-  (``identical``) byte-for-byte copies of its training image.
-  """
-  rng = np.random.default_rng(seed)
-  labels = {}
-  for r in range(1, RUNS + 1):
-    run = f"run{r:02d}"
-    glyphs = rng.uniform(15, 90, size=(WAY, 4, 2))
-    for c in range(WAY):
-      _glyph_png(glyphs[c], root / run / "training" / f"class{c + 1:02d}.png")
-    labels[run] = rng.permutation(WAY)
-    lines = []
-    for i, c in enumerate(labels[run]):
-      item = root / run / "test" / f"item{i + 1:02d}.png"
-      if identical:
-        item.parent.mkdir(parents=True, exist_ok=True)
-        item.write_bytes((root / run / "training" / f"class{c + 1:02d}.png").read_bytes())
-      else:
-        _glyph_png(glyphs[c] + rng.normal(0, 15, glyphs[c].shape), item)
-      lines.append(f"{run}/test/item{i + 1:02d}.png {run}/training/class{c + 1:02d}.png")
-    (root / run / "class_labels.txt").write_text("\n".join(lines) + "\n")
-  return labels
-
-
-def zip_runs(folder: pathlib.Path, archive: pathlib.Path) -> pathlib.Path:
-  """The folder as a zip with the runs under ``all_runs/``, as the release is packed."""
-  with zipfile.ZipFile(archive, "w") as zf:
-    for path in sorted(folder.rglob("*")):
-      if path.is_file():
-        zf.write(path, f"all_runs/{path.relative_to(folder).as_posix()}")
-  return archive
 
 
 @pytest.fixture(scope="module")

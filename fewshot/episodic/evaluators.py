@@ -70,7 +70,8 @@ class CachedEpisodes:
 @dataclasses.dataclass(frozen=True)
 class LakeRuns:
   """Lake et al.'s one-shot runs (:func:`fewshot.episodic.lake.read_runs`, or
-  :func:`~fewshot.episodic.lake_design.design_runs`' runs of his design) scored by the trained run's head and by 1-NN on its embedding (a lone training run's, not a seed group's).
+  :func:`~fewshot.episodic.lake_design.design_runs`' runs of his design) scored by the trained run's head and by
+  1-NN on its embedding (a lone training run's, not a seed group's).
   """
 
   config: object  # the trained run's fewshot.config.Config

@@ -125,6 +125,9 @@ class Config(RunOptions):
   bbox_crop: bool = option(False, "crop images to their bounding boxes before resizing (cub, cars196)", heading=DATA)
   rotations: bool = option(False, "omniglot: each character at 0/90/180/270 degrees, four classes (Vinyals et al.)",
                            heading=DATA)
+  resize: str = option("box", "omniglot: how the 105 px PNGs become --image_size px: box (grey levels, the default) "
+                       "or nearest (binary pixels, as the Prototypical Networks code's PIL resize gives them)",
+                       heading=DATA)
   within_alphabet: bool = option(False, "omniglot: every training episode draws its classes from one alphabet (its "
                                  "rotated characters included), as Lake's runs do; validation and test episodes are "
                                  "untouched", heading=TRAINING)
@@ -143,7 +146,7 @@ class Config(RunOptions):
     self.check_fields()
     data = catalog.resolve(self.dataset, image_size=self.image_size, backbone=self.backbone,
                                 class_splits=self.class_splits, class_order=self.class_order, bbox_crop=self.bbox_crop,
-                                rotations=self.rotations)
+                                rotations=self.rotations, resize=self.resize)
     object.__setattr__(self, "image_size", data.image_size)
     object.__setattr__(self, "class_splits", data.class_splits)
     self._check_lists_and_lengths(data)

@@ -197,7 +197,7 @@ def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_s
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)
-  runs = lake.read_runs(lake_runs, config.image_size)
+  runs = lake.read_runs(lake_runs, config.image_size, config.resize)
   config, learner, state = api.restore_run(rundir, record, checkpoint, test_shifts=test_shifts)
   source = str(pathlib.Path(lake_runs).expanduser().resolve())
   results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts, source).run(state)

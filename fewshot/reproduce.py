@@ -117,17 +117,17 @@ def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: 
         evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **cell.test)
 
 
-def lake_runs_for(test: dict, data_dir: str | None, image_size: int):
+def lake_runs_for(test: dict, data_dir: str | None, image_size: int, resize: str = "box"):
   """The runs a Lake cell scores, read or drawn at the model's ``image_size``: Lake's official 20 from the Omniglot
   folder, or random runs of his design from its images (:mod:`fewshot.episodic.lake_design`).
   """
   from fewshot.episodic import lake, lake_design
 
   if test["lake_runs"] == "official":
-    return lake.read_runs(check_official(data_dir), image_size)
+    return lake.read_runs(check_official(data_dir), image_size, resize)
   if test["lake_runs"] == "design":
     return lake_design.design_runs(data_dir, test["runs"], test["way"], test["seed"], image_size,
-                                   tuple(test.get("alphabets", lake_design.ALPHABETS)))
+                                   tuple(test.get("alphabets", lake_design.ALPHABETS)), resize=resize)
   raise ConfigError(f"the cell's runs {test['lake_runs']!r} are no longer drawn (fewshot's drawn runs before "
                     "2026-12-02 took their supports from several drawers); score official or design runs.")
 
@@ -153,7 +153,7 @@ def score_lake_runs(workdir: str, record: str, test: dict, data_dir: str | None)
 
   rundir = existing_checkpoint(workdir, "best")
   config, learner, state = api.restore_run(rundir, rundir.read_config(), "best")
-  runs = lake_runs_for(test, data_dir or config.data_dir, config.image_size)
+  runs = lake_runs_for(test, data_dir or config.data_dir, config.image_size, config.resize)
   print(f"scoring {workdir} on {len(runs)} of Lake's {test['lake_runs']} one-shot runs", flush=True)
   results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts).run(state)
   write_json_atomic(record, finite_json({**results, "scored": dict(test)}))

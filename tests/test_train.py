@@ -176,3 +176,17 @@ def test_centring_both_trains_the_same_run_and_adds_the_reference_codes_diagnost
     assert {k: v for k, v in b.items() if k not in extra and k != "seconds"} == {
         k: v for k, v in p.items() if k != "seconds"}
     assert all(np.isfinite(b[name]) for name in extra) and b["alpha_features"] != b["alpha"]
+
+
+def test_resize_nearest_trains_validates_and_tests_on_binary_images_and_is_recorded(tmp_path):
+  for i, alphabet in enumerate(["Latin", "Greek"]):
+    for c in range(5):  # 10 characters: 6 / 2 / 2 in the default split
+      write_character_pngs(tmp_path / "src", alphabet, f"character{c + 1:02d}", 3, seed=10 * i + c)
+  options = dict(dataset="omniglot", data_dir=str(tmp_path / "src"), tfds_dir=str(tmp_path / "tfds"), way=2, shot=1,
+                 query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
+  config = Config(**options, resize="nearest")
+  assert all(set(np.unique(split.images)) <= {0, 255} for split in load_data(config).values())
+  results = train(config, tmp_path / "run", progress=False)
+  saved = RunDir(tmp_path / "run").read_config()
+  assert saved["resize"] == "nearest" and results["best_val_accuracy"] is not None and "test_accuracy" in results
+  assert Config(**options).resize == "box"  # the default, and what a config.json without the field reads as

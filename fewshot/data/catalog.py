@@ -19,6 +19,7 @@ from fewshot.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 CLASS_ORDERS = ("default", "random")
+RESIZES = ("box", "nearest")  # --resize: how source images reach the stored size (DatasetSpec.resizes)
 SMALL, IMAGE = "small", "image"  # the kinds: 28x28x1, ink 255 on 0; or RGB, stored at stored_size(image_size)
 # The rules that make a class split: the splits as prepared (strokes, omniglot's 60/20/20); omniglot's characters
 # pooled and split again (fewshot.data.omniglot.character_splits); and on positions of a class order
@@ -59,6 +60,8 @@ class DatasetSpec:
     resizable: a small dataset that can also be stored larger than 28 px (omniglot, box-filtered from its 105 px
       originals; strokes is drawn at 28 only).
     superclasses: whether its classes group into superclasses a draw can keep to (omniglot's alphabets).
+    resizes: how its source images can be brought to the stored size (``--resize``): omniglot's 1-bit PNGs box-filtered
+      to grey levels or sampled NEAREST to binary pixels (the Prototypical Networks code's inputs).
     built: whether the package makes it, so it has no files to read (strokes).
   """
 
@@ -72,6 +75,7 @@ class DatasetSpec:
   resizable: bool = False
   superclasses: bool = False
   built: bool = False
+  resizes: tuple[str, ...] = ("box",)
 
   def __post_init__(self):
     if self.kind not in RULES:
@@ -98,7 +102,8 @@ SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
     DatasetSpec("omniglot", SMALL, "fewshot.data.omniglot", {
         "default": STORED, "vinyals_published": CHARACTERS, "vinyals_sizes": CHARACTERS,
         "background_evaluation": CHARACTERS, "all_characters": CHARACTERS, "lake_small1": CHARACTERS,
-        "lake_small2": CHARACTERS, "lists": CHARACTERS}, images_per_class=20, resizable=True, superclasses=True),
+        "lake_small2": CHARACTERS, "lists": CHARACTERS}, images_per_class=20, resizable=True, superclasses=True,
+        resizes=("box", "nearest")),
     DatasetSpec("cub", IMAGE, "fewshot.data.readers.cub", {"fewshot": PARITY, "dml": HALVES}, boxes=True,
                 split_images={"fewshot": {"train": 5_885, "val": 2_950, "test": 2_953},
                               "dml": {"train": 5_864, "test": 5_924}}),
@@ -188,6 +193,7 @@ class DataOptions:
   class_order: str = "default"
   bbox_crop: bool = False
   rotations: bool = False
+  resize: str = "box"  # how the source images were brought to the stored size (DatasetSpec.resizes)
 
   @property
   def split_names(self) -> tuple[str, ...]:
@@ -213,10 +219,15 @@ def _listed(keep: Callable[[DatasetSpec], bool]) -> str:
 
 
 def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "conv4", class_splits: str | None = None,
-            class_order: str = "default", bbox_crop: bool = False, rotations: bool = False) -> DataOptions:
+            class_order: str = "default", bbox_crop: bool = False, rotations: bool = False,
+            resize: str = "box") -> DataOptions:
   """The options with their defaults filled in; a one-line ``ConfigError`` for one the dataset does not have."""
   spec = spec_of(dataset)
   check_choice("class_order", class_order, CLASS_ORDERS)
+  check_choice("resize", resize, RESIZES)
+  if resize not in spec.resizes:
+    raise ConfigError(f"--resize {resize} applies to {_listed(lambda s: resize in s.resizes)} (1-bit source images); "
+                      f"{dataset} reaches its stored size one way only: leave --resize out.")
   if spec.kind == IMAGE:
     size = DEFAULT_IMAGE_SIZES.get(backbone, DEFAULT_IMAGE_SIZES["conv4"]) if image_size is None else image_size
     if isinstance(size, bool) or not isinstance(size, int):
@@ -231,7 +242,7 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
       raise ConfigError(f"{dataset} has no bounding boxes; --bbox_crop needs one of {', '.join(BBOX_DATASETS)}.")
     if rotations:
       raise ConfigError(f"--rotations turns omniglot characters into new classes; {dataset} has none.")
-    return DataOptions(dataset, size, class_splits, class_order, bbox_crop, rotations)
+    return DataOptions(dataset, size, class_splits, class_order, bbox_crop, rotations, resize)
   size = SMALL_IMAGE_SIZE if image_size is None else image_size
   if spec.resizable and image_size is not None:
     if isinstance(size, bool) or not isinstance(size, int) or size < SMALL_IMAGE_SIZE:
@@ -258,4 +269,4 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
               if name in ("class_splits", "rotations") else ".")
       raise ConfigError(f"{dataset} has fixed class splits and no boxes; --{name} applies to "
                         f"{', '.join(IMAGE_DATASETS)}{also}")
-  return DataOptions(dataset, size, class_splits, class_order, bbox_crop, rotations)
+  return DataOptions(dataset, size, class_splits, class_order, bbox_crop, rotations, resize)

@@ -31,7 +31,8 @@ def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | N
     ids = class_splits.class_ids(resolved.dataset, prepared.class_subsets, class_splits=resolved.class_splits,
                                     class_order=resolved.class_order, seed=seed)
     return {split: prepared.read(ids[split]) for split in wanted}
-  b = reader(resolved.dataset).builder(data_dir, default_tfds_dir(tfds_dir), resolved.image_size)
+  resized = {} if resolved.resize == "box" else {"resize": resolved.resize}  # only a row's resizes reach here
+  b = reader(resolved.dataset).builder(data_dir, default_tfds_dir(tfds_dir), resolved.image_size, **resized)
   if catalog.SPECS[resolved.dataset].class_splits.get(resolved.class_splits, catalog.STORED) == catalog.STORED:
     return {split: tfds_io.read_split(b, split) for split in wanted}
   # catalog.CHARACTERS: omniglot's stored default split's characters, pooled and split again.
@@ -43,7 +44,7 @@ def _read(resolved: catalog.DataOptions, data_dir: str | None, tfds_dir: str | N
 def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None = None,
                 splits: Sequence[str] | None = None, *, image_size: int | None = None, class_splits: str | None = None,
                 class_order: str = "default", seed: int = 0, bbox_crop: bool = False,
-                rotations: bool = False, split_lists: str | None = None) -> dict[str, Split]:
+                rotations: bool = False, split_lists: str | None = None, resize: str = "box") -> dict[str, Split]:
   """Loads several class splits of ``dataset`` at once (one preparation check).
 
   Args:
@@ -77,7 +78,7 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
     DataError: an unknown split; missing, malformed or corrupt dataset files (naming the file).
   """
   resolved = catalog.resolve(dataset, image_size=image_size, class_splits=class_splits, class_order=class_order,
-                             bbox_crop=bbox_crop, rotations=rotations)
+                             bbox_crop=bbox_crop, rotations=rotations, resize=resize)
   root = pathlib.Path(default_tfds_dir(tfds_dir))
   if root.exists() and not root.is_dir():
     raise DataError(f"--tfds_dir {root} is a file; pass a folder for prepared datasets (or leave it out for "

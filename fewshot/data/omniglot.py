@@ -4,7 +4,10 @@ Images are 105x105 1-bit PNGs stored as ``<anything>/<alphabet>/<character>/NNNN
 They are inverted to ink 255 on background 0 (the polarity of ``strokes``) and
 box-filtered down to 28x28 (or the run's larger ``--image_size``, prepared once per
 size): BOX averages each output pixel's exact footprint, which anti-aliases a binary
-image without the ringing (and non-zero background halo) that LANCZOS adds.
+image without the ringing (and non-zero background halo) that LANCZOS adds. ``--resize nearest``
+samples the nearest source pixel instead, so the images stay binary (0 or 255): the inputs of the
+Prototypical Networks code, whose PIL resize of the 1-bit PNGs is NEAREST (it rotates at 105 px
+before resizing, fewshot after, so a rotated class's sampled pixels can differ by one source pixel).
 """
 
 from __future__ import annotations
@@ -124,7 +127,10 @@ def _sources(tree: archives.FileTree, members) -> tuple[str, ...]:
   return tuple(sorted({tree.source(member) for member in members}))
 
 
-def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:
+RESAMPLING = {"box": Image.Resampling.BOX, "nearest": Image.Resampling.NEAREST}  # by --resize
+
+
+def decode(data: bytes, where: str, size: int = _SIZE[0], resize: str = "box") -> np.ndarray:
   """One PNG's bytes as the stored ``size`` x ``size`` x 1 uint8 image (ink 255 on 0); ``where`` names it in the
   DataError.
   """
@@ -135,13 +141,13 @@ def decode(data: bytes, where: str, size: int = _SIZE[0]) -> np.ndarray:
       ink = Image.fromarray(255 - np.asarray(im.convert("L"), np.uint8))
   except Exception as e:  # PIL raises many types on corrupt files
     raise DataError(f"Cannot decode image {where} ({one_line(e)}); replace or delete it (re-extract the archive).") from None
-  return np.asarray(ink.resize((size, size), Image.Resampling.BOX), np.uint8)[..., None]
+  return np.asarray(ink.resize((size, size), RESAMPLING[resize]), np.uint8)[..., None]
 
 
-def decode_all(characters: Characters, size: int = _SIZE[0]) -> dict[str, np.ndarray]:
+def decode_all(characters: Characters, size: int = _SIZE[0], resize: str = "box") -> dict[str, np.ndarray]:
   """Decodes every image; raises DataError naming the first unreadable file."""
   with characters.tree as tree:
-    image = lambda member: decode(tree.read(member), tree.where(member), size)
+    image = lambda member: decode(tree.read(member), tree.where(member), size, resize)
     return {cls: np.stack([image(member) for member in characters.classes[cls]]) for cls in characters.class_names}
 
 
@@ -240,11 +246,13 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   # Bump when decoding, resizing or the class split changes.
   VERSION = tfds.core.Version("1.0.0")
 
-  def __init__(self, *, characters: Characters, size: int = _SIZE[0], **kwargs):
-    self._characters, self._size = characters, size
+  def __init__(self, *, characters: Characters, size: int = _SIZE[0], resize: str = "box", **kwargs):
+    self._characters, self._size, self._resize = characters, size, resize
     self.decoded: dict[str, np.ndarray] | None = None
-    # The names prepared data already has on disk: 28 px data keeps the one it had before other sizes existed.
+    # The names prepared data already has on disk: 28 px data keeps the one it had before other sizes existed, box
+    # filtering the one it had before --resize existed.
     name = f"src_{characters.fingerprint}" if size == _SIZE[0] else f"src_{characters.fingerprint}_{size}px"
+    name += "" if resize == "box" else f"_{resize}"
     super().__init__(config=tfds.core.BuilderConfig(name=name), **kwargs)
 
   def _info(self) -> tfds.core.DatasetInfo:
@@ -255,7 +263,7 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _split_generators(self, dl_manager):
     del dl_manager
     if self.decoded is None:
-      self.decoded = decode_all(self._characters, self._size)
+      self.decoded = decode_all(self._characters, self._size, self._resize)
     return {split: self._generate_examples(names) for split, names in class_split(self._characters.class_names).items()}
 
   def _generate_examples(self, names):
@@ -276,15 +284,16 @@ def files_not_read(data_dir: str | None) -> list[str]:
   return list(scan(data_dir).not_read)
 
 
-def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0]) -> Omniglot:
-  """The prepared omniglot builder for ``data_dir`` at ``size`` px; decodes and prepares only on first use.
+def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0], resize: str = "box") -> Omniglot:
+  """The prepared omniglot builder for ``data_dir`` at ``size`` px (``resize``: box or nearest, :data:`RESAMPLING`);
+  decodes and prepares only on first use.
 
   Every image is decoded before tfds writes anything, so a corrupt file raises
   DataError and leaves the tfds dir untouched.
   """
-  b = Omniglot(characters=scan(data_dir), size=size, data_dir=tfds_dir)
+  b = Omniglot(characters=scan(data_dir), size=size, resize=resize, data_dir=tfds_dir)
   if not b.is_prepared():
-    b.decoded = decode_all(b._characters, size)
+    b.decoded = decode_all(b._characters, size, resize)
     tfds_io.prepare(b)
     b.decoded = None
   return b

@@ -36,7 +36,8 @@ def load_data(config: Config, splits: tuple[str, ...] = SPLITS) -> dict[str, Spl
   wanted = tuple(dict.fromkeys((*splits, "val") if pooled else splits))
   loaded = data.load_splits(config.dataset, config.data_dir, config.tfds_dir, wanted, image_size=config.image_size,
                             class_splits=config.class_splits, class_order=config.class_order, seed=config.split_seed,
-                            bbox_crop=config.bbox_crop, rotations=config.rotations, split_lists=config.split_lists)
+                            bbox_crop=config.bbox_crop, rotations=config.rotations, split_lists=config.split_lists,
+                            resize=config.resize)
   if pooled:
     loaded["train"] = Split.concatenate([loaded["train"], loaded.pop("val")])
   return {name: split for name, split in loaded.items() if name in splits and (config.validates or name != "val")}

@@ -116,7 +116,7 @@ def _pngs(names: set[str], prefix: str, folder: str) -> list[str]:
   return sorted(name for name in inside if "/" not in name[len(folder) + 1:] and name.lower().endswith(".png"))
 
 
-def _read_run(tree: archives.FileTree, run: str, prefix: str, names: set[str], size: int) -> LakeRun:
+def _read_run(tree: archives.FileTree, run: str, prefix: str, names: set[str], size: int, resize: str) -> LakeRun:
   read, where = tree.read, tree.where
   label_name = f"{prefix}{run}/{LABELS}"
   if label_name not in names:
@@ -146,14 +146,14 @@ def _read_run(tree: archives.FileTree, run: str, prefix: str, names: set[str], s
   if not items or unlabelled:
     what = f"has no label for {unlabelled[0]}" if unlabelled else "labels no test item"
     raise DataError(f"{where(label_name)} {what}; {_FIX}.")
-  decoded = lambda files: np.stack([decode(read(prefix + name), where(prefix + name), size) for name in files])
+  decoded = lambda files: np.stack([decode(read(prefix + name), where(prefix + name), size, resize) for name in files])
   return LakeRun(run, tuple(class_files), tuple(items), decoded(class_files), decoded(items),
                  np.asarray(labels, np.int32))
 
 
-def read_runs(path: str | os.PathLike, image_size: int = SMALL_IMAGE_SIZE) -> list[LakeRun]:
-  """Every run of Lake's layout in a folder or zip, decoded at ``image_size`` px as Omniglot's training data is;
-  one-line ``DataError`` for anything amiss.
+def read_runs(path: str | os.PathLike, image_size: int = SMALL_IMAGE_SIZE, resize: str = "box") -> list[LakeRun]:
+  """Every run of Lake's layout in a folder or zip, decoded at ``image_size`` px as Omniglot's training data is
+  (``resize``: the run's ``--resize``); one-line ``DataError`` for anything amiss.
 
   Any number of runs is accepted, but they must be numbered ``run01`` ... ``runNN`` with none
   missing; every label line must name this run's test item and training image, both present,
@@ -172,7 +172,7 @@ def read_runs(path: str | os.PathLike, image_size: int = SMALL_IMAGE_SIZE) -> li
     if missing:
       where = tree.where(prefix.rstrip("/")) if prefix else path
       raise DataError(f"{where} has runs up to run{max(numbers):02d} but no run{missing[0]:02d}; {_FIX}.")
-    return [_read_run(tree, run, prefix, set(names), image_size) for run in sorted(runs, key=runs.get)]
+    return [_read_run(tree, run, prefix, set(names), image_size, resize) for run in sorted(runs, key=runs.get)]
 
 
 # ---- scoring ----------------------------------------------------------------------------------------------------
@@ -233,7 +233,8 @@ def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:
   check_model(model.config)
   source = None
   if isinstance(runs, (str, os.PathLike)):
-    source, runs = str(pathlib.Path(runs).expanduser().resolve()), read_runs(runs, model.config.image_size)
+    source = str(pathlib.Path(runs).expanduser().resolve())
+    runs = read_runs(runs, model.config.image_size, model.config.resize)
   return score(model.config, model.learner, model.variables, runs, model.config.test_shifts, source)
 
 

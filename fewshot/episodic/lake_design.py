@@ -64,9 +64,10 @@ def by_drawer(classes: dict[str, tuple[str, ...]], alphabets, drawers) -> dict[s
 
 
 def design_runs(data_dir: str, num_runs: int = 400, way: int = 20, seed: int = 0, image_size: int = 28,
-                alphabets=ALPHABETS, drawers=DRAWERS) -> list[LakeRun]:
-  """``num_runs`` runs of Lake's design from the Omniglot images under ``data_dir`` (see the module docstring);
-  each run's files name what was drawn (``Tengwar/character07/1549_03.png``), so a record says which runs scored.
+                alphabets=ALPHABETS, drawers=DRAWERS, resize: str = "box") -> list[LakeRun]:
+  """``num_runs`` runs of Lake's design from the Omniglot images under ``data_dir`` (see the module docstring),
+  decoded as the model's training data (``resize``: its ``--resize``); each run's files name what was drawn
+  (``Tengwar/character07/1549_03.png``), so a record says which runs scored.
   """
   characters = omniglot.scan(data_dir)
   found = by_drawer(characters.classes, alphabets, drawers)
@@ -88,7 +89,7 @@ def design_runs(data_dir: str, num_runs: int = 400, way: int = 20, seed: int = 0
   with characters.tree as tree:
     def image(member):
       if member not in decoded:
-        decoded[member] = omniglot.decode(tree.read(member), tree.where(member), image_size)
+        decoded[member] = omniglot.decode(tree.read(member), tree.where(member), image_size, resize)
       return decoded[member]
 
     return [LakeRun(f"design{number:04d}", tuple(_short(m) for m in support), tuple(_short(m) for m in queries),

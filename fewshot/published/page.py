@@ -51,23 +51,25 @@ def keep(out: str, records: str) -> list[str]:
 
 def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[str]]:
   """Training and validation time of the kept runs (hours, their metrics rows' seconds; a seed group's rows each
-  hold the group's time, so it counts once per group) and where they ran (backend, device, commit).
+  hold the group's time, so it counts once per group) and where each arm ran (backend, device, CPU, commit).
   """
-  seconds, where, groups = 0.0, set(), set()
-  for folder, _, files in sorted(os.walk(os.path.join(records, entry.name, schedule.name))):
+  seconds, where, groups = 0.0, {}, set()
+  root = os.path.join(records, entry.name, schedule.name)
+  for folder, _, files in sorted(os.walk(root)):
     if "metrics.jsonl" not in files or "config.json" not in files:
       continue
     config = plan.read_json(os.path.join(folder, "config.json")) or {}
     made = config.get("provenance", {})
-    cpu = f", {made['cpu']}" if made.get("cpu") else ""  # recorded since 2026-12-02
-    where.add(f"{made.get('backend')} ({made.get('device_kind')}{cpu}), commit {str(made.get('git_commit'))[:7]}")
+    cpu = made.get("cpu", "CPU model not recorded")  # recorded since 2026-12-02
+    machine = f"{made.get('backend')} ({made.get('device_kind')}; {cpu}), commit {str(made.get('git_commit'))[:7]}"
+    where.setdefault(machine, set()).add(os.path.relpath(folder, root).split(os.sep)[0])
     group = (os.path.dirname(folder), made.get("started"))
     if group in groups:
       continue
     groups.add(group)
     with open(os.path.join(folder, "metrics.jsonl")) as f:
       seconds += sum(json.loads(line).get("seconds", 0.0) for line in f if line.strip())
-  return seconds / 3600, sorted(where)
+  return seconds / 3600, [f"{', '.join(sorted(arms))} on {machine}" for machine, arms in sorted(where.items())]
 
 
 def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
@@ -130,8 +132,13 @@ TABLES = {"episodes": _episode_tables, "lake_runs": _lake_tables}  # by Entry.sc
 
 def entry_section(records: str, entry: Entry) -> list[str]:
   """An entry's section: source, protocol, what differs, and per schedule with records, its table and cost."""
-  lines = [f"## {entry.name}", "", f"**Source**: {entry.source}.", "", f"**Protocol as published**: {entry.protocol}",
+  lines = [f"## {entry.name}", "", f"**Source**: {entry.source}.", "", f"**Protocol as the paper states it**: {entry.protocol}",
            ""]
+  if entry.code:
+    lines += [f"**As the authors' code runs it**: {entry.code}", ""]
+  if entry.code_runs:
+    lines += [f"**A second reference point**: the *code* figures beside the published ones are {entry.code_runs}.",
+              ""]
   if entry.not_comparable:
     lines += [f"**Not comparable**: {entry.not_comparable}", ""]
   if entry.differences:
@@ -145,8 +152,8 @@ def entry_section(records: str, entry: Entry) -> list[str]:
     ran = True
     hours, where = _cost(records, entry, schedule)
     lines += [f"### Schedule `{schedule.name}`{'' if schedule.published else ' (not the published schedule)'}", "",
-              f"{schedule.about}. Seeds {', '.join(map(str, seeds))}; {hours:.2f} h of training and validation "
-              f"on {'; '.join(where)}.{_lengths(records, entry, schedule, seeds)}", ""]
+              f"{schedule.about}. Seeds {', '.join(map(str, seeds))}; {hours:.2f} h of training and validation; "
+              f"ran: {'; '.join(where)}.{_lengths(records, entry, schedule, seeds)}", ""]
     lines += TABLES[entry.scored_on](records, entry, schedule, seeds) + [""]
   if not ran and entry.accelerator:
     lines += [f"Not run here: its schedule needs an accelerator (`python -m fewshot.reproduce {entry.name} --data_dir "

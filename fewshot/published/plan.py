@@ -66,8 +66,9 @@ def select_group(out: str, entry: Entry, schedule: Schedule, model: Model, head:
 
 
 def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seeds) -> list[Group]:
-  """The groups that train on train + val, one per length chosen (the select runs' best episodes): only the seeds
-  whose select run has finished; where the schedule does not select, one group of every seed at its own length.
+  """The groups that train on train + val, one per length chosen (the select runs' best episodes, plus the
+  schedule's ``retrain_beyond``): only the seeds whose select run has finished; where the schedule does not select,
+  one group of every seed at its own length.
   """
   lengths: dict[int, list[int]] = {}
   if not schedule.selects:
@@ -75,7 +76,7 @@ def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head:
   for seed in seeds if schedule.selects else ():
     chosen = read_json(os.path.join(run_dir(out, entry, schedule, model, head, SELECT, seed), "results.json"))
     if chosen is not None:
-      lengths.setdefault(int(chosen["best_episode"]), []).append(seed)
+      lengths.setdefault(int(chosen["best_episode"]) + schedule.retrain_beyond, []).append(seed)
   base = {k: v for k, v in entry.run_options(model, schedule, head).items() if k != "patience"}
   return [Group(model, head, FINAL, {**base, "episodes": length, "train_splits": "train+val"}, tuple(group),
                 tuple(run_dir(out, entry, schedule, model, head, FINAL, s) for s in group))

@@ -36,6 +36,7 @@ class Schedule:
   # with no select run to choose the length (a fixed length declared before the runs).
   selects: bool = True
   models: tuple[str, ...] | None = None  # the models it trains (None: all the entry's); the others' cells are not run
+  retrain_beyond: int = 0  # episodes the final run trains past the select run's best (the code's best + patience)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Cell:
   # The equivalence margin in points, declared with the entry before its runs: ``equivalent within ±margin`` needs
   # the 90% interval of ours − published inside it (fewshot.analysis.verdicts). None: no agreement word possible.
   margin: float | None = None
+  code_value: float | None = None  # the authors' code as a third party ran it (Entry.code_runs), where public
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,8 @@ class Entry:
   scored_on: str = "episodes"  # or "lake_runs": the cells score Lake-style one-shot runs (fewshot.episodic.lake)
   accelerator: bool = False  # its published schedule is far beyond a CPU's hours: run on a GPU or TPU
   notes: tuple[str, ...] = ()
+  code: str | None = None  # the protocol as the authors' code runs it, where it differs from the paper's words
+  code_runs: str | None = None  # who ran the authors' code publicly (the cells' code_value), marked third-party
 
   def schedule(self, name: str | None) -> Schedule:
     """The schedule named ``name`` (None: the first, the paper's); a one-line ``ConfigError`` for another name."""

@@ -146,7 +146,8 @@ def published_text(cell: Cell) -> str:
   """The published value (± its interval), or what the paper's text states where its number is not at hand."""
   if cell.value is None:
     return f"– (the paper's text: {cell.direction})" if cell.direction else "–"
-  return f"{cell.value:.2f}" + ("" if cell.ci95 is None else f" ± {cell.ci95:.2f}")
+  code = "" if cell.code_value is None else f" (code, third-party: {cell.code_value:.2f})"
+  return f"{cell.value:.2f}" + ("" if cell.ci95 is None else f" ± {cell.ci95:.2f}") + code
 
 
 def pooled_text(v: verdicts.Verdict | None) -> str | None:

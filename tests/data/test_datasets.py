@@ -180,6 +180,30 @@ def test_omniglot_fixture_values(tmp_path):
   assert omniglot.class_split(["a", "b", "c", "d", "e"]) == omniglot.class_split(["e", "d", "c", "b", "a"])
 
 
+def test_resize_nearest_samples_each_output_pixel_s_nearest_source_pixel_and_keeps_it_binary(tmp_path):
+  src = make_fixture(tmp_path / "src", num_chars=5, per_char=4)
+  png = sorted(src.rglob("*.png"))[0]
+  from PIL import Image
+
+  with Image.open(png) as im:  # the 105 px 1-bit original, inverted to ink 255 as the reader does
+    source = 255 - np.asarray(im.convert("L"), np.uint8)
+  for size in (28, 40):
+    centres = np.floor((np.arange(size) + 0.5) * 105 / size).astype(int)  # each output pixel's centre, in source px
+    expected = source[np.ix_(centres, centres)]
+    got = omniglot.decode(png.read_bytes(), str(png), size, "nearest")[..., 0]
+    np.testing.assert_array_equal(got, expected)
+    assert set(np.unique(got)) <= {0, 255}
+    assert len(np.unique(omniglot.decode(png.read_bytes(), str(png), size)[..., 0])) > 2  # box: grey levels
+  tfds_dir = tmp_path / "tfds"
+  binary = data.load_splits("omniglot", data_dir=str(src), tfds_dir=str(tfds_dir), resize="nearest")
+  grey = data.load_splits("omniglot", data_dir=str(src), tfds_dir=str(tfds_dir))
+  assert all(set(np.unique(s.images)) <= {0, 255} for s in binary.values())
+  assert any(len(np.unique(s.images)) > 2 for s in grey.values())
+  assert len(list((tfds_dir / "fewshot_omniglot").glob("src_*"))) == 2  # prepared apart, neither stale
+  with pytest.raises(ConfigError, match="--resize nearest applies to omniglot .* leave --resize out"):
+    data.load_splits("strokes", tfds_dir=str(tfds_dir), resize="nearest")
+
+
 def test_omniglot_changed_source_is_not_stale(tmp_path):
   src = make_fixture(tmp_path / "src", num_chars=5)
   tfds_dir = str(tmp_path / "tfds")

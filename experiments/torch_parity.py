@@ -182,8 +182,8 @@ def figure(rows: list[dict], path: str) -> None:
     x = (np.arange(len(r["fewshot_losses"])) + 1) * WINDOW
     ax.plot(x, r["fewshot_losses"], color=f"C{k}", label=f"fewshot, seed {r['seed']}")
     ax.plot(x, r["pytorch_losses"], color=f"C{k}", linestyle="--", label=f"PyTorch, seed {r['seed']}")
-  ax.set(xlabel="episode", ylabel=f"training loss (mean of {WINDOW} episodes)", yscale="log",
-         title="5-way 1-shot Omniglot, softmax head: the same episodes from the same weights")
+  ax.set(xlabel="episode", ylabel=f"training loss (mean of {WINDOW} episodes)", yscale="log")
+  ax.set_title("5-way 1-shot Omniglot, softmax head: the same episodes from the same weights", fontsize=9)
   ax.legend(fontsize=8, ncol=2)
   fig.tight_layout()
   fig.savefig(path, dpi=120)

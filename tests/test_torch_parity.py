@@ -1,5 +1,6 @@
 """experiments.torch_parity: fewshot's weights in the eager PyTorch twin embed as fewshot does (skipped without
-torch, which only the ``bench`` extra installs)."""
+torch, which only the ``bench`` extra installs).
+"""
 
 import numpy as np
 import pytest
@@ -8,10 +9,11 @@ torch = pytest.importorskip("torch")
 
 import jax  # noqa: E402
 
-from experiments import torch_parity  # noqa: E402
 from fewshot.config import Config  # noqa: E402
 from fewshot.episodic import learning  # noqa: E402
 from fewshot.episodic.experiment import Experiment  # noqa: E402
+
+from experiments import torch_parity  # noqa: E402
 
 
 def test_the_twin_with_fewshot_s_weights_embeds_as_fewshot_in_evaluation_mode():

@@ -89,6 +89,8 @@ def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -
   """Train the group's runs that have no results yet (resuming those begun); finished ones are kept."""
   from fewshot import train
 
+  for seed, workdir in zip(group.seeds, group.workdirs):  # a finished run kept only where it is this group's
+    check_trained_as(workdir, group, seed)
   todo = [(s, w) for s, w in zip(group.seeds, group.workdirs) if plan.read_json(os.path.join(w, "results.json")) is None]
   if not todo:
     return
@@ -97,6 +99,23 @@ def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -
   print(f"{group.model.name} {group.head} {group.stage}: seeds {', '.join(map(str, seeds))} "
         f"({group.options['episodes']} episodes at most)", flush=True)
   train.train_group(_config(group, data_dir, tfds_dir), tuple(seeds), list(workdirs), resume=begun)
+
+
+def check_trained_as(workdir: str, group: plan.Group, seed: int) -> None:
+  """A one-line refusal where a finished run in the group's place trained with other options than the group's (an
+  entry whose options changed since): kept, it would mix two protocols in one cell.
+  """
+  config = plan.read_json(os.path.join(workdir, "config.json"))
+  if config is None or plan.read_json(os.path.join(workdir, "results.json")) is None:
+    return
+  import json
+
+  expected = json.loads(json.dumps({**group.options, "seed": seed}))
+  differs = [f"--{k} {config.get(k)!r} where the entry now trains {v!r}" for k, v in expected.items()
+             if k != "patience" and config.get(k) != v]
+  if differs:
+    raise ConfigError(f"{workdir} was trained with {differs[0]}; move the old runs aside (or pass another --out) "
+                      "so that one cell holds one protocol.")
 
 
 def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: str | None,
@@ -202,6 +221,24 @@ def list_entries() -> str:
                    for e in ENTRIES.values())
 
 
+def write_page(records: str, page_file: str, keep_from: str | None = None) -> None:
+  """Keep ``keep_from``'s records (where given), build the page, and only then write it (atomically): a refusal
+  leaves the page as it was.
+  """
+  from fewshot.published import kept, page
+  from fewshot.records.files import write_text_atomic
+
+  folder = os.path.dirname(os.path.abspath(page_file))
+  if not os.path.isdir(folder):
+    raise ConfigError(f"--page_file {page_file}: its folder {folder} does not exist; run from the checkout, or pass "
+                      "--page_file and --records.")
+  if keep_from:
+    print(f"kept the records of {len(kept.keep(keep_from, records, ENTRIES))} runs in {records}")
+  text = page.build(records, list(ENTRIES.values()))
+  write_text_atomic(page_file, text)
+  print(f"wrote {page_file}")
+
+
 def main(argv):
   from absl import logging
 
@@ -211,13 +248,7 @@ def main(argv):
     print(list_entries())
     return
   if values.page:
-    from fewshot.published import page
-
-    if values.keep:
-      print(f"kept the records of {len(page.keep(values.keep, values.records))} runs in {values.records}")
-    with open(values.page_file, "w") as f:
-      f.write(page.build(values.records, list(ENTRIES.values())))
-    print(f"wrote {values.page_file}")
+    write_page(values.records, values.page_file, values.keep)
     return
   if len(argv) != 2:
     raise ConfigError(f"name one entry to reproduce, e.g. python -m fewshot.reproduce snell2017_omniglot; one of "

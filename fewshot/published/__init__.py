@@ -6,7 +6,8 @@
 * :mod:`~fewshot.published.plan`: the runs that reproduce an entry, where they live, what their records say;
 * :mod:`~fewshot.published.report`: ours beside theirs, cell by cell, under each cell's margin;
   :mod:`~fewshot.published.lake_report`: ours on Lake's runs beside the field's figures, numbers side by side;
-* :mod:`~fewshot.published.page`: docs/reproductions.md, built from the kept records.
+* :mod:`~fewshot.published.page`: docs/reproductions.md, built from the kept records;
+  :mod:`~fewshot.published.kept`: which records are kept (each run its entry's and readable, none replaced).
 
     from fewshot import published
     entry = published.ENTRIES["snell2017_omniglot"]

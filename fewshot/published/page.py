@@ -3,50 +3,18 @@
 The records (each run's ``config.json``, ``metrics.jsonl``, ``results.json`` and evaluate measurements, no
 checkpoints) are kept in the layout the command writes (:mod:`fewshot.published.plan`), so the page reads them as the
 command does and rebuilds byte for byte: ``python -m fewshot.reproduce --page`` (``--keep`` copies a run folder's
-records there first).
+records there first, :mod:`fewshot.published.kept`).
 """
 
 from __future__ import annotations
 
-import filecmp
 import json
 import os
-import shutil
 
-from fewshot.errors import ConfigError
-from fewshot.published import lake_report, plan, report
+from fewshot.published import kept, lake_report, plan, report
 from fewshot.published.registry import Entry, Schedule
 
-RECORD_FILES = ("config.json", "metrics.jsonl", "results.json")
-# A run's measurements: evaluate's (test_*.json) and its scores on Lake's runs (plan.LAKE_RECORDS).
-MEASUREMENT_PREFIXES = ("test_", "lake_")
 COMMAND = "python -m fewshot.reproduce --page"
-
-
-def _record(name: str) -> bool:
-  return name in RECORD_FILES or (name.startswith(MEASUREMENT_PREFIXES) and name.endswith(".json"))
-
-
-def keep(out: str, records: str) -> list[str]:
-  """Copy every finished run's records under ``out`` into ``records`` (same layout); returns the run folders
-  copied. A kept record is never replaced by another: one that differs is refused in one line, before anything is
-  copied (a seed trained again elsewhere is another run, not the kept one).
-  """
-  copies = []
-  for folder, _, files in sorted(os.walk(out)):
-    if "config.json" not in files or "results.json" not in files:
-      continue
-    target = os.path.join(records, os.path.relpath(folder, out))
-    copies += [(os.path.join(folder, name), os.path.join(target, name)) for name in sorted(files) if _record(name)]
-  for source, kept in copies:
-    if os.path.exists(kept) and not filecmp.cmp(source, kept, shallow=False):
-      raise ConfigError(f"{kept} is kept and {source} differs from it; a kept record is never replaced: move one of "
-                        "them aside (git checkout -- docs/reproductions restores the kept one).")
-  for source, kept in copies:
-    os.makedirs(os.path.dirname(kept), exist_ok=True)
-    if not os.path.exists(kept):
-      shutil.copyfile(source, kept)
-  return sorted({os.path.dirname(kept) for _, kept in copies})
 
 
 def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[str]]:
@@ -169,7 +137,10 @@ def entry_section(records: str, entry: Entry) -> list[str]:
 
 
 def build(records: str, entries: list[Entry]) -> str:
-  """The page's text from the records kept in ``records``."""
+  """The page's text from the records kept in ``records``, each checked first (:func:`kept.check_kept`): a one-line
+  ``ConfigError`` where one cannot be stood on.
+  """
+  kept.check_kept(records, {e.name: e for e in entries})
   lines = ["# Published results beside ours", "",
            f"Built by `{COMMAND}` from the records kept in `docs/reproductions/` (no checkpoints); each run is an "
            "ordinary run directory that `evaluate`, `analyze` and `plot` read.", "",

@@ -12,7 +12,7 @@ from fewshot import published, reproduce
 from fewshot.data.omniglot import decode
 from fewshot.episodic import lake_design
 from fewshot.errors import ConfigError, DataError
-from fewshot.published import page, plan
+from fewshot.published import kept, page, plan
 from fewshot.published.registry import Cell, Schedule
 
 from omniglot_fixtures import characters, write_background_zip, write_lake_runs, zip_runs
@@ -95,7 +95,7 @@ def test_a_lake_entry_trains_on_all_background_characters_and_scores_official_an
   assert drawn["runs"] == 5 and drawn["items"] == 15
   assert "people 95.5%" in text and f"seed 0: {official['rules']['head']['accuracy']:.2f}" in text
   # The page keeps both scores with the run's records and reads them back.
-  page.keep(str(tmp_path / "runs"), str(tmp_path / "kept"))
+  kept.keep(str(tmp_path / "runs"), str(tmp_path / "kept"), published.ENTRIES)
   built = page.build(str(tmp_path / "kept"), [tiny])
   assert f"| protonet: runs of his design | ProtoNet_S | seed 0: {drawn['rules']['head']['accuracy']:.2f}" in built
   assert "Lake's 20 runs − runs of his design" in built

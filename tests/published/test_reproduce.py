@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 
 from fewshot import published, reproduce
 from fewshot.errors import ConfigError
-from fewshot.published import page, plan, report
+from fewshot.published import kept, page, plan, report
 from fewshot.published.registry import Cell, Entry, Model, Schedule
 
 import dataset_fixtures as fixtures
@@ -48,9 +49,9 @@ def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_pa
   assert reproduce.reproduce(TINY.name, (0,), out=out) == text  # all kept: nothing trains again
   assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("results.json")} == before
   records = tmp_path / "kept"
-  assert len(page.keep(out, str(records))) == 2
+  assert len(kept.keep(out, str(records), published.ENTRIES)) == 2
   assert not list(records.rglob("checkpoints"))
-  assert len(page.keep(out, str(records))) == 2  # again: the same records, nothing replaced
+  assert len(kept.keep(out, str(records), published.ENTRIES)) == 2  # again: the same records, nothing replaced
   built = page.build(str(records), [TINY])
   assert built == page.build(str(records), [TINY]) and "| 2-way 1-shot | 60.00 |" in built
   assert report.cell_reports(str(records), TINY, schedule, (0,))[0].by_head["softmax"].values == tuple(
@@ -58,13 +59,15 @@ def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_pa
   own = pathlib.Path(plan.run_dir(out, TINY, schedule, model, "softmax", plan.FINAL, 0)) / "results.json"
   own.write_text(own.read_text().replace('"test_accuracy": ', '"test_accuracy": 1'))  # a seed trained again
   with pytest.raises(ConfigError, match="is kept and .* differs from it; a kept record is never replaced"):
-    page.keep(out, str(records))
+    kept.keep(out, str(records), published.ENTRIES)
 
 
 def _fake_run(root, entry, schedule, model, head, seed, accuracy):
-  folder = root / plan.run_dir("", entry, schedule, model, head, plan.tested_stage(entry, schedule), seed)
+  stage = plan.tested_stage(entry, schedule)
+  folder = root / plan.run_dir("", entry, schedule, model, head, stage, seed)
   folder.mkdir(parents=True)
-  (folder / "config.json").write_text(json.dumps({"provenance": {"backend": "cpu", "started": str(seed)}}))
+  options = {**kept.expected_options(entry, schedule, model, head, stage), "seed": seed}
+  (folder / "config.json").write_text(json.dumps({**options, "provenance": {"backend": "cpu", "started": str(seed)}}))
   (folder / "metrics.jsonl").write_text(json.dumps({"episode": 2, "seconds": 1800.0}) + "\n")
   (folder / "results.json").write_text(json.dumps({"test_accuracy": accuracy, "best_episode": 2}))
 
@@ -209,3 +212,65 @@ def test_a_fixed_length_schedule_runs_end_to_end_with_no_select_run(tmp_path, mo
     config = json.loads(open(f"{final}/config.json").read())
     assert (config["train_splits"], config["episodes"], config["seed"]) == ("train+val", 4, seed)
   assert len(plan.cell_values(out, entry, fixed, entry.cells[1], "softmax", (0, 1))) == 2 and "2 seeds" in text
+
+
+def _kept_copy(tmp_path) -> pathlib.Path:
+  """A copy of the kept records and the page built from them, to damage."""
+  root = pathlib.Path(__file__).resolve().parents[2]
+  records = tmp_path / "records"
+  __import__("shutil").copytree(root / "docs" / "reproductions", records)
+  (tmp_path / "page.md").write_text((root / "docs" / "reproductions.md").read_text())
+  return records
+
+
+def _run_folder(root: pathlib.Path, place: str, config: dict, results: str = '{"test_accuracy": 90.0}'):
+  folder = root / place
+  folder.mkdir(parents=True)
+  (folder / "config.json").write_text(json.dumps(config))
+  (folder / "metrics.jsonl").write_text(json.dumps({"episode": 100, "seconds": 1.0}) + "\n")
+  (folder / "results.json").write_text(results)
+  return folder
+
+
+def test_the_page_keeps_no_run_that_is_not_its_entry_s_and_none_it_cannot_read(tmp_path):
+  records = _kept_copy(tmp_path)
+  before = {p: p.read_bytes() for p in records.rglob("*") if p.is_file()}
+  page_file = tmp_path / "page.md"
+  page_text = page_file.read_text()
+  place = "snell2017_omniglot/short/1-shot_dr/final/seed7"
+  foreign = tmp_path / "foreign"
+  _run_folder(foreign, place, {"dataset": "strokes", "way": 5, "seed": 7, "head": "dr"})  # a strokes run, copied in
+  with pytest.raises(ConfigError, match=r"seed7 is not snell2017_omniglot's run: it trained with --dataset 'strokes' "
+                     r"where snell2017_omniglot trains 'omniglot' \(and \d+ more\)"):
+    reproduce.write_page(str(records), str(page_file), str(foreign))
+  entry = published.ENTRIES["snell2017_omniglot"]
+  schedule, model = entry.schedule("short"), entry.model("1-shot")
+  own = {**kept.expected_options(entry, schedule, model, "dr", plan.FINAL), "seed": 7, "episodes": 900}
+  truncated = tmp_path / "truncated"
+  _run_folder(truncated, place, own, results='{"test_accuracy": 9')
+  with pytest.raises(ConfigError, match=r"results.json does not parse \(JSONDecodeError"):
+    reproduce.write_page(str(records), str(page_file), str(truncated))
+  assert {p: p.read_bytes() for p in records.rglob("*") if p.is_file()} == before and page_file.read_text() == page_text
+  # A kept record damaged afterwards: the page is not rewritten (it was left at 0 bytes), the record is named.
+  metrics = next(records.rglob("metrics.jsonl"))
+  metrics.write_text(metrics.read_text()[:-40])
+  with pytest.raises(ConfigError, match="the kept .*metrics.jsonl does not parse"):
+    reproduce.write_page(str(records), str(page_file))
+  assert page_file.read_text() == page_text
+  for records_, page_, keep_, fragment in ((tmp_path / "typo", page_file, None, "--records .*typo is not a folder"),
+                                           (records, page_file, tmp_path / "none", "--keep .*none is not a folder"),
+                                           (records, tmp_path / "no" / "page.md", None, "its folder .*no does not")):
+    with pytest.raises(ConfigError, match=fragment):
+      reproduce.write_page(str(records_), str(page_), None if keep_ is None else str(keep_))
+  assert page_file.read_text() == page_text
+
+
+def test_a_finished_run_trained_under_other_options_is_refused_not_mixed_into_the_cell(tmp_path, monkeypatch):
+  monkeypatch.setitem(published.ENTRIES, TINY.name, TINY)
+  schedule, model = TINY.schedules[0], TINY.models[0]
+  group = plan.select_group(str(tmp_path), TINY, schedule, model, "softmax", (0,))
+  old = {**json.loads(json.dumps(group.options)), "seed": 0, "query": 5}  # the entry's query was 5 when it ran
+  _run_folder(tmp_path, os.path.relpath(group.workdirs[0], tmp_path), old)
+  with pytest.raises(ConfigError, match=r"select/seed0 was trained with --query 5 where the entry now trains 2; move "
+                     r"the old runs aside"):
+    reproduce.train_group(group, None, None)

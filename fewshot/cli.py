@@ -51,10 +51,12 @@ def _parse_flags(argv: list[str], takes_paths: bool = False) -> list[str]:
     fail(f"{usage.flagfile_prefix(argv, str(e))}{usage.renamed_flag(str(e)) or e}; see --help.")
 
 
-def run(main: Callable[[list[str]], None], takes_paths: bool = False) -> None:
+def run(main: Callable[[list[str]], None], takes_paths: bool = False, resume: str = "with --resume") -> None:
   """``app.run`` whose bad flags and bad inputs print one line and exit with status 2; an argument that is not a flag
-  is one of them unless the command ``takes_paths``.
+  is one of them unless the command ``takes_paths``. ``resume``: how the interrupt line tells the command to continue
+  (``again`` for a command that continues by itself and has no ``--resume``).
   """
+  _resume[0] = resume
 
   def guarded(argv):
     try:
@@ -77,9 +79,12 @@ _exiting = threading.Lock()
 _wakeup_sockets: list = []
 
 
+_resume = ["with --resume"]  # run's resume words, for the interrupt line
+
+
 def _interrupted_message(cause: str = "interrupted") -> str:
   loop = sys.modules.get("fewshot.training.loop")  # imported only by commands that train
-  return f"{cause}." if loop is None else loop.interrupted_message(cause)
+  return f"{cause}." if loop is None else loop.interrupted_message(cause, _resume[0])
 
 
 def _exit_interrupted(message: str | None, status: int = INTERRUPTED, cause: str = "interrupted") -> None:

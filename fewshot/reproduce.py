@@ -259,4 +259,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main, takes_paths=True)
+  cli.run(main, takes_paths=True, resume="again")  # it continues what is begun by itself: no --resume

@@ -216,8 +216,10 @@ def _set_position(runs: Runs, schedule: Schedule, saved: int) -> None:
   _position.update(runs=runs, schedule=schedule, saved=saved, testing=False)
 
 
-def interrupted_message(cause: str = "interrupted") -> str:
-  """One line saying where training stopped (``cause``: what stopped it) and that ``--resume`` continues it."""
+def interrupted_message(cause: str = "interrupted", resume: str = "with --resume") -> str:
+  """One line saying where training stopped (``cause``: what stopped it) and that the same command ``resume``
+  continues it (``again`` for a command without ``--resume``, as ``fewshot.reproduce``).
+  """
   if not _position or not _position["runs"].written_dirs:
     return f"{cause}."
   runs, schedule, saved = _position["runs"], _position["schedule"], _position["saved"]
@@ -225,8 +227,7 @@ def interrupted_message(cause: str = "interrupted") -> str:
   hosts = " on every host" if jax.process_count() > 1 else ""  # a group across processes resumes together
   if _position.get("testing"):  # --resume of a trained run tests it (and of a tested one reports its results)
     return (f"{cause}: {runs.written_dirs[0].path}{others} finished training ({schedule.step_key} {saved}) and "
-            f"stopped while testing its best checkpoint; run the same command with --resume{hosts} to test it.")
+            f"stopped while testing its best checkpoint; run the same command {resume}{hosts} to test it.")
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
-  return (f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command with --resume{hosts} to "
-          "continue.")
+  return f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command {resume}{hosts} to continue."

@@ -139,6 +139,9 @@ def test_a_stop_after_training_says_the_test_was_stopped_and_that_resume_tests_i
   loop._set_position(Runs((other,)), loop.Schedule(4, 2, best_by="val"), 2)
   assert loop.interrupted_message().endswith("stopped at step 2 of 4, its last checkpoint; run the same command with "
                                              "--resume to continue.")
+  # fewshot.reproduce has no --resume (issue 56): the same command, again, continues it.
+  assert loop.interrupted_message(resume="again").endswith("its last checkpoint; run the same command again to "
+                                                           "continue.")
 
 
 def test_a_loop_stopped_inside_its_first_checkpoint_opens_for_resuming_and_replays_it(tmp_path, monkeypatch):

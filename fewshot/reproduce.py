@@ -2,9 +2,10 @@
 
 Trains the entry's protocol (:mod:`fewshot.published`) under each seed, each model and head a seed group, tests it as
 the paper did, and prints for each cell the published value beside ours: mean ± 95% t-interval with the per-seed
-values, the test of the published value as one more seed of ours, and a verdict in fixed words
-(:mod:`fewshot.analysis.verdicts`). Where the entry retrains on train + val (Snell et al.), each seed's select run
-chooses the length on the validation split and its final run trains that long.
+values, the interval of ours − published and a verdict in fixed words under the cell's declared margin
+(:mod:`fewshot.analysis.verdicts`); Lake's cells, ours beside the field's figures on the same items. Where the entry
+retrains on train + val (Snell et al.), each seed's select run chooses the length on the validation split and its
+final run trains that long (or, under a schedule that does not select, its fixed length at once).
 
 Run it again to continue: finished runs are kept, interrupted ones resume, measurements already made are read back.
 The runs are ordinary run directories under ``--out`` that ``evaluate``, ``analyze`` and ``plot`` read.

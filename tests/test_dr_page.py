@@ -321,7 +321,12 @@ def test_the_dr_page_s_second_dataset_pairs_the_reproduction_s_heads_by_seed(tmp
     p = np.mean([abs(np.dot(signs, d)) >= abs(d.sum()) * (1 - 1e-12)
                  for signs in itertools.product((1, -1), repeat=3)])
     row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
-    assert row.endswith(f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25) |")
+    assert f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25; " in row
+    lengths = [[json.loads((short / f"{shot}-shot_{head}" / "final" / f"seed{seed}" / "config.json").read_text())[
+        "episodes"] for head in ("softmax", "dr")] for seed in range(3)]
+    unequal = [pair for pair in lengths if pair[0] != pair[1]]  # the pairs that share only their first episodes
+    assert f"; {len(unequal)} of 3 pairs differ in length by {min(abs(a - b) for a, b in unequal):,}" in row
+    assert f"share only their first {min(min(pair) for pair in unequal):,}" in row
 
 
 def _shown_as(value: str, kept_numbers: set[str]) -> bool:

@@ -106,14 +106,13 @@ def check_trained_as(workdir: str, group: plan.Group, seed: int) -> None:
   """A one-line refusal where a finished run in the group's place trained with other options than the group's (an
   entry whose options changed since): kept, it would mix two protocols in one cell.
   """
+  from fewshot.published import kept
+
   config = plan.read_json(os.path.join(workdir, "config.json"))
   if config is None or plan.read_json(os.path.join(workdir, "results.json")) is None:
     return
-  import json
-
-  expected = json.loads(json.dumps({**group.options, "seed": seed}))
-  differs = [f"--{k} {config.get(k)!r} where the entry now trains {v!r}" for k, v in expected.items()
-             if k != "patience" and config.get(k) != v]
+  expected = {**{k: v for k, v in group.options.items() if k != "patience"}, "seed": seed}
+  differs = kept.option_differences(config, expected, "the entry now")
   if differs:
     raise ConfigError(f"{workdir} was trained with {differs[0]}; move the old runs aside (or pass another --out) "
                       "so that one cell holds one protocol.")

@@ -49,6 +49,7 @@ class Verdict:
   margin: float | None
   smallest_margin: float | None
   words: str
+  error: float | None = None  # the difference's standard error (difference_error), None without an interval
 
 
 def difference_error(values, errors=None, published_ci95: float | None = None) -> float | None:
@@ -90,7 +91,7 @@ def verdict(values, published: float | None, *, margin: float | None, errors=Non
     i90, i95 = (_interval(difference, error, len(values) - 1, c) for c in (0.90, 0.95))
     smallest = _interval(0.0, error, len(values) - 1, 0.90)[1]
   words = _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable)
-  return Verdict(values, published, mean, ci95, difference, i90, i95, margin, smallest, words)
+  return Verdict(values, published, mean, ci95, difference, i90, i95, margin, smallest, words, error)
 
 
 def _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable) -> str:
@@ -124,13 +125,10 @@ def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule:
   >>> p.words, round(p.difference, 2)
   ('below by 0.64', -0.64)
   """
-  arms = [v for v in verdicts if v.interval95 is not None and v.interval95[1] > v.interval95[0]]  # a point: no weight
+  arms = [v for v in verdicts if v.error]  # an arm without an interval, or with a point for one, has no weight
   if len(arms) < 2:
     return None
-  import scipy.stats
-
-  errors = [(v.interval95[1] - v.difference) / float(scipy.stats.t.ppf(0.975, len(v.values) - 1)) for v in arms]
-  weights = np.array([1 / e ** 2 for e in errors])
+  weights = np.array([1 / v.error ** 2 for v in arms])
   difference = float(np.sum(weights * [v.difference for v in arms]) / weights.sum())
   error = float(1 / math.sqrt(weights.sum()))
   df = sum(len(v.values) - 1 for v in arms)
@@ -138,4 +136,5 @@ def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule:
   values = tuple(x for v in arms for x in v.values)
   words = _words(values, 0.0, difference, i90, i95, margin, published_schedule, None)
   words = words.replace(f"at {len(values)} seeds", f"at {len(arms)} arms")
-  return Verdict(values, None, None, None, difference, i90, i95, margin, _interval(0.0, error, df, 0.90)[1], words)
+  return Verdict(values, None, None, None, difference, i90, i95, margin, _interval(0.0, error, df, 0.90)[1], words,
+                 error)

@@ -50,6 +50,14 @@ def expected_options(entry: Entry, schedule, model, head: str, stage: str) -> di
   return json.loads(json.dumps(options))
 
 
+def option_differences(config: dict, expected: dict, trains: str) -> list[str]:
+  """``--key <recorded> where <trains> trains <expected>`` for each of ``expected``'s options a run's ``config``
+  recorded otherwise (values compared as JSON holds them).
+  """
+  expected = json.loads(json.dumps(expected))
+  return [f"--{k} {config.get(k)!r} where {trains} trains {v!r}" for k, v in expected.items() if config.get(k) != v]
+
+
 def check_run(relative: str, config: dict, entries: dict[str, Entry]) -> None:
   """Refuse, in one line, a run whose folder ``relative`` (to the records) is not a place of a registered entry or
   whose ``config.json`` trained something else than that place names.
@@ -65,8 +73,7 @@ def check_run(relative: str, config: dict, entries: dict[str, Entry]) -> None:
     raise ConfigError(f"{where}: {entry.name} has no {'/'.join(parts[1:4])}; move it out of the folder kept.")
   model, head = arms[parts[2]]
   expected = {**expected_options(entry, entry.schedule(parts[1]), model, head, parts[3]), "seed": int(parts[4][4:])}
-  differs = [f"--{k} {config.get(k)!r} where {entry.name} trains {v!r}" for k, v in expected.items()
-             if config.get(k) != v]
+  differs = option_differences(config, expected, entry.name)
   if differs:
     raise ConfigError(f"{relative} is not {entry.name}'s run: it trained with {differs[0]}"
                       f"{f' (and {len(differs) - 1} more)' if len(differs) > 1 else ''}; train it again with the "

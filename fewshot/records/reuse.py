@@ -202,11 +202,14 @@ def saved_steps(path: str | os.PathLike) -> dict[str, int] | None:
 
 
 def check_same_data(run: RunDir, data: dict) -> None:
-  """A one-line ``RunDirError`` where ``run``, which trained on data recorded otherwise (another dataset folder, other
-  classes or images per split, other files, other class lists) would go on with ``data``: half a run on other
-  data would read as one run. A moved copy of the same files records the same.
+  """A one-line ``RunDirError`` where ``run``, begun on data recorded otherwise (another dataset folder, other
+  classes or images per split, other files, other class lists), would be resumed with ``data``: half a run on
+  other data would read as one run. A moved copy of the same files records the same.
+
+  Any begun run is compared, its ``config.json`` written, also one stopped before its first ``last`` checkpoint
+  (between the ``best`` and ``last`` saves, say), which resumes from the start but as the run it is.
   """
-  if not run.holds_run() or not run.checkpoints.has("last"):  # a new run: nothing to compare (nor to create)
+  if not run.holds_run():  # a new run: nothing to compare
     return
   recorded = run.read_config().get("data")
   if not isinstance(recorded, dict):

@@ -82,7 +82,7 @@ class Runs:
       # One writer per directory; checked again under its lock, since another command may have written it since open.
       writer_lock.hold(self.dirs[i].path)
       check_for_training(self.dirs[i].path, self.configs[i], self.resume)
-      if "data" in recorded:
+      if "data" in recorded and self.resume:  # a new run in a directory of one that never trained may take any data
         check_same_data(self.dirs[i], recorded["data"])
       record_config(self.dirs[i], {**self.configs[i].to_dict(), **recorded})
 

@@ -35,6 +35,12 @@ def test_the_data_check_refuses_other_classes_images_files_or_lists_and_passes_t
     with pytest.raises(RunDirError) as raised:
       reuse.check_same_data(rundir, {**data, **changed})
     assert said in str(raised.value) and "--data_dir /data/omniglot" in str(raised.value)
+  window = RunDir(tmp_path / "window")  # stopped between its first best and last saves: begun, so compared too
+  window.write_config({"data_dir": "/data/omniglot", "data": data})
+  window.write_metrics([{"episode": 20, "train_loss": 1.0}])
+  window.checkpoints.folder.joinpath("best", "20").mkdir(parents=True)
+  with pytest.raises(RunDirError, match="train was 145 classes / 2900 images"):
+    reuse.check_same_data(window, {**data, "train": {"classes": 974, "images": 19480}})
   rundir.write_config({"data_dir": "/data/omniglot", "data": {**data, "class_lists_sha256": "ab12"}})
   with pytest.raises(RunDirError, match="class_lists_sha256 was ab12"):
     reuse.check_same_data(rundir, data)
@@ -54,6 +60,12 @@ def test_a_resume_on_other_data_is_refused_in_one_line_and_a_moved_copy_resumes(
   said = str(raised.value)
   assert "\n" not in said and "trained on data whose train was" in said and str(tmp_path / "a") in said
   assert (tmp_path / "run" / "config.json").read_bytes() == before  # nothing rewritten
+  shutil.copytree(tmp_path / "run", tmp_path / "window")  # as if stopped between its first best and last saves
+  shutil.rmtree(tmp_path / "window" / "checkpoints" / "last")
+  (tmp_path / "window" / "metrics.jsonl").write_text((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+  with pytest.raises(RunDirError, match="trained on data whose train was"):
+    train(other, tmp_path / "window", resume=True, progress=False)
+  assert (tmp_path / "window" / "config.json").read_bytes() == before
   shutil.copytree(tmp_path / "a", tmp_path / "moved")
   moved = Config(**TINY, data_dir=str(tmp_path / "moved"), tfds_dir=tfds)
   assert train(moved, tmp_path / "run", resume=True, progress=False)["best_episode"] in (2, 4)

@@ -37,7 +37,7 @@ from fewshot import cli, options
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
-from fewshot.records.measurements import record_name
+from fewshot.records.measurements import check_measured_data, record_name
 from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run, run_kind
 
 TEST_BY = ("episode", "cached", "both")
@@ -141,6 +141,7 @@ def run_measurement(m: Measurement, progress: bool = True) -> dict:
 
   compilation_cache.enable()
   experiment = Experiment.build(m.used, splits=("test",))
+  check_measured_data(m.rundir, experiment.data, m.used.data_dir)  # refused before the model is restored
   state = m.rundir.checkpoints.restore(m.checkpoint, experiment.initial_state())
   step = m.rundir.checkpoints.step(m.checkpoint)
   tested = _what(m.test_by, m.used.test_episodes, m.cached_episodes)

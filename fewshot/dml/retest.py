@@ -13,6 +13,7 @@ import dataclasses
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.checkpoints import check_kind
+from fewshot.records.measurements import check_measured_data
 from fewshot.records.rundir import RunDir, existing_run
 
 
@@ -45,12 +46,13 @@ def retest(workdir: str, checkpoint: str = "best", data_dir: str | None = None, 
   """Each fold model's ``checkpoint`` tested on the test split (separated, and concatenated with several), with the
   step each was saved at.
   """
-  _, config, folds = resolve(workdir, checkpoint, data_dir, tfds_dir)
+  rundir, config, folds = resolve(workdir, checkpoint, data_dir, tfds_dir)
   from fewshot.dml.experiment import Experiment  # the model machinery, once the run passed
   from fewshot.training import compilation_cache
 
   compilation_cache.enable()
   experiment = Experiment(config)
+  check_measured_data(rundir, experiment.data, config.data_dir, keys=None)  # its folds are drawn from every split
   states = [fold.checkpoints.restore(checkpoint, experiment.initial_state(k)) for k, fold in enumerate(folds)]
   [tested] = experiment.evaluator("retrieval").run(states)
   return {"loss": config.loss, "test_classes": experiment.test.num_classes, **tested, "checkpoint": checkpoint,

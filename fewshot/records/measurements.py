@@ -10,6 +10,9 @@ differ from the run's own (:data:`NAMED_OPTIONS`).
 
 from __future__ import annotations
 
+from fewshot.errors import RunDirError
+from fewshot.records.reuse import data_differences, said_data
+
 # The test episode's options a measurement may change, and their short names in its file's name.
 NAMED_OPTIONS = (("test_way", "way"), ("shot", "shot"), ("test_query", "query"), ("test_shifts", "shifts"),
                  ("seed", "seed"))
@@ -34,3 +37,24 @@ def record_name(run, used, checkpoint: str, step: int, test_by: str, cached: int
   fields = [field for field, _ in NAMED_OPTIONS]
   return measurement_name({f: getattr(run, f) for f in fields}, {f: getattr(used, f) for f in fields}, checkpoint,
                           step, used.test_episodes, test_by, cached)
+
+
+# What a re-test reads of the data a run recorded: its test split, the files and the class lists.
+TESTED_DATA = ("test", "files", "class_lists_sha256")
+
+
+def check_measured_data(run, data: dict, data_dir: str | None, keys: tuple[str, ...] = TESTED_DATA) -> None:
+  """A one-line ``RunDirError`` where a re-test of ``run`` (a :class:`~fewshot.records.rundir.RunDir`) would read
+  ``data`` (:func:`fewshot.training.provenance.data_record`) other than the run recorded in ``keys``: the
+  measurement would stand beside the run's own as if of the same test split. ``--data_dir`` is for a run's data
+  moved elsewhere. The record holds each split's counts, the files' names and the lists' SHA-256, so other
+  characters in same-named files, split to the same counts, go unseen.
+  """
+  record = run.read_config()
+  differ = data_differences(record.get("data"), data, keys)
+  if differ:
+    key = differ[0]
+    raise RunDirError(f"{run.path} was trained and tested on data whose {key} was {said_data(record['data'].get(key))}"
+                      f", but --data_dir {data_dir} yields {said_data(data.get(key))}; "
+                      "a re-test reads the run's own data (--data_dir is for that data moved elsewhere): pass "
+                      f"--data_dir {record.get('data_dir')}, or train a run on the other data.")

@@ -212,18 +212,27 @@ def check_same_data(run: RunDir, data: dict) -> None:
   if not run.holds_run():  # a new run: nothing to compare
     return
   recorded = run.read_config().get("data")
+  differ = data_differences(recorded, data)
+  if differ:
+    key = differ[0]
+    raise RunDirError(f"{run.path} trained on data whose {key} was {said_data(recorded.get(key))}, but its "
+                      f"--data_dir now yields {said_data(data.get(key))}; resume it with the data it trained on "
+                      f"(--data_dir {run.read_config().get('data_dir')}), or train the other data in a new "
+                      "--workdir.")
+
+
+def data_differences(recorded, data: dict, keys: tuple[str, ...] | None = None) -> list[str]:
+  """The entries of a run's recorded data (:func:`fewshot.training.provenance.data_record`) that ``data`` does not
+  match, of ``keys`` (default all it recorded); none for a run recorded before runs said what they read.
+  ``not_read`` (what the folder held beside its data) is no part of the data.
+  """
   if not isinstance(recorded, dict):
-    return  # recorded before runs said what they read
+    return []
   # The files now read must be among those recorded: older runs listed all a folder held at its top.
   same = lambda key, value: (set(data.get(key) or ()) <= set(value) if key == "files" and isinstance(value, list)  # noqa: E731
                              else data.get(key) == value)
-  differ = [key for key, value in recorded.items() if not same(key, value)]
-  if differ:
-    key = differ[0]
-    raise RunDirError(f"{run.path} trained on data whose {key} was {_said(recorded.get(key))}, but its "
-                      f"--data_dir now yields {_said(data.get(key))}; resume it with the data it trained on "
-                      f"(--data_dir {run.read_config().get('data_dir')}), or train the other data in a new "
-                      "--workdir.")
+  return [key for key, value in recorded.items() if key != "not_read" and (keys is None or key in keys)
+          and not same(key, value)]
 
 
 def record_config(run: RunDir, record: dict) -> None:
@@ -240,7 +249,7 @@ def record_config(run: RunDir, record: dict) -> None:
     run.write_config(record)
 
 
-def _said(value) -> str:
+def said_data(value) -> str:
   """A data record's entry in words: ``145 classes / 2900 images``, a file list, or the value itself."""
   if isinstance(value, dict) and {"classes", "images"} <= set(value):
     return f"{value['classes']} classes / {value['images']} images"

@@ -123,3 +123,47 @@ def test_episodes_beyond_the_step_counter_are_refused_and_a_long_eta_reads_in_ye
   with pytest.raises(ConfigError, match="--episodes must be below 2,147,483,648"):
     Config(episodes=10 ** 15)
   assert _clock(1e20) == "3.17e+12 years" and _clock(3600 * 30) == "1 day, 6:00:00"
+
+
+def test_a_retest_on_other_test_data_is_refused_naming_the_run_s_folder_and_the_same_data_passes(tmp_path):
+  """``evaluate --data_dir`` is for a run's data moved elsewhere: a test split of other classes, other files or
+  other class lists would stand beside the run's own measurement as if of the same split (issue 56 item 2).
+  """
+  from fewshot.records.measurements import check_measured_data  # noqa: PLC0415
+
+  rundir = RunDir(tmp_path / "run")
+  data = {"train": {"classes": 145, "images": 2900}, "test": {"classes": 60, "images": 1200},
+          "total": {"classes": 205, "images": 4100}, "files": ["images_background_small1.zip"],
+          "not_read": ["all_runs.zip"]}
+  rundir.write_config({"data_dir": "/data/small", "data": data})
+  tested = {"test": {"classes": 60, "images": 1200}, "total": {"classes": 60, "images": 1200},
+            "files": ["images_background_small1.zip"]}  # what a re-test loads: the test split alone
+  check_measured_data(rundir, tested, "/data/moved")
+  for changed, said in (({"test": {"classes": 659, "images": 13180}}, "test was 60 classes / 1200 images"),
+                        ({"files": ["images_evaluation.zip"]}, "files was images_background_small1.zip")):
+    with pytest.raises(RunDirError) as raised:
+      check_measured_data(rundir, {**tested, **changed}, "/data/full")
+    line = str(raised.value)
+    assert said in line and "--data_dir /data/full yields" in line and "pass --data_dir /data/small" in line
+    assert "\n" not in line
+  rundir.write_config({"data_dir": "/data/small"})  # recorded before runs said what they read: nothing to compare
+  check_measured_data(rundir, {**tested, "test": {"classes": 659, "images": 13180}}, "/data/full")
+
+
+@pytest.mark.slow
+def test_evaluate_on_another_folder_s_test_split_writes_nothing_and_a_moved_copy_is_tested(tmp_path):
+  from fewshot import evaluate  # noqa: PLC0415
+
+  write_background_zip(characters({"Latin": 6, "Greek": 6}, drawers=4), tmp_path / "a")
+  write_background_zip(characters({"Latin": 12, "Greek": 12}, drawers=4, seed=1), tmp_path / "b")  # test 6, not 3
+  tfds = str(tmp_path / "tfds")
+  train(Config(**{**TINY, "episodes": 2}, data_dir=str(tmp_path / "a"), tfds_dir=tfds), tmp_path / "run",
+        progress=False)
+  before = sorted(p.name for p in (tmp_path / "run").iterdir())
+  with pytest.raises(RunDirError, match="trained and tested on data whose test was"):
+    evaluate.measure(str(tmp_path / "run"), data_dir=str(tmp_path / "b"), tfds_dir=tfds, progress=False)
+  assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+  shutil.copytree(tmp_path / "a", tmp_path / "moved")
+  _, _, written = evaluate.measure(str(tmp_path / "run"), data_dir=str(tmp_path / "moved"), tfds_dir=tfds,
+                                   progress=False)
+  assert written.name.startswith("test_best@")

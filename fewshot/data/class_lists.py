@@ -1,7 +1,7 @@
 """Class splits given as lists of class names: Vinyals et al.'s published Omniglot split, or a user's own.
 
 A folder of lists holds ``train.txt``, ``val.txt`` and ``test.txt``, one class name a line (blank lines and lines
-starting with ``#`` aside). Omniglot's names are ``Alphabet/characterNN``, optionally with the rotation Vinyals et
+whose first character past any indent is ``#`` aside). Omniglot's names are ``Alphabet/characterNN``, optionally with the rotation Vinyals et
 al.'s lists carry (``Alphabet/characterNN/rot090``): a character is what a list places, so a character's rotations
 must all be in one split (as published), and ``--rotations`` decides whether the four angles become classes.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import pathlib
+from collections.abc import Callable
 
 from fewshot.errors import ConfigError, DataError
 
@@ -33,7 +34,10 @@ _ROTATION_PREFIX = "rot"
 
 @dataclasses.dataclass(frozen=True)
 class ClassLists:
-  """{split: sorted class names} read from a folder, and the SHA-256 of the three files' bytes in split order."""
+  """{split: sorted class names} read from a folder, and the SHA-256 of the three files' text in split order, as
+  UTF-8 with LF line ends and no byte-order mark: lists saved with CRLF ends or a BOM are the same protocol, while
+  an edited line, a comment included, is another.
+  """
 
   folder: str
   splits: dict[str, list[str]]
@@ -59,12 +63,12 @@ def read(folder: str | pathlib.Path) -> ClassLists:
     except OSError as e:
       raise ConfigError(f"--split_lists {root} has no readable {file} ({e.strerror or e}); it needs train.txt, "
                         "val.txt and test.txt, one class name a line.") from None
-    digest.update(file.encode() + b"\0" + data + b"\0")
     try:
-      lines = data.decode("utf-8").splitlines()
+      lines = data.decode("utf-8-sig").splitlines()  # a byte-order mark (as Notepad writes) is no part of a name
     except UnicodeDecodeError:
       raise ConfigError(f"{path} is not UTF-8 text; write one class name a line.") from None
-    names = sorted({_character(line.strip()) for line in lines if line.strip() and not line.startswith("#")})
+    digest.update(file.encode() + b"\0" + "".join(line + "\n" for line in lines).encode() + b"\0")
+    names = sorted({_character(line.strip()) for line in lines if line.strip() and not line.strip().startswith("#")})
     if not names:
       raise ConfigError(f"{path} lists no class; write one class name a line.")
     split = file.removesuffix(".txt")
@@ -77,13 +81,13 @@ def read(folder: str | pathlib.Path) -> ClassLists:
   return ClassLists(str(root.resolve()), splits, digest.hexdigest())
 
 
-def chosen(lists: ClassLists, found: list[str], what: str) -> dict[str, list[str]]:
+def chosen(lists: ClassLists, found: list[str], advice: Callable[[str], str]) -> dict[str, list[str]]:
   """{split: names} of ``lists``, each checked against the classes ``found`` in the data; a one-line ``DataError``
-  naming the first listed class that is not there and how many are missing (``what``: which files hold them).
+  naming the first listed class that is not there and how many are missing, with ``advice(that name)``: the fix.
   """
   present = set(found)
   missing = [name for names in lists.splits.values() for name in names if name not in present]
   if missing:
     raise DataError(f"{len(missing)} of the classes listed in {lists.folder} are not in the data, the first "
-                    f"{missing[0]}; {what}.")
+                    f"{missing[0]}; {advice(missing[0])}.")
   return dict(lists.splits)

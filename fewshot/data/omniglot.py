@@ -13,6 +13,7 @@ before resizing, fewshot after, so a rotated class's sampled pixels can differ b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import pathlib
@@ -161,6 +162,32 @@ def class_split(class_names: list[str]) -> dict[str, list[str]]:
   return {split: sorted(names[i] for i in p) for split, p in zip(catalog.SPLITS, parts)}
 
 
+def _missing_advice(missing: str, names: list[str], class_splits: str) -> str:
+  """The fix for a listed character ``missing`` from the characters ``names`` found: the zip that holds its
+  alphabet where none of that alphabet was found, else the list's spelling.
+  """
+  alphabet = missing.split("/")[0]
+  if alphabet not in known_alphabets():
+    return (f"{alphabet!r} is no Omniglot alphabet: a list names characters as the zips do, <alphabet>/characterNN "
+            "(Latin/character01)")
+  needs = ("images_evaluation.zip" if alphabet in EVALUATION_ALPHABETS else
+           {"lake_small1": "images_background_small1.zip", "lake_small2": "images_background_small2.zip"}.get(
+               class_splits, "images_background.zip"))
+  if not any(name.split("/")[0] == alphabet for name in names):
+    return f"--data_dir holds no {alphabet} character: it needs {needs}"
+  lacks = f"--data_dir holds {alphabet} but not {missing}"
+  if class_splits in class_lists.SHIPPED:  # the shipped lists name the release's characters
+    return f"{lacks}: its {needs} is not the release's complete one"
+  return f"{lacks}: check the list's spelling (<alphabet>/characterNN), or that {needs} is the release's complete one"
+
+
+@functools.cache
+def known_alphabets() -> frozenset[str]:
+  """Omniglot's 50 alphabets, read off Vinyals et al.'s lists (which place every character)."""
+  return frozenset(name.split("/")[0] for names in class_lists.read(class_lists.VINYALS).splits.values()
+                   for name in names)
+
+
 def character_splits(class_names: list[str], class_splits: str, seed: int = 0,
                      split_lists: str | None = None) -> dict[str, list[str]]:
   """{split: sorted character names} of the characters ``class_names`` ('alphabet/character') under ``class_splits``.
@@ -177,10 +204,8 @@ def character_splits(class_names: list[str], class_splits: str, seed: int = 0,
   if class_splits == "default":
     return class_split(names)
   if class_splits in catalog.LISTED_CLASS_SPLITS:
-    needs = {"lake_small1": "images_background_small1.zip", "lake_small2": "images_background_small2.zip"}.get(
-        class_splits, "images_background.zip")
-    return class_lists.chosen(listed(class_splits, split_lists), names, f"--data_dir needs {needs} and "
-                              "images_evaluation.zip")
+    return class_lists.chosen(listed(class_splits, split_lists), names,
+                              lambda missing: _missing_advice(missing, names, class_splits))
   test = [n for n in names if n.split("/")[0] in EVALUATION_ALPHABETS]
   background = [n for n in names if n.split("/")[0] not in EVALUATION_ALPHABETS]
   if class_splits == "background_evaluation":

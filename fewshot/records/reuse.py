@@ -213,12 +213,17 @@ def check_same_data(run: RunDir, data: dict) -> None:
     return
   recorded = run.read_config().get("data")
   differ = data_differences(recorded, data)
-  if differ:
-    key = differ[0]
-    raise RunDirError(f"{run.path} trained on data whose {key} was {said_data(recorded.get(key))}, but its "
-                      f"--data_dir now yields {said_data(data.get(key))}; resume it with the data it trained on "
-                      f"(--data_dir {run.read_config().get('data_dir')}), or train the other data in a new "
-                      "--workdir.")
+  if not differ:
+    return
+  key, record = differ[0], run.read_config()
+  if key == "class_lists_sha256":  # the lists changed, not the folder of images
+    raise RunDirError(f"{run.path} trained on class lists whose SHA-256 was {str(recorded[key])[:12]}..., but "
+                      f"--split_lists {record.get('split_lists')} now hold lists whose SHA-256 is "
+                      f"{str(data.get(key))[:12]}...; restore the lists it trained on, or train the edited lists "
+                      "in a new --workdir.")
+  raise RunDirError(f"{run.path} trained on data whose {key} was {said_data(recorded.get(key))}, but its "
+                    f"--data_dir now yields {said_data(data.get(key))}; resume it with the data it trained on "
+                    f"(--data_dir {record.get('data_dir')}), or train the other data in a new --workdir.")
 
 
 def data_differences(recorded, data: dict, keys: tuple[str, ...] | None = None) -> list[str]:

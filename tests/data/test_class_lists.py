@@ -103,3 +103,41 @@ def test_on_the_complete_omniglot_vinyals_published_and_lakes_alphabets(complete
   assert len(alphabets["test"]) == 20 and alphabets["test"] == set(omniglot.EVALUATION_ALPHABETS)
   assert len(alphabets["train"] | alphabets["val"]) == 30
   assert lake["test"].num_classes == 659 and lake["train"].num_classes + lake["val"].num_classes == 964
+
+
+def test_lists_saved_with_crlf_or_a_bom_are_the_same_lists_and_an_indented_comment_is_no_class(tmp_path):
+  """Issue 56 item 7: a list's line ends and byte-order mark are no part of the protocol; an edit is."""
+  lists = {"train": "A/character01\n  # indented note\nA/character02\n", "val": "B/character01\n",
+           "test": "C/character01\n"}
+  saved = {"lf": lambda text: text.encode(), "crlf": lambda text: text.replace("\n", "\r\n").encode(),
+           "bom": lambda text: b"\xef\xbb\xbf" + text.encode()}
+  read = {}
+  for kind, write in saved.items():
+    (tmp_path / kind).mkdir()
+    for split, text in lists.items():
+      (tmp_path / kind / f"{split}.txt").write_bytes(write(text))
+    read[kind] = class_lists.read(tmp_path / kind)
+  assert read["lf"].splits == {"train": ["A/character01", "A/character02"], "val": ["B/character01"],
+                               "test": ["C/character01"]}
+  assert all(r.splits == read["lf"].splits and r.sha256 == read["lf"].sha256 for r in read.values())
+  (tmp_path / "lf" / "val.txt").write_text("B/character01\n# edited\n")
+  assert class_lists.read(tmp_path / "lf").sha256 != read["crlf"].sha256
+
+
+def test_a_missing_listed_character_is_told_the_fix_its_name_needs(tmp_path):
+  """The zip for an alphabet that is missing whole; the spelling for a name no zip could hold."""
+  found = ["Latin/character01", "Latin/character02", "Greek/character01"]
+
+  def refusal(*test):
+    for split, names in {"train": ["Latin/character01"], "val": ["Greek/character01"], "test": list(test)}.items():
+      (tmp_path / f"{split}.txt").write_text("\n".join(names) + "\n")
+    with pytest.raises(DataError) as raised:
+      omniglot.character_splits(found, "lists", split_lists=str(tmp_path))
+    assert "\n" not in str(raised.value)
+    return str(raised.value)
+
+  assert "it needs images_evaluation.zip" in refusal("Latin/character02", "Tengwar/character01")
+  assert "it needs images_background.zip" in refusal("Latin/character02", "Korean/character01")
+  said = refusal("Latn/character02")
+  assert "'Latn' is no Omniglot alphabet" in said and ".zip" not in said
+  assert "holds Latin but not Latin/character99" in refusal("Latin/character99")

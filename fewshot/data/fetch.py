@@ -1,8 +1,9 @@
 """Fetching a pinned file (:mod:`fewshot.data.downloads`) into a data folder: resumed, verified, then moved into place.
 
 A file is written as ``.<name>.part`` beside where it belongs (hidden: no reader looks at it), resumed after an
-interruption with an HTTP range request, checked against its size and checksum, and only then renamed to ``<name>``:
-a file that failed verification is never where a reader looks. A file already there is checked once and then
+interruption with an HTTP range request (also by the next command, where the network failed: only a whole file that
+fails verification is deleted), checked against its size and checksum, and only then renamed to ``<name>``: a file
+that failed verification is never where a reader looks, and one found there is moved to ``.<name>.failed``. A file already there is checked once and then
 recognised by a marker (``.<name>.verified``: its size, time and checksum), so it is not fetched or hashed again. One
 process fetches a file at a time (``.<name>.lock``); a second waits for it, then finds the file there. Failure is one
 :class:`~fewshot.errors.DataError` line: what failed at each source and the manual route.
@@ -123,9 +124,19 @@ def _download(url: str, part: pathlib.Path, remote: Remote, bar) -> None:
       raise ConnectionError(f"the connection closed after {got:,} of {int(expected):,} bytes")
 
 
+def _size(path: pathlib.Path) -> int:
+  return path.stat().st_size if path.exists() else 0
+
+
 def _try_source(url: str, part: pathlib.Path, remote: Remote, bar) -> str | None:
-  """Fetch from one source, resuming after dropped connections; None on success, else what went wrong."""
-  for _ in range(RETRIES + 1):
+  """Fetch from one source, resuming after dropped connections; None on success, else what went wrong.
+
+  Only tries that add no bytes count against :data:`RETRIES`: a link that drops every few hundred kilobytes
+  still finishes.
+  """
+  tries = 0
+  while tries <= RETRIES:
+    before = _size(part)
     try:
       _download(url, part, remote, bar)
       return None
@@ -137,7 +148,8 @@ def _try_source(url: str, part: pathlib.Path, remote: Remote, bar) -> str | None
       if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
         raise
       failure = f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
-  return f"{failure} ({RETRIES} resumed tries)"
+    tries += _size(part) <= before  # a try that got further starts the count again
+  return f"{failure} ({RETRIES} resumed tries without a byte more)"
 
 
 def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool = True) -> pathlib.Path:
@@ -152,7 +164,7 @@ def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool
     if verified(target, remote):
       say(f"{remote.name}: already there and verified")
       return target
-    failures = []
+    failures = [_set_aside(target, remote, say)] if target.exists() else []
     for url in remote.urls:
       shown = progress and sys.stderr.isatty()
       with tqdm.tqdm(total=remote.size, unit="B", unit_scale=True, desc=remote.name, disable=not shown) as bar:
@@ -164,6 +176,7 @@ def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool
                             f"{(remote.size or 0) / 2**20:.0f} MiB needed): free some space and run the command again "
                             f"(it resumes from the {part.stat().st_size if part.exists() else 0:,} bytes fetched)."
                             ) from e
+      fetched = failure is None  # whole, as far as the connection could tell
       failure = failure or problem(part, remote)
       if failure is None:
         os.replace(part, target)
@@ -171,5 +184,20 @@ def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool
         say(f"{remote.name}: fetched from {url} and verified ({target.stat().st_size:,} bytes)")
         return target
       failures.append(f"{url}: {failure}")
-      part.unlink(missing_ok=True)  # a wrong file is never resumed, nor read
-    raise DataError(f"could not fetch {remote.name} ({'; '.join(failures)}); get it by hand from {manual}.")
+      if fetched:  # whole and wrong: never resumed, nor read; bytes a dropped link left are kept to resume
+        part.unlink(missing_ok=True)
+    kept = f" (the {_size(part):,} bytes fetched are kept: the same command resumes)" if _size(part) else ""
+    raise DataError(f"could not fetch {remote.name} ({'; '.join(failures)}){kept}; get it by hand from {manual}.")
+
+
+def _set_aside(target: pathlib.Path, remote: Remote, say) -> str:
+  """Move a file at ``target`` that failed verification to ``.<name>.failed`` (no reader opens it) and say what
+  was wrong with it, for the line a failed fetch prints.
+  """
+  wrong = problem(target, remote) if target.is_file() else "not a file"
+  aside = target.with_name(f".{target.name}.failed")
+  os.replace(target, aside)
+  _marker(target).unlink(missing_ok=True)
+  said = f"the {target.name} in {target.parent} failed verification ({wrong}) and was moved to {aside.name}"
+  say(f"{remote.name}: {said}; fetching it again")
+  return said

@@ -22,8 +22,8 @@ OMNIGLOT = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "om
 
 
 class Files(http.server.BaseHTTPRequestHandler):
-  """Serves ``server.files`` with range requests; ``server.drop`` cuts the first response after that many bytes,
-  ``server.pause`` sleeps between blocks; every request is logged in ``server.seen``.
+  """Serves ``server.files`` with range requests; ``server.drop`` cuts the first response after that many bytes
+  (every response, with ``server.again``), ``server.pause`` sleeps between blocks; every request is logged in ``server.seen``.
   """
 
   def do_GET(self):  # noqa: N802 (http.server's name)
@@ -40,7 +40,7 @@ class Files(http.server.BaseHTTPRequestHandler):
     for offset in range(start, len(body), 4096):
       block = body[offset:offset + 4096]
       if drop is not None and sent + len(block) > drop:
-        self.server.drop = None  # once: the next request goes through
+        self.server.drop = drop if self.server.again else None  # once (the next request goes through), or again
         self.wfile.write(block[: drop - sent])
         self.wfile.flush()
         self.connection.shutdown(2)
@@ -56,7 +56,7 @@ class Files(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
   httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
-  httpd.files, httpd.seen, httpd.drop, httpd.pause = {}, [], None, 0.0
+  httpd.files, httpd.seen, httpd.drop, httpd.again, httpd.pause = {}, [], None, False, 0.0
   threading.Thread(target=httpd.serve_forever, daemon=True).start()
   yield httpd
   httpd.shutdown()
@@ -153,6 +153,57 @@ def test_a_dropped_connection_resumes_with_a_range_request(server, monkeypatch, 
   [path] = get.get("omniglot", str(tmp_path), progress=False)
   assert pathlib.Path(path).read_bytes() == archive
   assert server.seen[1][1] == f"bytes={len(archive) // 3}-"  # the second request asked for the rest only
+
+
+def test_a_link_that_drops_every_few_blocks_still_finishes_and_an_offline_rerun_keeps_what_was_fetched(
+    server, monkeypatch, archive, tmp_path):
+  """Issue 56 item 5: only tries that add no bytes count against the retries, and a network failure keeps the
+  ``.part`` for the next command (at 3900b17 each run fetched 3 drops' worth, then started again from byte 0).
+  """
+  remote = _serve(server, monkeypatch, archive)
+  server.drop, server.again = len(archive) // 8, True
+  [path] = get.get("omniglot", str(tmp_path / "flaky"), progress=False)
+  assert pathlib.Path(path).read_bytes() == archive and len(server.seen) >= 8
+  real = fetch._download
+
+  def drops_then_the_network_is_gone(url, part, remote, bar):
+    part.write_bytes(archive[:len(archive) // 3])
+    raise ConnectionError("the connection closed")
+
+  monkeypatch.setattr(fetch, "_download", drops_then_the_network_is_gone)
+  with pytest.raises(DataError, match="resumed tries without a byte more"):
+    get.get("omniglot", str(tmp_path / "offline"), progress=False)
+  part = tmp_path / "offline" / ".images_background.zip.part"
+  assert part.stat().st_size == len(archive) // 3
+  monkeypatch.setattr(fetch, "_download", real)
+  monkeypatch.setitem(downloads.DATASETS, "omniglot", downloads.Dataset(
+      (downloads.Remote(remote.name, remote.size, remote.sha256, ("http://127.0.0.1:9/dead.zip",), "t"),), "by hand"))
+  with pytest.raises(DataError) as raised:
+    get.get("omniglot", str(tmp_path / "offline"), progress=False)
+  assert f"the {len(archive) // 3:,} bytes fetched are kept" in str(raised.value)
+  assert part.stat().st_size == len(archive) // 3
+  monkeypatch.setitem(downloads.DATASETS, "omniglot", downloads.Dataset((remote,), "by hand"))
+  server.drop, server.again = None, False
+  assert pathlib.Path(get.get("omniglot", str(tmp_path / "offline"), progress=False)[0]).read_bytes() == archive
+  assert server.seen[-1][1] == f"bytes={len(archive) // 3}-"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "one_byte"])
+def test_a_bad_file_already_in_the_folder_is_named_and_moved_where_no_reader_looks(
+    server, monkeypatch, archive, tmp_path, damage):
+  """Offline, a wrong file at the target's name: the line says it failed verification and where it went."""
+  bad = archive[:-100] if damage == "truncated" else archive[:50] + bytes([archive[50] ^ 1]) + archive[51:]
+  (tmp_path / "images_background.zip").write_bytes(bad)
+  remote = downloads.Remote("images_background.zip", len(archive), hashlib.sha256(archive).hexdigest(),
+                            ("http://127.0.0.1:9/dead.zip",), "a test")
+  monkeypatch.setitem(downloads.DATASETS, "omniglot", downloads.Dataset((remote,), "the manual route"))
+  with pytest.raises(DataError) as raised:
+    get.get("omniglot", str(tmp_path), progress=False)
+  said = str(raised.value)
+  wrong = f"{len(bad):,} bytes where {len(archive):,}" if damage == "truncated" else "sha256 "
+  assert "\n" not in said and f"failed verification ({wrong}" in said and ".images_background.zip.failed" in said
+  assert not (tmp_path / "images_background.zip").exists()
+  assert (tmp_path / ".images_background.zip.failed").read_bytes() == bad
 
 
 def test_a_dead_first_source_falls_back_to_the_second_and_a_404_is_named(server, monkeypatch, archive, tmp_path):

@@ -36,7 +36,10 @@ RENAMED = {"protocol": "class_splits", "image_shape": "input_shape"}
 # Options a resumed run may raise: a finished run trained further (--resume --episodes 4000 on a 2,000-episode run),
 # identical to one trained that long from the start (episodes are drawn by their index, the schedule does not
 # depend on the total).
-EXTENDABLE_FIELDS = ("episodes",)
+EXTENDABLE_FIELDS = ("episodes", "patience")
+# Of those, the ones that count steps: a resume may not end a run before its last checkpoint (``--patience`` is checked
+# against the run's rows by fewshot.training.loop.check_continued, where the stopping rule lives).
+LENGTH_FIELDS = ("episodes",)
 # Values a record's option held before they got names of their own: read under today's (current_names).
 RENAMED_VALUES = {"class_splits": {"vinyals": "vinyals_sizes"}}
 # The --help heading of each flag the commands define, in definition order (which orders the headings).

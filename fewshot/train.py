@@ -66,7 +66,7 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
     if progress:
       which = workdirs[0] if len(workdirs) == 1 else f"the group's {len(workdirs)} runs"
       print(f"{which}: trained to --episodes {config.episodes} and tested already; its results follow (raise "
-            "--episodes with --resume to train further, python -m fewshot.evaluate to test again).", file=sys.stderr)
+            "--episodes with --resume to train further, and --patience where it stopped early, python -m fewshot.evaluate to test again).", file=sys.stderr)
     return completed
   from fewshot.episodic.experiment import Experiment  # the training machinery: once the options and directories passed
   from fewshot.training import trainer

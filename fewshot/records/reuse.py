@@ -16,7 +16,7 @@ import os
 import pathlib
 
 from fewshot.errors import RunDirError
-from fewshot.options import EXTENDABLE_FIELDS, LOCATION_FIELDS
+from fewshot.options import EXTENDABLE_FIELDS, LENGTH_FIELDS, LOCATION_FIELDS
 from fewshot.records.files import check_writable
 from fewshot.records.rundir import RUN_KINDS, RunDir, run_kind
 
@@ -137,11 +137,11 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
 
 
 def _check_extension(rundir: RunDir, config) -> None:
-  """A resumed run's raised :data:`EXTENDABLE_FIELDS` (``--episodes``) lengthen it; shortening one is refused in one
+  """A resumed run's raised :data:`LENGTH_FIELDS` (``--episodes``) lengthen it; shortening one is refused in one
   line: checkpoints past the new end would be another run's.
   """
   saved = rundir.read_config()
-  for name in EXTENDABLE_FIELDS:
+  for name in LENGTH_FIELDS:
     before, now = saved.get(name), getattr(config, name, None)
     reached = max(saved_steps(rundir.path).values(), default=0)
     if isinstance(before, int) and isinstance(now, int) and now < before and now < reached:

@@ -92,6 +92,44 @@ def _watch(tally, stop, row: dict, schedule: Schedule):
   return tally, (row[schedule.step_key] if tally[1] >= schedule.patience else None)
 
 
+def check_continued(runs: Runs, schedule: Schedule) -> None:
+  """Refuse, in one line and before anything is written, a resume that would leave a run's record saying what did
+  not happen: a lower ``--patience`` than a run trained on past (it would have stopped sooner), or a longer
+  ``--episodes`` where every run stopped early and would still stop where it did (nothing would train).
+  """
+  if schedule.patience is None:  # no run stops: every resume trains on
+    return
+  key, stopped = schedule.step_key, []
+  for rundir, config in zip(runs.written_dirs, (runs.configs[i] for i in runs.written)):
+    rows = rundir.read_metrics() if rundir.holds_run() else []
+    saved = rundir.read_config() if rows else {}
+    before = saved.get("patience")
+    new = stopped_at(rows, schedule)
+    old = stopped_at(rows, dataclasses.replace(schedule, patience=before))
+    if new is not None and (old is None or new < old):
+      raise TrainingError(f"{rundir.path} trained to {key} {old or rows[-1][key]} under --patience {before}; "
+                          f"--patience {schedule.patience} would have stopped it at {new}: pass --patience {before} "
+                          "or more (or none), or train the shorter rule in a new --workdir.")
+    extended = rows and saved.get("episodes") != getattr(config, "episodes", saved.get("episodes"))
+    stopped.append((rundir, new, before) if new is not None and extended else None)
+  if stopped and None not in stopped:
+    rundir, new, before = stopped[0]
+    raise TrainingError(f"{rundir.path} stopped at {key} {new}: its last {before} checkpoints brought no better "
+                        f"{schedule.best_by} (--patience {before}), so a longer --episodes alone trains nothing; "
+                        "raise --patience as well (or pass none) to train it further.")
+
+
+def stop_line(desc: str, schedule: Schedule, stops: list[int | None], done: int) -> str | None:
+  """What ends the training where every run stopped early for want of a better score; None where it trained on to
+  the end (or to a stop that fell on the last checkpoint).
+  """
+  if None in stops or done >= schedule.total_steps:
+    return None
+  who = "stopped" if len(stops) == 1 else f"and every run of the group stopped (the last at {max(stops)})"
+  return (f"{desc}: stopped at {schedule.step_key} {done} of {schedule.total_steps}, {who}: {schedule.patience} "
+          f"checkpoints in a row brought no better {schedule.best_by} (--patience {schedule.patience}).")
+
+
 def _tally_rows(rows: list[dict], schedule: Schedule) -> tuple[float, int] | None:
   tally = None
   for row in rows:
@@ -141,7 +179,9 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
   try:
     while done < schedule.total_steps and None in stops:
       started = time.perf_counter()
-      steps = min(schedule.checkpoint_every, schedule.total_steps - done)
+      # On the grid a run trained to this length from the start saves at: a run extended after a last, shorter
+      # chunk (--episodes 45 → 85 at every 20) checkpoints at 60 and 80 as it would have, then at 85.
+      steps = min(schedule.checkpoint_every - done % schedule.checkpoint_every, schedule.total_steps - done)
       state, outputs = train_chunk(state, steps)
       done += steps
       new_rows = [{**row, "seconds": time.perf_counter() - started} for row in make_rows(state, outputs)]
@@ -157,6 +197,9 @@ def train_until(runs: Runs, state: TrainState, schedule: Schedule,
     bar.close()
     for writer in events:
       writer.close()
+  line = stop_line(desc or "training", schedule, stops, done)
+  if line is not None:
+    say(line, shown)
   # Marked once training is done, not on an error: a peer's exit fails this process's collective while its signal
   # watcher still writes the line saying where training stopped. A stop from here on stops the test.
   _position["testing"] = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from fewshot.options import EXTENDABLE_FIELDS
 from fewshot.records import events, writer_lock
 from fewshot.records.reuse import check_for_training, check_same_data, open_group_for_training, record_config
 from fewshot.records.rundir import RunDir
@@ -49,10 +50,21 @@ class Runs:
     results = []
     for rundir, config in zip(self.dirs, self.configs):
       done = rundir.read_results() if rundir.holds_run() else None
-      if done is None or rundir.read_config().get("episodes") != getattr(config, "episodes", None):
+      saved = rundir.read_config() if done is not None else {}
+      if done is None or any(saved.get(f) != getattr(config, f, None) for f in EXTENDABLE_FIELDS):
         return None
       results.append(done)
     return results
+
+  def extensions(self) -> list[str]:
+    """How a resume changes the first written run's :data:`EXTENDABLE_FIELDS` (``--episodes 400 (was 200)``), read
+    before its configuration is written again.
+    """
+    rundir, config = self.written_dirs[0], self.configs[self.written[0]]
+    saved = rundir.read_config() if self.resume and rundir.holds_run() else {}
+    said = lambda value: "none" if value is None else value  # noqa: E731
+    return [f"--{f} {said(getattr(config, f, None))} (was {said(saved.get(f))})" for f in EXTENDABLE_FIELDS
+            if f in saved and saved.get(f) != getattr(config, f, None)]
 
   def on(self, group) -> Runs:
     """These runs laid out as ``group`` (a seed group's layout on the devices; None for one run)."""

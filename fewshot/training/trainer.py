@@ -77,11 +77,16 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   experiment.check()
   runs = runs.on(experiment.group)
   c = experiment.config
+  models = [runs.under(folder) for folder in experiment.models]
+  for model_runs in models:  # before anything is written
+    loop.check_continued(model_runs, experiment.schedule())
+  extended = runs.extensions()
   runs.begin(input_shape=list(experiment.input_shape), computation=experiment.computation,
              provenance=provenance.provenance(), data=experiment.data)
   desc = experiment.name if len(runs.configs) == 1 else f"{experiment.name} x{len(runs.configs)} seeds"
   start = start_lines(desc, runs, c.dataset, experiment.data, c.precision)
-  models = [runs.under(folder) for folder in experiment.models]
+  if extended:
+    start.append(f"{desc}: continued with {', '.join(extended)}")
   bests = []  # [model][run]
   for k, (folder, model_runs) in enumerate(zip(experiment.models, models)):
     _, best, stops = loop.train_until(

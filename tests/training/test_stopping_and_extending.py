@@ -116,3 +116,59 @@ def test_resuming_a_finished_run_says_it_is_complete_and_tests_nothing_again(tmp
   assert again == first and "trained to --episodes 8 and tested already" in capsys.readouterr().err
   # Nor does TensorBoard show its test twice (issue 42, item 9): not one event file written or added.
   assert {p: p.read_bytes() for p in (tmp_path / "run" / "tensorboard").rglob("*") if p.is_file()} == events != {}
+
+
+def _stopped_run(path, capsys=None):
+  """A run that --patience 1 stops early (2-episode validation ties often), its results and what it printed."""
+  config = Config(**{**TINY, "episodes": 40, "patience": 1})
+  results = train(config, path, progress=capsys is not None)
+  assert results["stopped_at"] is not None and results["stopped_at"] < 40, "the fixture needs a run that stops"
+  return config, results, capsys.readouterr().err if capsys is not None else ""
+
+
+def test_an_early_stop_says_why_and_a_longer_episodes_alone_is_refused_naming_patience(tmp_path, capsys):
+  """Issue 56 item 6: the stop had no word (the last line read "episode 10/40 … ETA"), and ``--resume --episodes
+  80`` of a stopped run trained nothing, re-tested it and rewrote config.json to say 80 episodes.
+  """
+  config, results, said = _stopped_run(tmp_path / "run", capsys)
+  stop = results["stopped_at"]
+  assert f"stopped at episode {stop} of 40, stopped: 1 checkpoints in a row brought no better val_accuracy" in said
+  before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+  from fewshot.errors import TrainingError  # noqa: PLC0415
+
+  with pytest.raises(TrainingError) as raised:
+    train(Config(**{**config.to_dict(), "episodes": 80}), tmp_path / "run", resume=True, progress=False)
+  assert f"stopped at episode {stop}" in str(raised.value) and "raise --patience as well" in str(raised.value)
+  assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == before
+
+
+@pytest.mark.slow  # two runs and a resume
+def test_a_stopped_run_with_more_patience_is_the_run_trained_with_it_from_the_start_and_less_is_refused(tmp_path):
+  """``--resume --patience 3`` of a run --patience 1 stopped was refused (so it could never train further)."""
+  from fewshot.errors import TrainingError  # noqa: PLC0415
+
+  config, results, _ = _stopped_run(tmp_path / "run")
+  patient = Config(**{**config.to_dict(), "patience": 3})
+  further = train(patient, tmp_path / "run", resume=True, progress=False)
+  whole = train(patient, tmp_path / "whole", progress=False)
+  strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+  rows = strip(RunDir(tmp_path / "run").read_metrics())
+  assert rows == strip(RunDir(tmp_path / "whole").read_metrics()) and rows[-1]["episode"] > results["stopped_at"]
+  assert {k: v for k, v in further.items() if k != "workdir"} == {k: v for k, v in whole.items() if k != "workdir"}
+  assert json.loads((tmp_path / "run" / "config.json").read_text())["patience"] == 3
+  before = (tmp_path / "whole" / "config.json").read_bytes()
+  with pytest.raises(TrainingError, match=f"--patience 1 would have stopped it at {results['stopped_at']}"):
+    train(config, tmp_path / "whole", resume=True, progress=False)  # it trained on past that stop under 3
+  assert (tmp_path / "whole" / "config.json").read_bytes() == before
+
+
+@pytest.mark.slow  # two runs and a resume
+def test_a_run_extended_after_a_short_last_chunk_checkpoints_on_the_grid_a_run_that_long_from_the_start_does(tmp_path):
+  """Extending a 9-episode run (checkpoints every 2: 2, 4, 6, 8, 9) to 13 saved at 11 and 13, where a 13-episode
+  run saves at 10 and 12: another checkpoint grid, another possible best.
+  """
+  train(Config(**{**TINY, "episodes": 9}), tmp_path / "extended", progress=False)
+  train(Config(**{**TINY, "episodes": 13}), tmp_path / "extended", resume=True, progress=False)
+  train(Config(**{**TINY, "episodes": 13}), tmp_path / "whole", progress=False)
+  steps = lambda run: [r["episode"] for r in RunDir(tmp_path / run).read_metrics()]  # noqa: E731
+  assert steps("extended") == [2, 4, 6, 8, 9, 10, 12, 13] and steps("whole") == [2, 4, 6, 8, 10, 12, 13]

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import io
 import pathlib
+import re
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -70,12 +71,18 @@ class Characters:
     return sorted(self.classes)
 
 
-def _image_key(member: str) -> tuple[str, str] | None:
-  """(class name, file name) of a character's PNG, or None for any other member."""
+def _png(member: str) -> bool:
+  """A PNG that is no macOS resource fork or hidden file."""
   parts = member.split("/")
-  if len(parts) < 3 or not parts[-1].lower().endswith(".png"):
-    return None
-  if any(p.startswith(".") or p == "__MACOSX" for p in parts):  # macOS resource forks, hidden files
+  return parts[-1].lower().endswith(".png") and not any(p.startswith(".") or p == "__MACOSX" for p in parts)
+
+
+def _image_key(member: str) -> tuple[str, str] | None:
+  """(class name, file name) of a character's PNG (``<alphabet>/characterNN/<file>.png``, as the release names
+  them), or None for any other member: an extracted ``all_runs/run01/training/class01.png`` is no character.
+  """
+  parts = member.split("/")
+  if len(parts) < 3 or not _png(member) or not re.fullmatch(r"character\d+", parts[-2]):
     return None
   return f"{parts[-3]}/{parts[-2]}", parts[-1]
 
@@ -102,7 +109,7 @@ def scan(data_dir: str | None) -> Characters:
     raise DataError(f"Omniglot data_dir {root} does not exist or is not a directory; pass --data_dir pointing at the "
                     f"folder holding the Omniglot zips{fetch_hint('omniglot')}.")
   # Linked folders stay out: the fingerprint has never counted what they hold.
-  not_read = tuple(sorted(p.name for p in root.glob("*.zip") if p.name not in IMAGE_ARCHIVES))
+  not_read = {p.name for p in root.glob("*.zip") if p.name not in IMAGE_ARCHIVES}
   with archives.open_folder_with_zips(root, follow_links=False, zips=IMAGE_ARCHIVES.__contains__) as tree:
     first: dict[tuple[str, str], str] = {}
     for member in tree.stored_members():
@@ -110,6 +117,9 @@ def scan(data_dir: str | None) -> Characters:
       # Archives overlap (Greek and Latin are in both 'small' zips): first copy wins.
       if key is not None and key not in first:
         first[key] = member
+      elif key is None and _png(member):  # PNGs outside character folders (Lake's runs extracted): named, not read
+        not_read.add(tree.source(member))
+  not_read = tuple(sorted(not_read))
   if not first:
     raise DataError(f"Found no Omniglot images in {root}; {_LAYOUT}{fetch_hint('omniglot')}.")
   classes: dict[str, list[str]] = {}

@@ -378,3 +378,18 @@ def test_default_tfds_dir(monkeypatch, tmp_path):
   monkeypatch.delenv("TFDS_DATA_DIR")
   assert data.default_tfds_dir() == os.path.expanduser("~/tensorflow_datasets")
 
+
+
+def test_lakes_runs_extracted_beside_the_characters_are_named_and_not_read_as_characters(tmp_path):
+  """Issue 56 item 4: the runs' PNGs (``all_runs/run01/training/class01.png``) read as 'classes' run01/training,
+  each holding evaluation characters copied again, leaked across the splits.
+  """
+  from omniglot_fixtures import write_lake_runs  # noqa: PLC0415
+
+  src = make_fixture(tmp_path / "src", num_chars=5, per_char=4)
+  before = omniglot.scan(str(src))
+  write_lake_runs(src / "all_runs")
+  found = omniglot.scan(str(src))
+  assert found.class_names == before.class_names == sorted(
+      f"{'alpha' if c % 2 == 0 else 'beta'}/character{c + 1:02d}" for c in range(5))
+  assert found.not_read == ("all_runs/",) and omniglot.files_not_read(str(src)) == ["all_runs/"]

@@ -81,7 +81,8 @@ def format_results(config: Config, results: dict) -> str:
   return (
       f"{results['model']} {config.dataset} {config.test_way}-way {config.shot}-shot: test accuracy "
       f"{results['test_accuracy']:.2f}% ± {results['test_ci95']:.2f}% ({results['test_episodes']} episodes, "
-      f"best checkpoint at episode {results['best_episode']})"
+      f"best checkpoint at episode {results['best_episode']}"
+      f"{'; tested on the validation classes, the data holding no others' if results.get('tested_on') == 'val' else ''})"
   )
 
 

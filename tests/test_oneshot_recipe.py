@@ -183,3 +183,39 @@ def test_the_readme_recipe_is_the_measured_option_at_the_held_out_runs_shape():
   shape = {k: omniglot_oneshot.BASE[k] for k in ("class_splits", "test_way", "test_query")}
   assert options.from_flags(Config, values) == Config(dataset="omniglot", data_dir="DIR", **shape,
                                                       **omniglot_oneshot.RECIPE)
+
+
+def test_the_data_record_says_where_the_test_split_is_the_validation_split():
+  from fewshot.data.split import Split  # noqa: PLC0415
+  from fewshot.training import provenance  # noqa: PLC0415
+
+  split = lambda names: Split(np.zeros((len(names), 2, 2, 1), np.uint8), np.arange(len(names)), tuple(names))  # noqa: E731
+  same = provenance.data_record({"train": split("ab"), "val": split("cd"), "test": split("cd")})
+  held = provenance.data_record({"train": split("ab"), "val": split("cd"), "test": split("ef")})
+  assert same["test_is_val"] is True and "test_is_val" not in held
+  assert "the test split is the validation split" in provenance.describe_data("omniglot", same)
+  assert "validation split" not in provenance.describe_data("omniglot", held)
+
+
+@pytest.mark.slow  # two runs
+def test_on_background_only_data_the_test_of_the_validation_classes_is_said_on_every_line_and_record(
+    omniglot_folder, tmp_path, capsys):
+  """Issue 56 item 4: the recipe on the background-small zips tested on its 60 validation characters and printed
+  "test accuracy 89.51%" with nothing on the line or in the record saying so.
+  """
+  from fewshot.config import Config  # noqa: PLC0415
+  from fewshot.train import format_results, train  # noqa: PLC0415
+
+  train_dir, _, _ = omniglot_folder
+  config = Config(dataset="omniglot", data_dir=str(train_dir), tfds_dir=str(tmp_path / "tfds"),
+                  class_splits="all_characters", way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2,
+                  val_episodes=1, test_episodes=2)
+  results = train(config, tmp_path / "run", progress=True)
+  said = capsys.readouterr().err
+  assert "(the test split is the validation split: the data hold no classes beyond it)" in said
+  assert "on 2 test episodes of the validation classes (the data hold no others)" in said
+  assert results["tested_on"] == "val" and "tested on the validation classes" in format_results(config, results)
+  record = json.loads((tmp_path / "run" / "config.json").read_text())["data"]
+  assert record["test_is_val"] is True
+  held = train(dataclasses.replace(config, class_splits="default"), tmp_path / "held", progress=False)
+  assert "tested_on" not in held and "tested on" not in format_results(config, held)

@@ -81,7 +81,8 @@ class Experiment:
 
   @property
   def tested_on(self) -> str:
-    return f"{self.config.test_episodes} test episodes"
+    on = " of the validation classes (the data hold no others)" if self.data.get("test_is_val") else ""
+    return f"{self.config.test_episodes} test episodes{on}"
 
   @property
   def computation(self) -> dict:
@@ -138,6 +139,8 @@ class Experiment:
     stopped = {} if self.config.patience is None else {"stopped_at": None}
     # A method without the update diagnostics says so where a reader of its records looks (not a row of nulls).
     said = {} if self.method.DIAGNOSES else {"diagnostics": self.method.NO_DIAGNOSTICS}
+    if self.data.get("test_is_val"):  # a reader of results.json alone must see that val was its test
+      said["tested_on"] = "val"
     return [{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"],
              **{key: best.get(key) for key in stopped}, **said}
             for result, best in zip([tested] if self.group is None else tested, best_rows[0])]

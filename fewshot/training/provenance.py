@@ -123,6 +123,8 @@ def data_record(splits: dict, data_dir: str | None = None, files: list[str] | No
   record["total"] = {key: sum(r[key] for r in record.values()) for key in ("classes", "images")}
   files = data_files(data_dir) if files is None else files
   extra = {**({"files": files} if files else {}), **({"not_read": list(not_read)} if not_read else {})}
+  if {"val", "test"} <= set(splits) and tuple(splits["val"].class_names) == tuple(splits["test"].class_names):
+    extra["test_is_val"] = True  # nothing held out beyond validation (background-only data): said wherever tested
   return {**record, **extra}
 
 
@@ -134,4 +136,6 @@ def describe_data(dataset: str, record: dict) -> str:
   files = f" (read from {', '.join(record['files'])})" if record.get("files") else ""
   if record.get("not_read"):
     files += f" (not read: {', '.join(record['not_read'])}, not its image files)"
+  if record.get("test_is_val"):
+    parts += " (the test split is the validation split: the data hold no classes beyond it)"
   return f"data: {dataset}{files}, {total['classes']} classes and {total['images']} images in use: {parts}"

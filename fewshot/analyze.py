@@ -62,7 +62,7 @@ from fewshot.config import Config
 from fewshot.errors import ConfigError, OutputError
 from fewshot.records import reading
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
-from fewshot.records.reading import Run, excluded, expand, numerics_warning, protocol_warning, read_runs
+from fewshot.records.reading import Run, data_warning, excluded, expand, numerics_warning, protocol_warning, read_runs
 from fewshot.records.rundir import run_kind
 
 FORMATS = ("table", "markdown", "csv", "latex")
@@ -189,8 +189,9 @@ def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "tabl
   if reading.one_kind([*found_a, *found_b]) == "dml":
     return report_retrieval_arms([*found_a, *found_b], len(found_a), fmt, measurement), _joined(warning_a, warning_b)
   runs = read_runs([*found_a, *found_b], Config.from_dict, measurement)
-  return report_arms(runs[: len(found_a)], runs[len(found_a):], fmt), _joined(warning_a, warning_b,
-                                                                              numerics_warning(runs))
+  a, b = runs[: len(found_a)], runs[len(found_a):]
+  return report_arms(a, b, fmt), _joined(warning_a, warning_b, numerics_warning(runs),
+                                         data_warning([a, b], ["A", "B"]))
 
 
 def report_retrieval_arms(paths: list[str], count_a: int, fmt: str, measurement: str | None) -> str:
@@ -244,7 +245,8 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
     raise ConfigError(f"--pairs compares runs named one by one, each of its own configuration; these form "
                       f"{len(arms_)} arm(s) of seeds (leave out --pairs, or compare two arms as A... -- B...).")
   text, not_compared = report_found_arms(arms_, fmt)
-  return text, _joined(warning, not_compared, numerics_warning(runs))
+  return text, _joined(warning, not_compared, numerics_warning(runs),
+                       data_warning(arms_, arm_tables.arm_names(len(arms_))))
 
 
 # ----------------------------------------------------------------------------- the command

@@ -387,3 +387,23 @@ def test_a_seed_groups_folder_given_to_resume_names_the_seeds_that_continue_it(t
   with pytest.raises(RunDirError, match=r"holds no run but a folder of 2 \(a seed group's\): continue them with "
                                         r"--seeds 3,5 --workdir .*group --resume"):
     check_for_training(tmp_path / "group", Config(), resume=True)
+
+
+def test_runs_on_different_data_pooled_in_an_arm_or_compared_across_arms_are_named_in_a_warning(tmp_path):
+  """Issue 56 item 4: 242-character runs and a 1,663-class run were pooled in one 4-seed arm without a word."""
+  small = {"data": {"train": {"classes": 145, "images": 2900}, "test": {"classes": 48, "images": 960},
+                    "files": ["images_background_small1.zip"], "not_read": ["all_runs.zip"]}}
+  full = {"data": {"train": {"classes": 964, "images": 19280}, "test": {"classes": 659, "images": 13180},
+                   "files": ["images_background.zip", "images_evaluation.zip"]}}
+  same = {"data": {**small["data"], "not_read": []}}  # what the folder held beside the data is no difference
+  a = [write_run(tmp_path / "a" / f"s{k}", "softmax", k, 90.0 + k, **(full if k == 3 else small)) for k in range(4)]
+  b = [write_run(tmp_path / "b" / f"s{k}", "dr", k, 91.0 + k, **same) for k in range(4)]
+  warning = analyze.analyze_arms_warned(a, b)[1]
+  assert warning == (f"warning: arm A pools runs that read different data (train 145 classes / 2900 images in "
+                     f"{a[0]} vs 964 classes / 19280 images in {a[3]}); comparing them anyway.")
+  assert "arm A pools runs that read different data" in analyze.analyze_paths([str(tmp_path / "a"),
+                                                                               str(tmp_path / "b")])[1]
+  assert analyze.analyze_arms_warned(a[:3], b)[1] is None
+  across = analyze.analyze_arms_warned(a[:3], [write_run(tmp_path / "c" / f"s{k}", "dr", k, 91.0, **full)
+                                               for k in range(3)])[1]
+  assert across.startswith("warning: the arms read different data (train 145 classes / 2900 images in ")

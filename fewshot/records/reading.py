@@ -20,6 +20,7 @@ import numpy as np
 
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.options import LOCATION_FIELDS
+from fewshot.records.reuse import data_differences, said_data
 from fewshot.records.rundir import RUN_KINDS, RunDir, existing_run, run_kind
 
 
@@ -35,6 +36,7 @@ class Run:
   provenance: dict | None = None  # config.json's: the code, versions and devices (None for runs from before it)
   axis: str = "episode"  # the row field that counts its checkpoints: a metric-learning run's is its "epoch"
   fold: int | None = None  # the fold model these rows are of (fold_runs); None: the whole run
+  data: dict | None = None  # config.json's: what the run read (provenance.data_record; None before runs said)
 
   @property
   def backend(self) -> str | None:
@@ -97,7 +99,8 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any], kind: 
     raise RunDirError(f"{path}/metrics.jsonl has a row at {step} {odd!r}, not a whole number of {step}s (it was "
                       "edited); retrain or repair it.")
   return Run(path=str(path), config=config, rows=rows, results=results, measurements=measurements,
-             provenance=record.get("provenance"), axis=step)
+             provenance=record.get("provenance"), axis=step,
+             data=record.get("data") if isinstance(record.get("data"), dict) else None)
 
 
 def fold_runs(run: Run) -> list[Run]:
@@ -273,6 +276,27 @@ def numerics_warning(runs: list[Run]) -> str | None:
     return None
   return (f"warning: the runs' backbones were computed in different precisions ({' vs '.join(seen)}; "
           "docs/numerics.md), so their embeddings differ beyond seed noise; comparing them anyway.")
+
+
+def data_warning(arms: list[list[Run]], names: list[str]) -> str | None:
+  """One line where runs pooled in an arm (or arms compared with each other) read different data (their records'
+  split sizes, files or class lists: :func:`fewshot.records.reuse.data_differences`), else None.
+  """
+  def first_difference(runs):
+    recorded = [r for r in runs if r.data is not None]
+    for run in recorded[1:]:
+      differ = data_differences(recorded[0].data, run.data) or data_differences(run.data, recorded[0].data)
+      if differ:
+        key = differ[0]
+        return (f"{key} {said_data(recorded[0].data.get(key))} in {recorded[0].path} vs "
+                f"{said_data(run.data.get(key))} in {run.path}")
+    return None
+
+  lines = [f"arm {name} pools runs that read different data ({found})" for name, arm in zip(names, arms)
+           if (found := first_difference(arm))]
+  if not lines and len(arms) > 1 and (found := first_difference([arm[0] for arm in arms if arm])):
+    lines.append(f"the arms read different data ({found})")
+  return f"warning: {'; '.join(lines)}; comparing them anyway." if lines else None
 
 
 def run_labels(runs: list[Run]) -> list[str]:

@@ -21,7 +21,7 @@ import json
 import pathlib
 import sys
 
-from fewshot import analyze
+from fewshot import analyze, cli
 from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
@@ -232,7 +232,11 @@ def main(argv=None) -> str:
   if not (records / "made.json").is_file():
     sys.exit(f"error: {records / 'made.json'} is missing: the page says how its runs were made from it; restore it "
              "(git checkout -- docs/results) or train the grid again with --train into a new --out.")
-  made = json.loads((records / "made.json").read_text())
+  try:
+    made = json.loads((records / "made.json").read_text())
+  except ValueError as e:
+    sys.exit(f"error: {records / 'made.json'} is not readable JSON ({e}): restore it (git checkout -- docs/results) "
+             "or train the grid again with --train into a new --out.")
   arms = load_arms(records, args)
   markdown, figure = page_files(args.dataset)
   figure = plot_curves(arms, args.out / "results", figure)
@@ -245,4 +249,4 @@ def main(argv=None) -> str:
 
 
 if __name__ == "__main__":
-  main()
+  cli.run_script(main)

@@ -37,6 +37,16 @@ def fail(message: str, every_process: bool = False) -> None:
   sys.exit(2)
 
 
+def run_script(main: Callable[[], object]) -> None:
+  """Run an argparse script's ``main`` (the experiments') with this module's rule for bad input: a
+  ``FewshotError`` is one line and exit status 2, never a traceback.
+  """
+  try:
+    main()
+  except FewshotError as e:
+    fail(str(e))
+
+
 def _parse_flags(argv: list[str], takes_paths: bool = False) -> list[str]:
   if usage.asks_for_help(argv):  # the command's own flags by heading (absl's --help lists only __main__'s)
     print(usage.help_text(usage.command_name(), sys.modules["__main__"].__doc__))

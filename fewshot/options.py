@@ -36,6 +36,9 @@ RENAMED = {"protocol": "class_splits", "image_shape": "input_shape"}
 # Options a resumed run may raise: a finished run trained further (--resume --episodes 4000 on a 2,000-episode run),
 # identical to one trained that long from the start (episodes are drawn by their index, the schedule does not
 # depend on the total).
+# Every integer option is below this: the device counts steps and seeds its keys in 32-bit integers, and TensorBoard's
+# hparams take 64-bit ones (a larger --patience trained, tested and then failed writing them).
+INT_BOUND = 2 ** 31
 EXTENDABLE_FIELDS = ("episodes", "patience")
 # Of those, the ones that count steps: a resume may not end a run before its last checkpoint (``--patience`` is checked
 # against the run's rows by fewshot.training.loop.check_continued, where the stopping rule lives).
@@ -107,6 +110,9 @@ class RunOptions:
       if meta.get("positive") and value is not None and value <= 0:
         kind = "a positive integer" if isinstance(value, int) else "positive"
         raise ConfigError(f"--{f.name} must be {kind}, got {value}.")
+      if isinstance(value, int) and not isinstance(value, bool) and not -INT_BOUND < value < INT_BOUND:
+        raise ConfigError(f"--{f.name} must be below {INT_BOUND:,} (counts, seeds and lengths are 32-bit integers on "
+                          f"the device), got {value:,}.")
 
   def resolve_locations(self) -> None:
     """Make the :data:`LOCATION_FIELDS` the configuration has absolute (``~`` expanded)."""

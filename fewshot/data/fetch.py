@@ -156,8 +156,7 @@ def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool
   """``remote`` in ``folder`` (fetched, resumed or already there), verified; a one-line ``DataError`` otherwise."""
   import tqdm
 
-  root = pathlib.Path(folder).expanduser()
-  root.mkdir(parents=True, exist_ok=True)
+  root = _writable_folder(pathlib.Path(folder).expanduser())
   target, part = root / remote.name, root / f".{remote.name}.part"
   say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else (lambda line: None)
   with _locked(target, say):
@@ -188,6 +187,23 @@ def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool
         part.unlink(missing_ok=True)
     kept = f" (the {_size(part):,} bytes fetched are kept: the same command resumes)" if _size(part) else ""
     raise DataError(f"could not fetch {remote.name} ({'; '.join(failures)}){kept}; get it by hand from {manual}.")
+
+
+def _writable_folder(root: pathlib.Path) -> pathlib.Path:
+  """``root``, made where missing; a one-line ``OutputError`` where it is a file or cannot be written (read-only,
+  immutable, not ours), before anything is fetched.
+  """
+  if root.exists() and not root.is_dir():
+    raise OutputError(f"--to {root} is a file, not a folder; choose a folder for the dataset's files.")
+  try:
+    root.mkdir(parents=True, exist_ok=True)
+    probe = root / f".fewshot-write-test-{os.getpid()}"
+    probe.write_bytes(b"")
+    probe.unlink()
+  except OSError as e:
+    raise OutputError(f"--to {root} cannot be written ({e.strerror or e}); choose a folder you can write, or make "
+                      "this one writable.") from None
+  return root
 
 
 def _set_aside(target: pathlib.Path, remote: Remote, say) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.reuse import data_differences, said_data
-from fewshot.records.rundir import RUN_KINDS, RunDir, existing_run, run_kind
+from fewshot.records.rundir import RUN_KINDS, RunDir, checked_path, existing_run, run_kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +230,7 @@ def expand(paths: list[str], exclude: list[str] | tuple[str, ...] = ()) -> tuple
   """
   found, folder, left_out = [], False, []
   for path in paths:
+    checked_path(path)  # a loop of links or a name no file system holds: one line
     p = pathlib.Path(path)
     if not p.is_dir() or (p / "config.json").exists() or not any(p.iterdir()):
       found.append(str(path))  # read_run refuses what is not a run, in one line

@@ -10,7 +10,6 @@ directory stands, read from folder names alone; a resumed run must read the data
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pathlib
@@ -18,7 +17,7 @@ import pathlib
 from fewshot.errors import RunDirError
 from fewshot.options import EXTENDABLE_FIELDS, LENGTH_FIELDS, LOCATION_FIELDS
 from fewshot.records.files import check_writable
-from fewshot.records.rundir import RUN_KINDS, RunDir, run_kind
+from fewshot.records.rundir import RUN_KINDS, RunDir, checked_path, run_kind
 
 
 def group_start(dirs: list[RunDir], checkpoint_every: int | None) -> int | None:
@@ -77,26 +76,15 @@ def _trained_anything(rundir: RunDir) -> bool:
 GLOB_CHARACTERS = "[]*?"
 
 
-NAME_BYTES, PATH_BYTES = 255, 4096  # what Linux's file systems take (NAME_MAX, PATH_MAX)
-
-
 def check_path_characters(path: str | os.PathLike) -> None:
   """A one-line ``RunDirError`` for a run directory whose absolute path holds a :data:`GLOB_CHARACTERS` character,
-  a name or a path longer than the file system takes, or a loop of links.
+  a name or a path longer than the file system takes, or a loop of links (:func:`~fewshot.records.rundir.checked_path`).
   """
-  absolute = os.path.abspath(path)
-  longest = max(absolute.split(os.sep), key=lambda part: len(os.fsencode(part)))
-  if len(os.fsencode(longest)) > NAME_BYTES or len(os.fsencode(absolute)) >= PATH_BYTES:
-    what = (f"a name of {len(os.fsencode(longest))} bytes ({longest[:20]}...)" if len(os.fsencode(longest)) >
-            NAME_BYTES else f"{len(os.fsencode(absolute))} bytes")
-    raise RunDirError(f"--workdir {absolute[:60]}... is {what}; the file system takes names of up to {NAME_BYTES} "
-                      f"bytes and paths below {PATH_BYTES}: choose a shorter one.")
   try:
-    os.stat(absolute)
-  except OSError as e:
-    if e.errno == errno.ELOOP:
-      raise RunDirError(f"--workdir {absolute} is a loop of links (it leads back to itself); point it at a folder, "
-                        "or choose another --workdir.") from None
+    checked_path(path)
+  except RunDirError as e:
+    raise RunDirError(f"--workdir {e}") from None
+  absolute = os.path.abspath(path)
   found = [c for c in GLOB_CHARACTERS if c in absolute]
   if found:
     raise RunDirError(f"--workdir {absolute} holds {' '.join(found)}, which orbax reads as a glob pattern where it "

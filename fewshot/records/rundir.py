@@ -42,11 +42,31 @@ def run_kind(record: dict) -> str:
   return "dml" if {"loss", "folds"} <= record.keys() else "fewshot"
 
 
+NAME_BYTES, PATH_BYTES = 255, 4096  # what Linux's file systems take (NAME_MAX, PATH_MAX)
+
+
+def checked_path(path: str | os.PathLike) -> pathlib.Path:
+  """``path`` resolved, or a one-line ``RunDirError`` where no file system could hold it: a loop of links, a name
+  longer than :data:`NAME_BYTES` or a path of :data:`PATH_BYTES` or more.
+  """
+  absolute = os.path.abspath(os.fspath(path))
+  longest = max(absolute.split(os.sep), key=lambda part: len(os.fsencode(part)))
+  if len(os.fsencode(longest)) > NAME_BYTES or len(os.fsencode(absolute)) >= PATH_BYTES:
+    what = (f"a name of {len(os.fsencode(longest))} bytes ({longest[:20]}...)" if len(os.fsencode(longest)) >
+            NAME_BYTES else f"{len(os.fsencode(absolute))} bytes")
+    raise RunDirError(f"{absolute[:60]}... is {what}; the file system takes names of up to {NAME_BYTES} bytes and "
+                      f"paths below {PATH_BYTES}: choose a shorter one.")
+  try:
+    return pathlib.Path(absolute).resolve()
+  except (RuntimeError, OSError):  # pathlib's "Symlink loop" (an OSError from Python 3.13)
+    raise RunDirError(f"{absolute} is a loop of links (it leads back to itself); point it at a folder.") from None
+
+
 class RunDir:
   """Reads and writes one run's directory."""
 
   def __init__(self, path: str | os.PathLike, resolved: bool = False):
-    self.path = pathlib.Path(path) if resolved else pathlib.Path(path).resolve()
+    self.path = pathlib.Path(path) if resolved else checked_path(path)
     self._config_read: tuple = (None, None)  # (the file's version, its parsed options) last read
 
   # Paths made when first asked for: a seed group opens up to 100,000 directories before its memory is checked.

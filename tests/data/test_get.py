@@ -298,3 +298,23 @@ def test_a_missing_data_folder_names_the_command_that_fetches_it(tmp_path):
   for dataset in ("omniglot", "cub", "cars196", "sop"):
     with pytest.raises(DataError, match=f"python -m fewshot.data.get {dataset} --to DIR fetches it"):
       load_data(Config(dataset=dataset, data_dir=str(tmp_path / "absent"), tfds_dir=str(tmp_path / "tfds")))
+
+
+def test_a_to_that_is_a_file_or_cannot_be_written_is_one_line_before_anything_is_fetched(tmp_path, monkeypatch):
+  """Issue 56's tracebacks: --to a file, or a read-only or immutable folder, were 28-32 lines."""
+  remote = downloads.Remote("images_background.zip", 10, "0" * 64, ("http://127.0.0.1:9/dead.zip",), "a test")
+  monkeypatch.setitem(downloads.DATASETS, "omniglot", downloads.Dataset((remote,), "the manual route"))
+  (tmp_path / "afile").write_text("")
+  with pytest.raises(OutputError, match="is a file, not a folder"):
+    get.get("omniglot", str(tmp_path / "afile"), progress=False)
+  real = pathlib.Path.write_bytes
+
+  def read_only(path, data):
+    if path.name.startswith(".fewshot-write-test"):
+      raise PermissionError(13, "Permission denied")
+    return real(path, data)
+
+  monkeypatch.setattr(pathlib.Path, "write_bytes", read_only)
+  with pytest.raises(OutputError) as raised:
+    get.get("omniglot", str(tmp_path / "ro"), progress=False)
+  assert "cannot be written (Permission denied)" in str(raised.value) and "\n" not in str(raised.value)

@@ -1,0 +1,53 @@
+"""Issue 56's tracebacks where there should be one line: each input below printed 17-96 lines at 3900b17."""
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fewshot.config import Config
+from fewshot.dml.config import DMLConfig
+from fewshot.errors import ConfigError, RunDirError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _command(*argv, cwd=ROOT):
+  return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("command", [("fewshot.evaluate", "--workdir"), ("fewshot.analyze",), ("fewshot.plot",)])
+def test_a_loop_of_links_or_a_name_no_file_system_holds_is_one_line(tmp_path, command, assert_one_line_error):
+  (tmp_path / "loop").symlink_to(tmp_path / "loop")
+  assert_one_line_error(_command(*command, str(tmp_path / "loop")), "is a loop of links")
+  assert_one_line_error(_command(*command, str(tmp_path / ("a" * 300))), "is a name of 300 bytes")
+
+
+def test_fewshot_load_on_a_loop_of_links_is_a_run_directory_error(tmp_path):
+  import fewshot  # noqa: PLC0415
+
+  (tmp_path / "loop").symlink_to(tmp_path / "loop")
+  with pytest.raises(RunDirError, match="is a loop of links"):
+    fewshot.load(tmp_path / "loop")
+
+
+@pytest.mark.parametrize("option", ["patience", "seed", "lr_halve_every", "test_episodes", "eval_every"])
+def test_an_integer_option_beyond_32_bits_is_refused_before_anything_runs(option):
+  """``--patience 99999999999999999999`` trained, tested and then failed in TensorBoard's hparams (48 lines)."""
+  with pytest.raises(ConfigError, match=f"--{option} must be below 2,147,483,648"):
+    Config(dataset="strokes", **{option: 10 ** 20})
+  Config(dataset="strokes", **{option: 2 ** 31 - 1} if option != "eval_every" else {option: 10})
+  with pytest.raises(ConfigError, match="--epochs must be below 2,147,483,648"):
+    DMLConfig(dataset="strokes", epochs=10 ** 20)
+
+
+def test_the_dr_page_s_script_refuses_bad_seeds_and_a_truncated_made_json_in_one_line(tmp_path, assert_one_line_error):
+  assert_one_line_error(_command("experiments.dr_results", "--seeds", "x-y"), "--seeds 'x-y' is not a list of seeds")
+  shutil.copytree(ROOT / "docs" / "results", tmp_path / "results")
+  made = tmp_path / "results" / "omniglot" / "made.json"
+  made.write_text(made.read_text()[:40])
+  done = _command("experiments.dr_results", "--out", str(tmp_path), "--runs", str(tmp_path / "none"))
+  assert done.returncode == 1 and done.stderr.strip().count("\n") == 0
+  assert "made.json is not readable JSON" in done.stderr

@@ -253,6 +253,10 @@ def main(argv):
   if len(argv) != 2:
     raise ConfigError(f"name one entry to reproduce, e.g. python -m fewshot.reproduce snell2017_omniglot; one of "
                       f"{', '.join(ENTRIES)}.")
+  if values.train:  # where every run goes: refused before the data is read, under the flag that chose it
+    from fewshot.records.files import check_writable
+
+    check_writable(values.out, "--out")
   print(reproduce(argv[1], cli.parse_seeds(values.seeds), values.data_dir, values.tfds_dir, values.out,
                   values.schedule, values.models, values.heads, values.train))
 

@@ -51,3 +51,42 @@ def test_the_dr_page_s_script_refuses_bad_seeds_and_a_truncated_made_json_in_one
   done = _command("experiments.dr_results", "--out", str(tmp_path), "--runs", str(tmp_path / "none"))
   assert done.returncode == 1 and done.stderr.strip().count("\n") == 0
   assert "made.json is not readable JSON" in done.stderr
+
+
+def test_a_read_only_checkpoints_folder_of_a_resumed_run_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+  """It was an 80-line traceback at the first save, after config.json had been rewritten."""
+  import os  # noqa: PLC0415
+
+  from fewshot.errors import OutputError  # noqa: PLC0415
+  from fewshot.records import reuse  # noqa: PLC0415
+  from fewshot.records.rundir import RunDir  # noqa: PLC0415
+
+  config = Config(dataset="strokes", episodes=8)
+  rundir = RunDir(tmp_path / "run")
+  rundir.write_config(config.to_dict())
+  (tmp_path / "run" / "checkpoints" / "last" / "4").mkdir(parents=True)
+  real = os.access
+  monkeypatch.setattr(os, "access", lambda path, mode: not str(path).endswith("last") and real(path, mode))
+  with pytest.raises(OutputError, match=r"--workdir .*/checkpoints/last cannot be written \(it is read-only"):
+    reuse.check_for_training(tmp_path / "run", config, resume=True)
+
+
+_READ_ONLY_OUT = """
+import os, sys
+real = os.access
+os.access = lambda path, mode: "read_only" not in str(path) and real(path, mode)
+from fewshot import cli, reproduce
+reproduce.define_flags()
+sys.argv = ["reproduce", "snell2017_omniglot", "--schedule", "short", "--data_dir", sys.argv[1], "--out", sys.argv[2]]
+cli.run(reproduce.main, takes_paths=True, resume="again")
+"""
+
+
+def test_reproduce_into_a_read_only_out_is_one_line_naming_out(tmp_path, assert_one_line_error):
+  from omniglot_fixtures import characters, write_background_zip  # noqa: PLC0415
+
+  write_background_zip(characters({"Latin": 3}), tmp_path / "data")
+  (tmp_path / "read_only").mkdir()  # the folder --out would be made in: read-only (os.access says so)
+  done = subprocess.run([sys.executable, "-c", _READ_ONLY_OUT, str(tmp_path / "data"), str(tmp_path / "read_only" / "x")],
+                        capture_output=True, text=True, cwd=ROOT)
+  assert_one_line_error(done, "--out ", "read_only/x cannot be written")

@@ -92,11 +92,18 @@ def check_path_characters(path: str | os.PathLike) -> None:
                       f"without {' '.join(GLOB_CHARACTERS)} (sweep_lr_0.001 for sweep_lr[0.001]).")
 
 
+# The folders of a run directory a training writes into (checkpoints are written into their kind's folder, then moved).
+WRITTEN_FOLDERS = ("checkpoints", "checkpoints/best", "checkpoints/last", "tensorboard")
+
+
 def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   """The rule for one existing or new directory, without the check that ``--resume`` finds a run to continue."""
   check_path_characters(path)
   rundir = RunDir(path)
   check_writable(rundir.path, "--workdir")
+  for folder in WRITTEN_FOLDERS:  # a resumed run writes into these too: refused here, not at its first save
+    if (rundir.path / folder).is_dir():
+      check_writable(rundir.path / folder, "--workdir")
   if rundir.holds_run() and not resume and not _trained_anything(rundir):
     return rundir  # a run that stopped before it trained (out of memory, say): nothing to lose, so a new one may start
   if rundir.holds_run():

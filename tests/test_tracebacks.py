@@ -90,3 +90,19 @@ def test_reproduce_into_a_read_only_out_is_one_line_naming_out(tmp_path, assert_
   done = subprocess.run([sys.executable, "-c", _READ_ONLY_OUT, str(tmp_path / "data"), str(tmp_path / "read_only" / "x")],
                         capture_output=True, text=True, cwd=ROOT)
   assert_one_line_error(done, "--out ", "read_only/x cannot be written")
+
+
+@pytest.mark.slow  # a MAML step compiled: ~20 s
+def test_a_maml_run_too_large_for_the_memory_is_refused_naming_inner_steps_before_it_trains(tmp_path, monkeypatch):
+  """MAML ``--inner_steps 1000`` was a 52-line out-of-memory traceback after the data line (a seed group had a
+  memory check; a single run did not).
+  """
+  from fewshot.train import train  # noqa: PLC0415
+  from fewshot.training import seed_groups  # noqa: PLC0415
+
+  monkeypatch.setattr(seed_groups, "host_memory_available", lambda: 2 ** 20)  # 1 MiB free
+  config = Config(dataset="strokes", method="maml", inner_steps=2, episodes=2, eval_every=2, val_episodes=1,
+                  test_episodes=1)
+  with pytest.raises(ConfigError, match=r"the run needs about .* GiB .* lower --inner_steps"):
+    train(config, tmp_path / "run", progress=False)
+  assert not (tmp_path / "run" / "config.json").exists()

@@ -222,7 +222,7 @@ def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple
     class_draws.check_superclasses_fit(superclasses["train"], "train", "--way", config.way)
   shared = sum(split.images.nbytes for split in loaded.values() if fits_on_device(split.images.nbytes))
   group, padded = seed_groups.form(seeds, config.seed, lambda: method.lowered_step(learner, config.input_shape,
-                                                                                   stored), shared)
+                                                                                   stored), shared, method.RUN_FIX)
   where = {} if group is None else {"device": group.replicated, "run_sharding": group.runs}
   # The learner is initialised on what the backbone sees, after the transforms.
   placed = {name: sources.place(split, placement, superclasses=superclasses.get(name), **where)

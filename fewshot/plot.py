@@ -221,6 +221,32 @@ def plot_alpha_ratios(runs, out: pathlib.Path, fmt: str = "png") -> str:
   return _plot_ratios(runs, ALPHA_RATIOS, out / f"alpha_ratios.{fmt}", PAGE)
 
 
+RATIO_FIGURES = ((plot_norm_ratio, ("norm_ratio",), "norm_ratio"), (plot_alpha_ratios, ALPHA_RATIOS, "alpha_ratios"))
+
+
+def _records(run, measures) -> bool:
+  """Whether ``run`` recorded a value of any of ``measures`` (MAML and ANIL record no update diagnostics)."""
+  return any(np.isfinite(run.values(m)).any() for m in measures)
+
+
+def few_shot_figures(runs, out: pathlib.Path, fmt: str = "png") -> tuple[list[str], str | None]:
+  """The few-shot figures' files, each diagnostic figure of the runs that record its measures only, and a warning
+  line naming the runs (or figures) left out, or None.
+  """
+  written, left = [plot_val_accuracy(runs, out, fmt)], []
+  for draw, measures, name in RATIO_FIGURES:
+    recorded = [run for run in runs if _records(run, measures)]
+    if len(recorded) < len(runs):
+      missing = [run.path for run in runs if run not in recorded]
+      left.append(f"{name}.{fmt} " + (f"leaves out {', '.join(missing)}" if recorded else "is not drawn"))
+    if recorded:
+      written.append(draw(recorded, out, fmt))
+  if not left:
+    return written, None
+  return written, (f"warning: {'; '.join(left)}: no update diagnostics recorded (MAML and ANIL record none; "
+                   "a run from before they existed neither).")
+
+
 def plot_confidence_landscape(out: pathlib.Path, prototypes=PROTOTYPES, extent: float = EXTENT,
                               fmt: str = "png") -> str:
   fig, axes = _pyplot().subplots(1, 2, figsize=(PAGE, 3.0), constrained_layout=True)
@@ -261,9 +287,11 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
   make_dirs(out_dir)
   if landscape_only:
     return [plot_confidence_landscape(out_dir, fmt=fmt)], None
-  drawn = (plot_val_accuracy, plot_norm_ratio, plot_alpha_ratios)
-  written = plot_retrieval(runs, out_dir, fmt) if kind == "dml" else [draw(runs, out_dir, fmt) for draw in drawn]
-  warnings = [w for w in (left_out, protocol_warning(runs) if len(runs) > 1 else None) if w]
+  if kind == "dml":
+    written, undrawn = plot_retrieval(runs, out_dir, fmt), None
+  else:
+    written, undrawn = few_shot_figures(runs, out_dir, fmt)
+  warnings = [w for w in (left_out, protocol_warning(runs) if len(runs) > 1 else None, undrawn) if w]
   return written, "\n".join(warnings) or None
 
 

@@ -206,3 +206,22 @@ def test_plot_of_metric_learning_runs_writes_and_names_only_their_figures(tmp_pa
   assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["loss.png", "val_map_at_r.png"]
   for name in ("loss.png", "val_map_at_r.png"):
     _assert_png(tmp_path / "figs" / name)
+
+
+def test_runs_without_update_diagnostics_are_left_out_of_the_diagnostic_figures_with_a_word(tmp_path):
+  """Issue 56: a MAML run's norm_ratio.png and alpha_ratios.png had blank axes and a legend for absent lines."""
+  import pathlib  # noqa: PLC0415
+
+  from fewshot.analysis import stats  # noqa: PLC0415
+  from run_fixtures import write_run  # noqa: PLC0415
+
+  none = {m: [None] * 20 for m in ("alpha", "psi_con", "psi_div") + stats.MEASURES}
+  maml = write_run(tmp_path / "maml", "softmax", values=none, method="maml")
+  proto = write_run(tmp_path / "proto", "dr")
+  written, warning = plot.plot([maml], str(tmp_path / "only_maml"))
+  assert [pathlib.Path(p).name for p in written] == ["val_accuracy.png"]
+  assert "norm_ratio.png is not drawn; alpha_ratios.png is not drawn: no update diagnostics" in warning
+  written, warning = plot.plot([maml, proto], str(tmp_path / "both"))
+  assert [pathlib.Path(p).name for p in written] == ["val_accuracy.png", "norm_ratio.png", "alpha_ratios.png"]
+  assert f"norm_ratio.png leaves out {maml}" in warning
+  assert plot.plot([proto], str(tmp_path / "proto_only"))[1] is None

@@ -213,6 +213,7 @@ def test_runs_without_update_diagnostics_are_left_out_of_the_diagnostic_figures_
   import pathlib  # noqa: PLC0415
 
   from fewshot.analysis import stats  # noqa: PLC0415
+
   from run_fixtures import write_run  # noqa: PLC0415
 
   none = {m: [None] * 20 for m in ("alpha", "psi_con", "psi_div") + stats.MEASURES}

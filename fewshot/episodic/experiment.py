@@ -104,7 +104,8 @@ class Experiment:
     # Without validation the last checkpoint is the one tested: the best by its episode.
     best_by = "val_accuracy" if self.config.validates else "episode"
     return loop.Schedule(self.config.episodes, self.config.eval_every, best_by=best_by, step_key="episode",
-                         loss_key="train_loss", unit="ep", patience=self.config.patience)
+                         loss_key="train_loss", unit="ep", patience=self.config.patience,
+                         diverged_fix=self.method.DIVERGED_FIX)
 
   def initial_state(self, model: int = 0) -> TrainState:
     del model  # one model per run

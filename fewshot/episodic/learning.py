@@ -35,6 +35,7 @@ from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
 DIAGNOSES = True  # its rows carry the update diagnostics (fewshot.episodic.methods)
+DIVERGED_FIX = "lower --learning_rate"
 RUN_FIX = None  # a single run's step is not checked against the memory (one episode's activations)
 
 

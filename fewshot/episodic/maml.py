@@ -43,6 +43,7 @@ from fewshot.training.train_state import TrainState, adam
 DIAGNOSES = False  # see the module's docstring
 # What a single run too large for the memory is told to change (checked before it trains, as a seed group is): the
 # outer gradient keeps every inner step's activations.
+DIVERGED_FIX = "lower --inner_lr (the inner loop's step) or --learning_rate"
 RUN_FIX = "lower --inner_steps (the outer gradient keeps each inner step's activations), --meta_batch or --way"
 NO_DIAGNOSTICS = ("not recorded: the update diagnostics compare one embedding before and after an update under a "
                   "distance head; MAML and ANIL adapt their network to each episode")

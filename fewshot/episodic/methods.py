@@ -11,7 +11,8 @@ A method is a module of pure functions of a frozen learner (static under ``jax.j
   (``shifts``: ``--test_shifts``, the test's argument);
 * ``lowered_step(learner, input_shape, stored_shape)``: one step lowered, for a seed group's memory check;
 * ``model_variables(state)`` and ``DIAGNOSES``: whether its rows carry the diagnostics;
-* ``RUN_FIX``: what a single run too large for the memory is told to change (None: a single run is not checked).
+* ``RUN_FIX``: what a single run too large for the memory is told to change (None: a single run is not checked),
+  and ``DIVERGED_FIX``: what a run whose loss diverged is told to change.
 
 ProtoNet's heads (:mod:`fewshot.episodic.learning`) are the ``protonet`` row; MAML and ANIL
 (:mod:`fewshot.episodic.maml`) are two rows of one module. A new method is its module plus a row here and its

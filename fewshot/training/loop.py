@@ -45,6 +45,7 @@ class Schedule:
   # trains on until every run has stopped; a stopped run keeps its best and writes its rows and last checkpoint on
   # (its slot of the group trains on), so it resumes with the group.
   patience: int | None = None
+  diverged_fix: str = "lower --learning_rate"  # what a diverged run is told to change (its method's rates)
 
 
 def finite(value) -> bool:
@@ -228,9 +229,10 @@ def _stop_if_diverged(runs: Runs, schedule: Schedule, new_rows: list[dict], done
     if not finite(row.get(schedule.loss_key)):
       saved = done - steps
       kept = f"checkpoints/last keeps {key} {saved}" if saved else "no checkpoint was saved"
-      raise TrainingError(f"training stopped: the training loss at {key} {done} of {rundir.path} is "
-                          f"{row.get(schedule.loss_key)} (not finite: the run diverged); {kept}; lower "
-                          "--learning_rate and train again in a new --workdir.")
+      value = row.get(schedule.loss_key)  # a row records a non-finite value as null
+      said = "not finite" if value is None else f"{value} (not finite)"
+      raise TrainingError(f"training stopped: the training loss at {key} {done} of {rundir.path} is {said}: the run "
+                          f"diverged; {kept}; {schedule.diverged_fix} and train again in a new --workdir.")
 
 
 def _save_checkpoints(runs: Runs, schedule: Schedule, state: TrainState, new_rows: list[dict], bests: list,

@@ -46,9 +46,14 @@ def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_
     return [{"step": step, "loss": losses[step], "val": float(step)}]
 
   rundir = RunDir(tmp_path / "run")
-  with pytest.raises(TrainingError, match="training loss at step 6 .* is nan .* checkpoints/last keeps step 4"):
-    loop.train_until(Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val"), train_chunk, make_rows,
-                     progress=False)
+  fix = "lower --inner_lr (the inner loop's step) or --learning_rate"  # MAML's: its inner rate diverges too
+  with pytest.raises(TrainingError, match=r"training loss at step 6 .* is nan .* checkpoints/last keeps step 4; lower "
+                     r"--inner_lr \(the inner loop's step\) or --learning_rate and train again"):
+    loop.train_until(Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val", diverged_fix=fix), train_chunk,
+                     make_rows, progress=False)
+  from fewshot.episodic import methods  # noqa: PLC0415
+
+  assert methods.get("maml").DIVERGED_FIX == fix and "inner_lr" not in methods.get("protonet").DIVERGED_FIX
   assert rundir.checkpoints.step("last") == 4 and rundir.checkpoints.step("best") == 4
   rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c}"))
           for line in rundir.metrics_path.read_text().splitlines()]

@@ -106,3 +106,19 @@ def test_a_maml_run_too_large_for_the_memory_is_refused_naming_inner_steps_befor
   with pytest.raises(ConfigError, match=r"the run needs about .* GiB .* lower --inner_steps"):
     train(config, tmp_path / "run", progress=False)
   assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_a_meta_batch_drawing_more_classes_than_the_split_names_the_product_and_the_largest_that_fits(tmp_path):
+  """``--meta_batch 200`` at 5-way printed "--way 5 × --meta_batch 1000" and suggested 800 where the limit was 160."""
+  from fewshot import data  # noqa: PLC0415
+  from fewshot.episodic.experiment import Experiment  # noqa: PLC0415
+  from fewshot.errors import DataError  # noqa: PLC0415
+
+  tfds = str(tmp_path / "tfds")
+  classes = data.load_splits("strokes", tfds_dir=tfds)["train"].num_classes
+  config = Config(dataset="strokes", method="maml", way=5, meta_batch=classes, tfds_dir=tfds)
+  with pytest.raises(DataError) as raised:
+    Experiment.build(config)
+  assert str(raised.value) == (
+      f"--way 5 × --meta_batch {classes} = {5 * classes} classes drawn together for a meta-update, more than the "
+      f"{classes} classes of the train split; use --meta_batch {classes // 5} or less, or a smaller --way.")

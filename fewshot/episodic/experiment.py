@@ -210,10 +210,12 @@ def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple
     shape = shapes[name]
     query_flag = "--test_query" if name == "test" else "--query"
     way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
-    drawn = (way_flag, shape.way)
-    if name == "train" and (config.meta_batch or 1) > 1:  # a meta-update draws its episodes' classes together
-      drawn = (f"--way {config.way} × --meta_batch", shape.way * config.meta_batch)
-    class_draws.check_fits(split, name, drawn, {"--shot": shape.shot, query_flag: shape.query})
+    class_draws.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
+    together = shape.way * (config.meta_batch or 1)
+    if name == "train" and together > split.num_classes:  # a meta-update draws its episodes' classes together
+      raise DataError(f"--way {config.way} × --meta_batch {config.meta_batch} = {together} classes drawn together "
+                      f"for a meta-update, more than the {split.num_classes} classes of the train split; use "
+                      f"--meta_batch {split.num_classes // shape.way} or less, or a smaller --way.")
   stored = next(iter(loaded.values())).image_shape
   if stored[-1] != config.channels:
     raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")

@@ -14,7 +14,7 @@ import pathlib
 from typing import Any
 
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.records import damage, files, local_checkpoints
+from fewshot.records import damage, files, local_checkpoints, writer_lock
 
 CHECKPOINT_KINDS = ("last", "best")
 # Steps kept of each kind: `last` keeps the one before until the whole seed group has saved the new one
@@ -124,14 +124,17 @@ class Checkpoints:
         reason = damage.unreadable(e)
         if reason is None:  # not the files' fault: a bug, or a state unlike the saved one, is raised as it is
           raise
+        if writer_lock.writer(self.folder.parent) is not None:  # a training replacing it as it was read
+          continue
         if step in self.steps(kind):
           other = next(k for k in CHECKPOINT_KINDS if k != kind)
           raise RunDirError(f"{where} is damaged ({reason}); {_way_out(other, self.has(other), resuming)}") from None
         if not latest:
           raise RunDirError(f"{where} was replaced while it was read (the run is still training): read "
                             f"{kind} step {self.step(kind)} instead, or wait until training ends.") from None
-    raise RunDirError(f"{self.folder / kind} was replaced three times while it was read (the run is still "
-                      "training); wait until its training ends.")
+    holder = writer_lock.writer(self.folder.parent) or "its training"
+    raise RunDirError(f"{self.folder / kind} was replaced three times while it was read ({holder} is still "
+                      "training the run); run the command again, or wait until its training ends.")
 
   def commit(self, step: int) -> None:
     """Forget the ``last`` checkpoints before ``step``, once every run of the group has saved ``step``."""

@@ -66,3 +66,23 @@ def release(run_path: pathlib.Path) -> None:
   fd = _held.pop(str(pathlib.Path(run_path).resolve()), None)
   if fd is not None:
     os.close(fd)
+
+
+def writer(run_path: pathlib.Path) -> str | None:
+  """The process another command runs that holds ``run_path``'s lock (a training writing it), or None: where the
+  lock is free, missing, or this process's own.
+  """
+  if str(pathlib.Path(run_path).resolve()) in _held:
+    return None
+  try:
+    fd = os.open(pathlib.Path(run_path) / NAME, os.O_RDONLY)
+  except OSError:
+    return None
+  try:
+    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  except OSError:
+    return os.read(fd, 1024).decode(errors="replace").strip() or "another process"
+  finally:
+    os.close(fd)

@@ -311,3 +311,34 @@ def test_a_one_class_episode_is_refused():
   for options in ({"way": 1}, {"test_way": 1}):
     with pytest.raises(ConfigError, match=f"--{next(iter(options))} 1 draws one-class episodes"):
       Config(**options)
+
+
+_HOLDS_THE_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, b"process 4242 on a host (since now)")
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_checkpoint_unreadable_while_a_training_holds_the_run_is_not_called_damaged(run):
+  """Issue 56: ``evaluate`` during training said a checkpoint being replaced "is damaged" and advised a backup."""
+  import subprocess  # noqa: PLC0415
+  import sys  # noqa: PLC0415
+
+  step = _step_folder(run, "best")
+  _truncate(step)
+  holder = subprocess.Popen([sys.executable, "-c", _HOLDS_THE_LOCK, str(run / writer_lock.NAME)],
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    said = _raises_one_line(lambda: fewshot.load(str(run)), "was replaced three times while it was read",
+                            "(process 4242 on a host (since now) is still training the run)")
+    assert "damaged" not in said
+  finally:
+    holder.kill()
+    holder.wait()
+  _raises_one_line(lambda: fewshot.load(str(run)), f"{step} is damaged (")  # no training: the files' fault

@@ -274,6 +274,9 @@ def train_from_flags(config_type, train, train_group, format_results, format_gro
 
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   values = flags.FLAGS
+  if values.workdir is not None and not values.workdir.strip():  # not the default folder: what the user meant is lost
+    raise ConfigError(f"--workdir is empty ({values.workdir!r}: an unset variable in quotes?); pass the run's folder, "
+                      "or leave --workdir out for runs/<run name>.")
   # A replayed config.json's seed is no flag given, so --seeds replaces it without the --seed conflict.
   replayed = values.config or resumed_record(values)
   recorded = usage.recorded_options(config_type, replayed, usage.command_name()) if replayed else None

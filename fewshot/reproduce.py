@@ -22,7 +22,7 @@ from absl import flags
 from fewshot import cli, options
 from fewshot.data import catalog
 from fewshot.data.downloads import fetch_hint
-from fewshot.errors import ConfigError
+from fewshot.errors import ConfigError, RunDirError
 from fewshot.published import ENTRIES, plan, report
 
 
@@ -99,7 +99,23 @@ def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -
   begun = any(os.path.exists(os.path.join(w, "config.json")) for w in workdirs)
   print(f"{group.model.name} {group.head} {group.stage}: seeds {', '.join(map(str, seeds))} "
         f"({group.options['episodes']} episodes at most)", flush=True)
-  train.train_group(_config(group, data_dir, tfds_dir), tuple(seeds), list(workdirs), resume=begun)
+  try:
+    train.train_group(_config(group, data_dir, tfds_dir), tuple(seeds), list(workdirs), resume=begun)
+  except RunDirError as e:  # what is wrong stays; the fix is this command's, which takes no --seed or --resume
+    raise RunDirError(reproduce_fix(str(e))) from None
+
+
+def reproduce_fix(line: str) -> str:
+  """A run directory's refusal worded for this command: its fix (after the last ``;``), which names
+  ``fewshot.train``'s flags, replaced by what this command does instead.
+
+  >>> reproduce_fix("the group's runs were saved at different checkpoints (...); resume them one by one with --seed.")
+  "the group's runs were saved at different checkpoints (...); move those runs aside (or pass another --out) and run the same command again."
+  """
+  fix = line.rsplit("; ", 1)[-1]
+  if "; " not in line or not any(flag in fix for flag in ("--seed", "--resume")):
+    return line
+  return f"{line.rsplit('; ', 1)[0]}; move those runs aside (or pass another --out) and run the same command again."
 
 
 def check_trained_as(workdir: str, group: plan.Group, seed: int) -> None:

@@ -122,3 +122,21 @@ def test_a_meta_batch_drawing_more_classes_than_the_split_names_the_product_and_
   assert str(raised.value) == (
       f"--way 5 × --meta_batch {classes} = {5 * classes} classes drawn together for a meta-update, more than the "
       f"{classes} classes of the train split; use --meta_batch {classes // 5} or less, or a smaller --way.")
+
+
+def test_reproduce_words_a_run_directory_refusal_with_its_own_fix_not_fewshot_train_s_flags():
+  from fewshot.reproduce import reproduce_fix  # noqa: PLC0415
+
+  said = reproduce_fix("the group's runs were saved at different checkpoints (a at 100, b at 300); resume them one "
+                       "by one with --seed, or start the group in new directories.")
+  assert said == ("the group's runs were saved at different checkpoints (a at 100, b at 300); move those runs aside "
+                  "(or pass another --out) and run the same command again.")
+  kept = "--workdir /x[1] holds [ ], which orbax reads as a glob pattern; choose a name without [ ] * ?."
+  assert reproduce_fix(kept) == kept
+
+
+def test_an_empty_workdir_is_refused_not_read_as_the_default_folder(tmp_path, assert_one_line_error):
+  for command in ("fewshot.train", "fewshot.dml.train"):
+    done = _command(command, "--dataset", "strokes", "--workdir", "", cwd=tmp_path)
+    assert_one_line_error(done, "--workdir is empty ('': an unset variable in quotes?)")
+    assert not (tmp_path / "runs").exists()

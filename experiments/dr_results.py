@@ -48,7 +48,7 @@ def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
 
   arms: dict[str, dict[str, list]] = {}
   grid = None if args is None else set(dr_grid.grid_runs(args))
-  first = None
+  first, outside = None, []
   for path in sorted(records.glob("*/config.json")):
     try:
       run = read_run(path.parent, Config.from_dict)
@@ -57,6 +57,7 @@ def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
                "(git checkout -- docs/results) or move it out of the page's records.")
     c = run.config
     if grid is not None and dr_grid.arm_key(c.to_dict()) not in grid:
+      outside.append(path.parent.name)  # an extra seed, or another grid's run: named, never silently dropped
       continue
     first = first or run
     differs = [f for f in SAME_PROTOCOL if getattr(c, f) != getattr(first.config, f)]
@@ -66,6 +67,10 @@ def load_arms(records: pathlib.Path, args=None) -> dict[str, dict[str, list]]:
                f"{records}.")
     setting = f"{c.shot}-shot {'ProtoNet' if c.classifier == 'proto' else '1-NN'}"
     arms.setdefault(setting, {}).setdefault("DR" if c.head == "dr" else "softmax", []).append(run)
+  if outside:
+    print(f"note: {len(outside)} kept records in {records} are not runs of the grid these options name and are left "
+          f"out of the page: {', '.join(outside[:3])}{' ...' if len(outside) > 3 else ''} (--seeds chooses the "
+          "grid's seeds).", file=sys.stderr)
   order = lambda s: (int(s.split("-")[0]), s.endswith("1-NN"))  # noqa: E731
   return {s: {h: sorted(runs, key=lambda r: r.config.seed) for h, runs in arms[s].items()}
           for s in sorted(arms, key=order)}

@@ -188,7 +188,8 @@ def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, c
   assert not (tmp_path / "runs").exists() and not list((tmp_path / "docs").glob("results*.md"))
 
 
-def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmade_ones(tmp_path, monkeypatch):
+def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmade_ones(tmp_path, monkeypatch,
+                                                                                      capsys):
   """Issue 42, item 3: --train copied every run over the kept ones; damage and strangers were tracebacks."""
   from experiments import dr_grid, dr_results  # noqa: PLC0415
 
@@ -226,6 +227,12 @@ def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmad
   (stranger / "config.json").write_text("{not json")
   with pytest.raises(SystemExit, match=r"the kept record .*seed9 cannot be read"):
     dr_results.main(argv)
+  (stranger / "config.json").write_text(json.dumps({**config, "seed": 9}))  # a copy as an extra seed: named
+  capsys.readouterr()
+  dr_results.main(argv)
+  said = capsys.readouterr().err
+  assert "note: 1 kept records in" in said
+  assert "left out of the page: strokes_conv4_ProtoNet_S_5w1s_seed9 (--seeds chooses the grid's seeds)" in said
   shutil.rmtree(stranger)
   (records / "made.json").unlink()
   with pytest.raises(SystemExit, match=r"made.json is missing: the page says how its runs were made from it"):

@@ -140,7 +140,7 @@ def run_measurement(m: Measurement, progress: bool = True) -> dict:
   from fewshot.training import compilation_cache
 
   compilation_cache.enable()
-  experiment = Experiment.build(m.used, splits=("test",))
+  experiment = Experiment.build(m.used, splits=("test",), progress=progress)
   check_measured_data(m.rundir, experiment.data, m.used.data_dir)  # refused before the model is restored
   state = m.rundir.checkpoints.restore(m.checkpoint, experiment.initial_state())
   step = m.rundir.checkpoints.step(m.checkpoint)

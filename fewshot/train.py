@@ -73,7 +73,8 @@ def _train(config: Config, seeds: tuple[int, ...] | None, workdirs: list[str], r
 
   compilation_cache.enable()
   # Fails on bad data, or a backbone or head returning the wrong shapes, and writes nothing.
-  experiment = Experiment.build(config, placement=placement, seeds=seeds, head=head, backbone=backbone)
+  experiment = Experiment.build(config, placement=placement, seeds=seeds, head=head, backbone=backbone,
+                                progress=progress)
   return trainer.train_runs(experiment, runs, progress)
 
 

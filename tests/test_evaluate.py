@@ -141,3 +141,15 @@ def test_another_episode_shape_tests_the_same_checkpoint_and_is_recorded_under_i
   assert "(best checkpoint, episode 2, 2-way 2-shot 2-query): test accuracy" in done.stdout
   record = json.loads((workdir / "test_best@2_3ep_shot2.json").read_text())
   assert record["options"]["shot"] == 2 and record["test_episodes"] == 3
+
+
+def test_a_test_with_shifts_says_how_far_its_embedding_is(trained, capsys):
+  """Issue 56 item 4: the recipe's --test_shifts 3 test ran ~16.5 minutes with no progress line."""
+  workdir, _ = trained
+  evaluate.evaluate(str(workdir), test_shifts=1, progress=True)
+  lines = [line for line in capsys.readouterr().err.splitlines() if "test images embedded" in line]
+  assert lines and lines[-1].startswith("ProtoNet_S: test images embedded (9 shifted views each): image ")
+  done, total = lines[-1].split("image ", 1)[1].split(",")[0].split("/")
+  assert done == total and int(total) > 0
+  evaluate.evaluate(str(workdir), test_shifts=1, progress=False)
+  assert "test images embedded" not in capsys.readouterr().err

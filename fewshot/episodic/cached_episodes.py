@@ -29,14 +29,15 @@ BLOCK_FLOATS = 1 << 25  # gathered embeddings per compiled block of episodes (12
 
 
 def embed_split(learner: EpisodicLearner, variables: dict, images, batch: int = split_embedding.BATCH,
-                shifts: int = 0) -> jax.Array:
+                shifts: int = 0, progress=None) -> jax.Array:
   """Embeddings ``[N, D]`` of a split's stored images (a device or host array), through the evaluation transform
   (and the mean over ``shifts`` translations where > 0), on the device: each row is the embedding
   :func:`fewshot.episodic.learning.episode_accuracies` computes for that image in any episode with the same
-  ``shifts`` (:func:`fewshot.training.split_embedding.embed_split`, ``batch`` images per compiled call).
+  ``shifts`` (:func:`fewshot.training.split_embedding.embed_split`, ``batch`` images per compiled call;
+  ``progress(done, all)`` after each).
   """
   return jnp.asarray(split_embedding.embed_split(learning.view_embeddings, (learner, shifts), variables, images,
-                                                 batch))
+                                                 batch, progress=progress))
 
 
 def episode_accuracy(learner: EpisodicLearner, variables: dict, embeddings: jax.Array, layout: class_draws.ClassLayout,
@@ -78,7 +79,8 @@ def cached_episode_accuracies(learner: EpisodicLearner, variables: dict, embeddi
 
 
 def drawn_episode_accuracies(learner: EpisodicLearner, variables: dict, images, layout: class_draws.ClassLayout,
-                             key: jax.Array, num_episodes: int, shape: EpisodeShape, shifts: int = 0) -> jax.Array:
+                             key: jax.Array, num_episodes: int, shape: EpisodeShape, shifts: int = 0,
+                             progress=None) -> jax.Array:
   """:func:`cached_episode_accuracies` with only the images the episodes draw embedded
   (:func:`fewshot.training.sources.drawn_images`): the per-episode test's accuracies at the cost of the distinct
   images it tests, not of the split and not of every draw again (``--test_shifts`` embeds each of them
@@ -87,6 +89,6 @@ def drawn_episode_accuracies(learner: EpisodicLearner, variables: dict, images, 
   if num_episodes <= 0:
     return jnp.zeros((0,), jnp.float32)
   drawn = sources.drawn_images(layout, key, num_episodes, shape.way, shape.per_class)
-  embedded = embed_split(learner, variables, images[drawn], shifts=shifts)
+  embedded = embed_split(learner, variables, images[drawn], shifts=shifts, progress=progress)
   table = jnp.zeros((images.shape[0], embedded.shape[-1]), embedded.dtype).at[drawn].set(embedded)
   return cached_episode_accuracies(learner, variables, table, layout, key, num_episodes, shape)

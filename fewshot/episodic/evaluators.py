@@ -23,6 +23,7 @@ import numpy as np
 from fewshot.analysis import stats
 from fewshot.episodic import cached_episodes, lake, learning
 from fewshot.episodic.learners import test_shape
+from fewshot.training import progress as progress_lines
 
 
 def summary(accuracies: np.ndarray, prefix: str = "") -> dict:
@@ -39,10 +40,14 @@ class Episodes:
   episodes: int
   shifts: int = 0
   written: tuple[int, ...] = (0,)
+  progress: bool = False  # a line (or bar) while a test with shifts embeds its images: minutes, silent before
 
   def run(self, state) -> dict | list[dict]:
     config = self.experiment.config
-    accuracies = self.experiment.accuracies(state, "test", self.episodes, self.written, self.shifts)
+    views = (2 * self.shifts + 1) ** 2
+    report = progress_lines.batches(f"{config.model_name}: test images embedded ({views} shifted views each)", "image",
+                              self.progress and self.shifts > 0)
+    accuracies = self.experiment.accuracies(state, "test", self.episodes, self.written, self.shifts, report)
     results = [{"model": config.model_name, **summary(run_accuracies), "test_query": config.test_query}
                for run_accuracies in (accuracies[None] if self.experiment.group is None else accuracies)]
     return results[0] if self.experiment.group is None else results

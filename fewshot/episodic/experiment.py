@@ -61,18 +61,20 @@ class Experiment:
   seeds: tuple[int, ...] = ()  # the runs' seeds, a group's padded to its run axis
   data: dict = dataclasses.field(default_factory=dict)  # how the dataset was split (provenance.data_record)
   models: tuple[str | None, ...] = (None,)  # one model, in the run directory itself
+  shows_progress: bool = False  # whether its long tests (with --test_shifts) say how far they are
 
   @classmethod
   def build(cls, config: Config, splits: tuple[str, ...] = SPLITS, placement: str = "auto",
-            seeds: tuple[int, ...] | None = None, head=None, backbone=None) -> Experiment:
+            seeds: tuple[int, ...] | None = None, head=None, backbone=None, progress: bool = False) -> Experiment:
     """Load the splits, check they can supply the episodes, and build the learner (writes nothing).
 
     ``placement`` (see :func:`fewshot.training.sources.place`) changes where images live, never
     which episodes a run sees, so it is not part of the config. ``seeds`` builds a seed
     group of ``config`` (whose own seed is then unused). ``head`` and ``backbone`` are values passed from
     Python (:func:`with_values`); their output shapes are checked here, before anything is trained or written.
+    ``progress``: its tests with ``--test_shifts`` say how far they are (they take minutes).
     """
-    return cls(config, *_built(config, splits, placement, seeds, head, backbone))
+    return cls(config, *_built(config, splits, placement, seeds, head, backbone), shows_progress=progress)
 
   # ---- the method's side of fewshot.training.trainer.Experiment ----------------------------------------------------
   @property
@@ -154,17 +156,20 @@ class Experiment:
     """
     if name == "lake":
       return evaluators.LakeRuns(self.config, self.learner, **{"shifts": self.config.test_shifts, **options})
+    if name == "episodes":
+      options = {"progress": self.shows_progress, **options}
     chosen = {"episodes": evaluators.Episodes, "cached": evaluators.CachedEpisodes}[name]
     return chosen(self, **{"episodes": self.config.test_episodes, "shifts": self.config.test_shifts, **options})
 
   def accuracies(self, state: TrainState, split: str, num_episodes: int, written: tuple[int, ...] = (0,),
-                 shifts: int = 0) -> np.ndarray:
+                 shifts: int = 0, progress=None) -> np.ndarray:
     """Per-episode accuracy on a split, ``[num_episodes]`` (``[len(written), num_episodes]`` for a group: its
     ``written`` runs); the same episodes every call (fixed key). ``shifts`` is the test's ``--test_shifts``
     (:mod:`fewshot.episodic.evaluators`): validation embeds one view, so a run trains and chooses its checkpoints
     exactly as it would without the option. A lone run's test with ``shifts`` embeds each image its episodes draw
     once (:func:`fewshot.episodic.cached_episodes.drawn_episode_accuracies`): the same accuracies at the cost of the
-    distinct images tested, where embedding every draw apart paid ``(2·shifts + 1)²`` views of each draw again.
+    distinct images tested, where embedding every draw apart paid ``(2·shifts + 1)²`` views of each draw again;
+    ``progress(done, all)`` follows that embedding (the long part of such a test).
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
@@ -172,7 +177,7 @@ class Experiment:
       source = self.sources[split]
       return np.asarray(cached_episodes.drawn_episode_accuracies(self.learner, variables, source.images,
                                                                  source.layout, self.keys[split], num_episodes,
-                                                                 shape, shifts))
+                                                                 shape, shifts, progress))
     accuracies = self.method.episode_accuracies(self.learner, variables, self.sources[split], self.keys[split],
                                                 num_episodes, shape, shifts)
     if self.group is None:

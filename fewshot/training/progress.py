@@ -58,6 +58,30 @@ class Progress:
     self.bar.close()
 
 
+def batches(desc: str, unit: str, shown: bool, every_s: float = 30.0):
+  """``update(done, total)`` for a long loop of batches (a test's embedding with ``--test_shifts``): a bar on a
+  terminal, else a line at most every ``every_s`` seconds and at the end; nothing where not ``shown``.
+  """
+  held: dict = {}
+
+  def update(done: int, total: int) -> None:
+    if not shown:
+      return
+    if "bar" not in held:
+      held["bar"], held["said"] = Progress(total, 0, desc, unit, unit, shown), -every_s
+    bar = held["bar"]
+    bar.bar.update(done - bar.done)
+    bar.done = done
+    elapsed = time.perf_counter() - bar.started
+    if bar.lines and (elapsed - held["said"] >= every_s or done >= total):  # off a terminal: throttled lines
+      held["said"] = elapsed
+      print(bar.line({}), file=sys.stderr, flush=True)
+    if done >= total:
+      bar.close()
+
+  return update
+
+
 def say(line: str, shown: bool = True) -> None:
   """A status line of a training command (its devices, its data, its test), on stderr, flushed at once."""
   if shown:

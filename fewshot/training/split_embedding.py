@@ -48,8 +48,10 @@ def _padded(images, start: int, batch: int, sharding):
 
 
 def embed_split(embed: Callable, static, variables: dict, images, batch: int = BATCH,
-                runs: tuple[int, ...] | None = None, sharding: jax.sharding.Sharding | None = None) -> np.ndarray:
-  """Embeddings ``[N, D]`` of a split's images (a host or device array), ``batch`` per compiled call.
+                runs: tuple[int, ...] | None = None, sharding: jax.sharding.Sharding | None = None,
+                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+  """Embeddings ``[N, D]`` of a split's images (a host or device array), ``batch`` per compiled call;
+  ``progress(images embedded, all)`` after each batch read back (:func:`fewshot.training.progress.batches`).
 
   ``runs``: ``variables`` are a seed group's, stacked on a leading run axis, and the result is
   ``[len(runs), N, D]``, the embeddings of those runs (this process's). ``sharding`` spreads each batch over
@@ -74,7 +76,11 @@ def embed_split(embed: Callable, static, variables: dict, images, batch: int = B
                   min(batch, len(images) - start))
     if in_flight is not None:
       out.append(take(in_flight))
+      if progress is not None:
+        progress(start, len(images))
     in_flight = dispatched
   if in_flight is not None:
     out.append(take(in_flight))
+    if progress is not None:
+      progress(len(images), len(images))
   return np.concatenate(out, axis=axis) if out else np.zeros((0, 0), np.float32)

@@ -143,6 +143,23 @@ def test_another_episode_shape_tests_the_same_checkpoint_and_is_recorded_under_i
   assert record["options"]["shot"] == 2 and record["test_episodes"] == 3
 
 
+def test_a_long_loop_of_batches_says_how_far_it_is_off_a_terminal_at_most_every_interval(capsys, monkeypatch):
+  from fewshot.training import progress  # noqa: PLC0415
+
+  now = [0.0]
+  monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+  update = progress.batches("embedding", "image", shown=True, every_s=30.0)
+  for done, seconds in ((100, 0.0), (200, 10.0), (300, 40.0), (400, 45.0)):  # lines at 0 and 40 s, and the end
+    now[0] = seconds
+    update(done, 400)
+  lines = capsys.readouterr().err.splitlines()
+  assert [line.split(",")[0] for line in lines] == ["embedding: image 100/400", "embedding: image 300/400",
+                                                    "embedding: image 400/400"]
+  progress.batches("embedding", "image", shown=False)(400, 400)
+  assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow  # a shifted test compiled: ~10 s
 def test_a_test_with_shifts_says_how_far_its_embedding_is(trained, capsys):
   """Issue 56 item 4: the recipe's --test_shifts 3 test ran ~16.5 minutes with no progress line."""
   workdir, _ = trained

@@ -114,9 +114,8 @@ def test_a_meta_batch_drawing_more_classes_than_the_split_names_the_product_and_
   from fewshot.episodic.experiment import Experiment  # noqa: PLC0415
   from fewshot.errors import DataError  # noqa: PLC0415
 
-  tfds = str(tmp_path / "tfds")
-  classes = data.load_splits("strokes", tfds_dir=tfds)["train"].num_classes
-  config = Config(dataset="strokes", method="maml", way=5, meta_batch=classes, tfds_dir=tfds)
+  classes = data.load_splits("strokes")["train"].num_classes  # the session's prepared strokes (tests/conftest.py)
+  config = Config(dataset="strokes", method="maml", way=5, meta_batch=classes)
   with pytest.raises(DataError) as raised:
     Experiment.build(config)
   assert str(raised.value) == (

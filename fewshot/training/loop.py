@@ -108,9 +108,12 @@ def check_continued(runs: Runs, schedule: Schedule) -> None:
     new = stopped_at(rows, schedule)
     old = stopped_at(rows, dataclasses.replace(schedule, patience=before))
     if new is not None and (old is None or new < old):
-      raise TrainingError(f"{rundir.path} trained to {key} {old or rows[-1][key]} under --patience {before}; "
-                          f"--patience {schedule.patience} would have stopped it at {new}: pass --patience {before} "
-                          "or more (or none), or train the shorter rule in a new --workdir.")
+      kept = "leave --patience out (it trained without one)" if before is None else (
+          f"pass --patience {before} or more (or none)")
+      raise TrainingError(f"{rundir.path} trained to {key} {old or rows[-1][key]} under "
+                          f"{'no --patience' if before is None else f'--patience {before}'}; --patience "
+                          f"{schedule.patience} would have stopped it at {new}: {kept}, or train the shorter rule in "
+                          "a new --workdir.")
     extended = rows and saved.get("episodes") != getattr(config, "episodes", saved.get("episodes"))
     stopped.append((rundir, new, before) if new is not None and extended else None)
   if stopped and None not in stopped:

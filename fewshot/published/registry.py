@@ -56,6 +56,7 @@ class Cell:
   # the 90% interval of ours − published inside it (fewshot.analysis.verdicts). None: no agreement word possible.
   margin: float | None = None
   code_value: float | None = None  # the authors' code as a third party ran it (Entry.code_runs), where public
+  schedules: tuple[str, ...] | None = None  # the schedules whose runs it scores (None: every one)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,8 @@ def _verdict(measured: dict[int, tuple[float, float | None]], cell: Cell, entry:
 
 def schedule_cells(entry: Entry, schedule: Schedule) -> tuple[Cell, ...]:
   """The cells a schedule tests: those of the models it trains."""
-  return tuple(c for c in entry.cells if schedule.models is None or c.model in schedule.models)
+  return tuple(c for c in entry.cells if (schedule.models is None or c.model in schedule.models)
+               and (c.schedules is None or schedule.name in c.schedules))
 
 
 def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[CellReport]:

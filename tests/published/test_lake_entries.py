@@ -99,3 +99,15 @@ def test_a_lake_entry_trains_on_all_background_characters_and_scores_official_an
   built = page.build(str(tmp_path / "kept"), [tiny])
   assert f"| protonet: runs of his design | ProtoNet_S | seed 0: {drawn['rules']['head']['accuracy']:.2f}" in built
   assert "Lake's 20 runs − runs of his design" in built
+
+
+def test_the_old_drawn_runs_cell_belongs_to_the_short_schedule_only():
+  """all_characters' first unit scored Lake's official and design runs, then failed on the drawn cell, which no
+  longer draws: that cell holds the `short` schedule's kept records and no other schedule's.
+  """
+  from fewshot.published import lake, report  # noqa: PLC0415
+
+  entry = lake.BACKGROUND
+  names = lambda schedule: {c.name for c in report.schedule_cells(entry, entry.schedule(schedule))}  # noqa: E731
+  assert "fewshot's old drawn runs (not comparable)" in names("short")
+  assert names("all_characters") == {"Lake's 20 runs", "400 runs of Lake's design"}

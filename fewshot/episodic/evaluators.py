@@ -40,13 +40,13 @@ class Episodes:
   episodes: int
   shifts: int = 0
   written: tuple[int, ...] = (0,)
-  progress: bool = False  # a line (or bar) while a test with shifts embeds its images: minutes, silent before
 
   def run(self, state) -> dict | list[dict]:
     config = self.experiment.config
+    # A test with shifts embeds its images for minutes: a line (or bar) where the experiment shows its progress.
     views = (2 * self.shifts + 1) ** 2
-    report = progress_lines.batches(f"{config.model_name}: test images embedded ({views} shifted views each)", "image",
-                              self.progress and self.shifts > 0)
+    report = progress_lines.batches(f"{config.model_name}: test images embedded ({views} shifted views each)",
+                                    "image", self.experiment.shows_progress and self.shifts > 0)
     accuracies = self.experiment.accuracies(state, "test", self.episodes, self.written, self.shifts, report)
     results = [{"model": config.model_name, **summary(run_accuracies), "test_query": config.test_query}
                for run_accuracies in (accuracies[None] if self.experiment.group is None else accuracies)]

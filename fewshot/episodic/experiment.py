@@ -156,8 +156,6 @@ class Experiment:
     """
     if name == "lake":
       return evaluators.LakeRuns(self.config, self.learner, **{"shifts": self.config.test_shifts, **options})
-    if name == "episodes":
-      options = {"progress": self.shows_progress, **options}
     chosen = {"episodes": evaluators.Episodes, "cached": evaluators.CachedEpisodes}[name]
     return chosen(self, **{"episodes": self.config.test_episodes, "shifts": self.config.test_shifts, **options})
 

@@ -76,12 +76,13 @@ def _trained_anything(rundir: RunDir) -> bool:
 GLOB_CHARACTERS = "[]*?"
 
 
-def check_path_characters(path: str | os.PathLike) -> None:
-  """A one-line ``RunDirError`` for a run directory whose absolute path holds a :data:`GLOB_CHARACTERS` character,
-  a name or a path longer than the file system takes, or a loop of links (:func:`~fewshot.records.rundir.checked_path`).
+def check_path_characters(path: str | os.PathLike) -> pathlib.Path:
+  """``path`` resolved, or a one-line ``RunDirError`` for a run directory whose absolute path holds a
+  :data:`GLOB_CHARACTERS` character, a name or a path longer than the file system takes, or a loop of links
+  (:func:`~fewshot.records.rundir.checked_path`).
   """
   try:
-    checked_path(path)
+    resolved = checked_path(path)
   except RunDirError as e:
     raise RunDirError(f"--workdir {e}") from None
   absolute = os.path.abspath(path)
@@ -90,6 +91,7 @@ def check_path_characters(path: str | os.PathLike) -> None:
     raise RunDirError(f"--workdir {absolute} holds {' '.join(found)}, which orbax reads as a glob pattern where it "
                       "gathers a checkpoint's files, so no checkpoint of the run could be read back; choose a name "
                       f"without {' '.join(GLOB_CHARACTERS)} (sweep_lr_0.001 for sweep_lr[0.001]).")
+  return resolved
 
 
 # The folders of a run directory a training writes into (checkpoints are written into their kind's folder, then moved).
@@ -98,8 +100,7 @@ WRITTEN_FOLDERS = ("checkpoints", "checkpoints/best", "checkpoints/last", "tenso
 
 def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   """The rule for one existing or new directory, without the check that ``--resume`` finds a run to continue."""
-  check_path_characters(path)
-  rundir = RunDir(path)
+  rundir = RunDir(check_path_characters(path), resolved=True)  # resolved once, by the check
   check_writable(rundir.path, "--workdir")
   for folder in WRITTEN_FOLDERS:  # a resumed run writes into these too: refused here, not at its first save
     if (rundir.path / folder).is_dir():

@@ -188,6 +188,11 @@ def test_a_meta_learned_run_trains_validates_tests_resumes_and_groups_as_protone
   assert {**resumed, "workdir": None} == {**straight, "workdir": None}
   strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
   assert strip(RunDir(tmp_path / "resumed").read_metrics()) == strip(rows)
-  # A seed group of seeds 0 and 1 gives seed 0 the run it had alone.
+  # A seed group of seeds 0 and 1 gives seed 0 the run it had alone, float-close (a vmapped program rounds
+  # otherwise, BUILD_NOTES "Seed groups"): the same rows, losses to 1e-3. Not its accuracies: at 4 episodes the
+  # logits are near ties, and one rounding flips a query (5.6 points of 18), as it did on CI's machine.
   grouped = train_group(Config(**tiny, episodes=4), (0, 1), [tmp_path / "g0", tmp_path / "g1"], progress=False)
-  assert grouped[0]["test_accuracy"] == pytest.approx(straight["test_accuracy"], abs=1e-4)
+  group_rows = RunDir(tmp_path / "g0").read_metrics()
+  assert [r["episode"] for r in group_rows] == [2, 4] and set(group_rows[0]) == set(rows[0])
+  np.testing.assert_allclose([r["train_loss"] for r in group_rows], [r["train_loss"] for r in rows], rtol=1e-3)
+  assert grouped[0]["test_episodes"] == straight["test_episodes"] and 0 <= grouped[0]["test_accuracy"] <= 100

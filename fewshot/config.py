@@ -100,11 +100,12 @@ class Config(RunOptions):
   psi_classifier: str = option("model", "class distance of the diagnostics' psi: model (the paper) or proto (the "
                                "reference code)", choices=choices.PSI_CLASSIFIERS, heading=EVALUATION)
   seed: int = option(0, "seed of initialisation and of every episode", heading=RUNS)
-  image_size: int | None = option(None, "the backbone's input side (default 28 on strokes/omniglot, else 84 with "
-                                  "conv4, 224 with resnet18); omniglot takes any side from 28 up, box-filtered from "
+  image_size: int | None = option(None, "the backbone's input side (default 28 on strokes/omniglot, 32 on "
+                                  "cifar_fs/fc100, else 84 with conv4, 224 with resnet18); omniglot takes any side from 28 up, box-filtered from "
                                   "its 105 px originals (Conv4's embedding grows: 64-d at 28, 576-d at 56); image "
                                   "datasets are stored at int(1.15*size)", heading=DATA)
-  class_splits: str | None = option(None, "class splits of cub, mini_imagenet, cars196, sop: fewshot (train/val/test) or "
+  class_splits: str | None = option(None, "class splits of cub, mini_imagenet, cifar_fs, fc100, cars196, sop: fewshot "
+                                "(train/val/test) or "
                                 "dml (train/test halves; val holds out every 4th training class); of omniglot: "
                                 "default (60/20/20), vinyals_published (Vinyals et al.'s split as published: 1028/172/423 "
                                 "characters, tested on 12 evaluation alphabets whole and 4 Gurmukhi characters), vinyals_sizes (a --split_seed order cut "

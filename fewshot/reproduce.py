@@ -199,7 +199,7 @@ def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tf
               heads: list[str] | None = None, train: bool = True) -> str:
   """Train and test what is missing of an entry (with ``train``) and return the report of what its records hold."""
   entry = entry_named(name)
-  chosen_schedule = entry.schedule(schedule)
+  chosen_schedule = entry.runnable(schedule) if train else entry.schedule(schedule)
   chosen_models, chosen_heads = chosen(entry, models, heads, chosen_schedule)
   if train and entry.not_comparable is None:
     check_data(entry, data_dir)

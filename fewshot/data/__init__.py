@@ -6,6 +6,7 @@
     cub = data.load_splits('cub', '/data', image_size=84)            # {'train', 'val', 'test'}: 96x96x3
     cars = data.load_splits('cars196', '/data', class_order='random', seed=1, bbox_crop=True)
     vinyals = data.load_splits('omniglot', '/data', class_splits='vinyals_published', rotations=True)
+    cifar_fs = data.load_splits('cifar_fs', '/data/cifar100')       # CIFAR-100 as CIFAR-FS, 32 px: 36x36x3 stored
 
 Each dataset is prepared once into array_record files under the tfds dir
 (``default_tfds_dir``) and read back by random access; later loads reuse it.
@@ -13,7 +14,7 @@ strokes and omniglot are 28x28x1 (ink 255 on background 0) with fixed 60/20/20
 class splits; omniglot also has Vinyals's (as published) and Lake's splits, class lists of
 one's own (``class_lists``) and 90-degree rotations
 as new classes (``omniglot.character_splits``, ``omniglot.rotated``). The image datasets
-(cub, mini_imagenet, cars196, sop) are RGB, stored at int(1.15 * image_size) px, and
+(cub, mini_imagenet, cifar_fs and fc100 from CIFAR-100, cars196, sop) are RGB, stored at int(1.15 * image_size) px, and
 split by ``class_splits`` and ``class_order`` (see ``class_splits``); ``memory_plan`` says which
 splits fit on the device. What each dataset can be asked for is ``catalog``, where each dataset is one
 row of ``catalog.SPECS``: a new one is its reader and its row.

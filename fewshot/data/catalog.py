@@ -63,6 +63,8 @@ class DatasetSpec:
     resizes: how its source images can be brought to the stored size (``--resize``): omniglot's 1-bit PNGs box-filtered
       to grey levels or sampled NEAREST to binary pixels (the Prototypical Networks code's inputs).
     built: whether the package makes it, so it has no files to read (strokes).
+    image_size: an image dataset's default model input side where its images fix one (CIFAR's 32 px); None: the
+      backbone's (``DEFAULT_IMAGE_SIZES``).
   """
 
   name: str
@@ -76,6 +78,7 @@ class DatasetSpec:
   superclasses: bool = False
   built: bool = False
   resizes: tuple[str, ...] = ("box",)
+  image_size: int | None = None
 
   def __post_init__(self):
     if self.kind not in RULES:
@@ -96,7 +99,8 @@ class DatasetSpec:
 # validation), Lake et al.'s minimal settings (one background-small zip's characters train, a quarter held out, the
 # evaluation alphabets test: fewshot/data/lists/lake_small*), or a user's own lists (--split_lists); the image
 # datasets': few-shot train/val/test or the DML halves (fewshot.data.class_splits). Images per split: CUB's fewshot
-# counts are those of Chen et al.'s base / val / novel files.
+# counts are those of Chen et al.'s base / val / novel files. CIFAR-FS and FC100: CIFAR-100 under two published class
+# splits (lists shipped in fewshot/data/lists), at CIFAR's own 32 px by default.
 SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
     DatasetSpec("strokes", SMALL, "fewshot.data.strokes", images_per_class=20, built=True),
     DatasetSpec("omniglot", SMALL, "fewshot.data.omniglot", {
@@ -109,6 +113,10 @@ SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
                               "dml": {"train": 5_864, "test": 5_924}}),
     DatasetSpec("mini_imagenet", IMAGE, "fewshot.data.readers.mini_imagenet", {"fewshot": FILES}, images_per_class=600,
                 split_images={"fewshot": {"train": 38_400, "val": 9_600, "test": 12_000}}),
+    DatasetSpec("cifar_fs", IMAGE, "fewshot.data.readers.cifar100", {"fewshot": FILES}, images_per_class=600,
+                split_images={"fewshot": {"train": 38_400, "val": 9_600, "test": 12_000}}, image_size=32),
+    DatasetSpec("fc100", IMAGE, "fewshot.data.readers.cifar100", {"fewshot": FILES}, images_per_class=600,
+                split_images={"fewshot": {"train": 36_000, "val": 12_000, "test": 12_000}}, image_size=32),
     DatasetSpec("cars196", IMAGE, "fewshot.data.readers.cars196", {"dml": HALVES}, boxes=True,
                 split_images={"dml": {"train": 8_054, "test": 8_131}}),
     DatasetSpec("sop", IMAGE, "fewshot.data.readers.sop", {"dml": FILES},
@@ -229,7 +237,8 @@ def resolve(dataset: str, *, image_size: int | None = None, backbone: str = "con
     raise ConfigError(f"--resize {resize} applies to {_listed(lambda s: resize in s.resizes)} (1-bit source images); "
                       f"{dataset} reaches its stored size one way only: leave --resize out.")
   if spec.kind == IMAGE:
-    size = DEFAULT_IMAGE_SIZES.get(backbone, DEFAULT_IMAGE_SIZES["conv4"]) if image_size is None else image_size
+    default = spec.image_size or DEFAULT_IMAGE_SIZES.get(backbone, DEFAULT_IMAGE_SIZES["conv4"])
+    size = default if image_size is None else image_size
     if isinstance(size, bool) or not isinstance(size, int):
       raise ConfigError(f"--image_size must be an integer, got {size!r}.")
     if size < MIN_IMAGE_SIZE:

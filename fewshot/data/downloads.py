@@ -1,7 +1,7 @@
 """Where each dataset's files come from, pinned: one place for every source, size and checksum.
 
 Each :class:`Remote` is one file as its publisher serves it: its name in the data folder, its size in bytes, its
-SHA-256 (or the MD5 its source publishes), the URLs to try in order, and where the checksum comes from. Sizes and
+SHA-256 (or the MD5 its source publishes: CIFAR-100's), the URLs to try in order, and where the checksum comes from. Sizes and
 SHA-256s are those TensorFlow Datasets pins for the same files (``tensorflow_datasets/url_checksums/*.txt`` and
 ``datasets/stanford_online_products/checksums.tsv`` of tensorflow-datasets 4.9.10); the Omniglot background-small
 zips' were checked against the official archives kept in this project's data (md5 e704a628… and b75a71a5…, the
@@ -31,7 +31,13 @@ class Remote:
   sha256: str | None
   urls: tuple[str, ...]
   pinned_by: str
-  check: str = "sha256"  # or "lake_runs": no published checksum, the structure is checked
+  check: str = "sha256"  # or "md5": the checksum its publisher gives; "lake_runs": none published, the structure is checked
+  md5: str | None = None
+
+  @property
+  def pin(self) -> str:
+    """What a verified file's marker records: its checksum, or "structure" where its structure was checked."""
+    return self.md5 if self.check == "md5" else self.sha256 or "structure"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,11 +96,17 @@ DATASETS: dict[str, Dataset] = {
                       ("ftp://cs.stanford.edu/cs/cvgl/Stanford_Online_Products.zip",), _TFDS),),
         manual="the Stanford Online Products page, cvgl.stanford.edu/projects/lifted_struct: put "
                "Stanford_Online_Products.zip in the folder as it is"),
+    "cifar100": Dataset(
+        files=(Remote("cifar-100-python.tar.gz", 169_001_437, None,
+                      ("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",),
+                      "the md5 the CIFAR page publishes", check="md5", md5="eb9058c3a382ffc7106e4002c42a8d85"),),
+        manual="the CIFAR page, www.cs.toronto.edu/~kriz/cifar.html (CIFAR-100, python version): put "
+               "cifar-100-python.tar.gz in the folder as it is (read as --dataset cifar_fs or fc100)"),
 }
 
 
 # The readers' display names of the datasets the command fetches (fewshot.data.readers.*.NAME).
-_BY_DISPLAY_NAME = {"omniglot": "omniglot", "Omniglot": "omniglot", "CUB-200-2011": "cub", "cub": "cub",
+_BY_DISPLAY_NAME = {"CIFAR-100": "cifar100", "cifar_fs": "cifar100", "fc100": "cifar100", "omniglot": "omniglot", "Omniglot": "omniglot", "CUB-200-2011": "cub", "cub": "cub",
                     "Cars196": "cars196", "cars196": "cars196", "Stanford Online Products": "sop", "sop": "sop"}
 
 

@@ -33,8 +33,8 @@ RETRIES = 3  # resumed attempts per source after a dropped connection
 TIMEOUT = 60  # seconds without a byte before a connection counts as dropped
 
 
-def _sha256(path: pathlib.Path) -> str:
-  digest = hashlib.sha256()
+def _digest(path: pathlib.Path, algorithm: str = "sha256") -> str:
+  digest = hashlib.new(algorithm)
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(CHUNK), b""):
       digest.update(block)
@@ -58,11 +58,11 @@ def verified(path: pathlib.Path, remote: Remote) -> bool:
     return False
   marker = _marker(path)
   with contextlib.suppress(OSError, ValueError):
-    if json.loads(marker.read_text()) == {"stamp": _stamp(path), "sha256": remote.sha256 or "structure"}:
+    if json.loads(marker.read_text()) == {"stamp": _stamp(path), "sha256": remote.pin}:
       return True
   if problem(path, remote) is not None:
     return False
-  marker.write_text(json.dumps({"stamp": _stamp(path), "sha256": remote.sha256 or "structure"}))
+  marker.write_text(json.dumps({"stamp": _stamp(path), "sha256": remote.pin}))
   return True
 
 
@@ -73,8 +73,9 @@ def problem(path: pathlib.Path, remote: Remote) -> str | None:
     return f"{size:,} bytes where {remote.size:,} were expected"
   if remote.check == "lake_runs":
     return _lake_runs_problem(path)
-  found = _sha256(path)
-  return None if found == remote.sha256 else f"sha256 {found}, expected {remote.sha256}"
+  algorithm, expected = ("md5", remote.md5) if remote.check == "md5" else ("sha256", remote.sha256)
+  found = _digest(path, algorithm)
+  return None if found == expected else f"{algorithm} {found}, expected {expected}"
 
 
 def _lake_runs_problem(path: pathlib.Path) -> str | None:
@@ -179,7 +180,7 @@ def fetch(remote: Remote, folder: str | os.PathLike, manual: str, progress: bool
       failure = failure or problem(part, remote)
       if failure is None:
         os.replace(part, target)
-        _marker(target).write_text(json.dumps({"stamp": _stamp(target), "sha256": remote.sha256 or "structure"}))
+        _marker(target).write_text(json.dumps({"stamp": _stamp(target), "sha256": remote.pin}))
         say(f"{remote.name}: fetched from {url} and verified ({target.stat().st_size:,} bytes)")
         return target
       failures.append(f"{url}: {failure}")

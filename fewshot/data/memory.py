@@ -30,6 +30,8 @@ from fewshot.data import catalog
 #                            test     8,131    225 MB device   1.61 GB device
 #   sop            dml       train   59,551   1.65 GB device  11.80 GB host
 #                            test    60,502   1.67 GB device  11.99 GB host
+#   cifar_fs       fewshot   train   38,400   at 32 (36 px): 149 MB device (val 9,600: 37 MB; test 12,000: 47 MB)
+#   fc100          fewshot   train   36,000   at 32 (36 px): 140 MB device (val and test 12,000: 47 MB each)
 #   (MB, GB = 10^6, 10^9 bytes; budget DEVICE_BUDGET_BYTES = 4 GiB per split.
 #   CUB's fewshot counts are those of Chen et al.'s base / val / novel files. The image counts are each dataset's
 #   row's split_images, catalog.SPECS.)

@@ -127,8 +127,10 @@ def entry_section(records: str, entry: Entry) -> list[str]:
     lines += [f"Not run here: its schedule needs an accelerator (`python -m fewshot.reproduce {entry.name} --data_dir "
               "DIR` on a GPU or TPU, DIR holding " + f"{entry.needs}).", ""]
   elif not ran and not entry.not_comparable:
-    lines += [f"Not run here: it needs {entry.needs} (`python -m fewshot.reproduce {entry.name} --data_dir DIR`).",
-              ""]
+    runnable = next(s for s in entry.schedules if s.options is not None)
+    named = "" if runnable is entry.schedules[0] else f" --schedule {runnable.name}"
+    lines += [f"Not run here: it needs {entry.needs} (`python -m fewshot.reproduce {entry.name}{named} --data_dir "
+              "DIR`).", ""]
   if entry.comparisons and not ran:
     lines += ["Comparison points (other methods, same task):", ""]
     lines += [f"- {c.name}: {c.value:.1f}% ({c.source}{'' if c.verified else '; not verified in the paper text'})"

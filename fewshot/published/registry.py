@@ -26,10 +26,12 @@ class Model:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-  """How long a protocol trains: its options (``episodes``, ``patience``, ...) and what it is, in words."""
+  """How long a protocol trains: its options (``episodes``, ``patience``, ...) and what it is, in words; options None:
+  the published schedule is not known (figures quoted without their training), so it is named and never run.
+  """
 
   name: str
-  options: dict
+  options: dict | None
   about: str
   published: bool  # the paper's own schedule, or another (the verdict says "not the published schedule")
   # Where the entry retrains: False trains the final runs on train + val for the schedule's ``episodes`` at once,
@@ -102,6 +104,15 @@ class Entry:
         return schedule
     raise ConfigError(f"{self.name} has no schedule {name!r}; choose one of "
                       f"{', '.join(s.name for s in self.schedules)}.")
+
+  def runnable(self, name: str | None) -> Schedule:
+    """The schedule named ``name`` as :meth:`schedule` finds it; a one-line ``ConfigError`` where it is not known."""
+    schedule = self.schedule(name)
+    if schedule.options is None:
+      known = ", ".join(s.name for s in self.schedules if s.options is not None)
+      raise ConfigError(f"{self.name}'s {schedule.name} schedule is not known ({schedule.about}), so it cannot be "
+                        f"run; choose --schedule {known}.")
+    return schedule
 
   def model(self, name: str) -> Model:
     return next(m for m in self.models if m.name == name)

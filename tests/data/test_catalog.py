@@ -102,11 +102,13 @@ def test_a_row_that_cannot_work_is_refused_in_one_line(row, message):
 
 
 def test_the_rows_hold_what_the_old_tables_did():
-  assert tuple(catalog.DATASETS) == ("strokes", "omniglot", "cub", "mini_imagenet", "cars196", "sop")
+  assert tuple(catalog.DATASETS) == ("strokes", "omniglot", "cub", "mini_imagenet", "cifar_fs", "fc100", "cars196",
+                                     "sop")
   assert (catalog.SMALL_DATASETS, catalog.BBOX_DATASETS) == (("strokes", "omniglot"), ("cub", "cars196"))
   assert {n: s.images_per_class for n, s in catalog.SPECS.items() if s.images_per_class} == {
-      "strokes": 20, "omniglot": 20, "mini_imagenet": 600}
+      "strokes": 20, "omniglot": 20, "mini_imagenet": 600, "cifar_fs": 600, "fc100": 600}
   files = {(n, c) for n, s in catalog.SPECS.items() for c, rule in s.class_splits.items() if rule == catalog.FILES}
-  assert files == {("mini_imagenet", "fewshot"), ("sop", "dml")}
+  assert files == {("mini_imagenet", "fewshot"), ("cifar_fs", "fewshot"), ("fc100", "fewshot"), ("sop", "dml")}
   assert {n: tuple(s.class_splits) for n, s in catalog.SPECS.items() if s.kind == catalog.IMAGE} == {
-      "cub": ("fewshot", "dml"), "mini_imagenet": ("fewshot",), "cars196": ("dml",), "sop": ("dml",)}
+      "cub": ("fewshot", "dml"), "mini_imagenet": ("fewshot",), "cifar_fs": ("fewshot",), "fc100": ("fewshot",),
+      "cars196": ("dml",), "sop": ("dml",)}

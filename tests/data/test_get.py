@@ -295,9 +295,41 @@ def test_a_missing_data_folder_names_the_command_that_fetches_it(tmp_path):
   from fewshot.config import Config  # noqa: PLC0415
   from fewshot.episodic.experiment import load_data  # noqa: PLC0415
 
-  for dataset in ("omniglot", "cub", "cars196", "sop"):
-    with pytest.raises(DataError, match=f"python -m fewshot.data.get {dataset} --to DIR fetches it"):
+  for dataset, fetched in (("omniglot", "omniglot"), ("cub", "cub"), ("cars196", "cars196"), ("sop", "sop"),
+                           ("cifar_fs", "cifar100"), ("fc100", "cifar100")):
+    with pytest.raises(DataError, match=f"python -m fewshot.data.get {fetched} --to DIR fetches it"):
       load_data(Config(dataset=dataset, data_dir=str(tmp_path / "absent"), tfds_dir=str(tmp_path / "tfds")))
+
+
+def test_cifar100_is_checked_by_the_md5_its_page_publishes_and_reads_as_cifar_fs_and_fc100(server, monkeypatch,
+                                                                                            tmp_path):
+  import cifar_fixtures  # noqa: PLC0415
+
+  from fewshot.data import readers  # noqa: PLC0415
+
+  cifar_fixtures.write(tmp_path / "src")
+  body = (tmp_path / "src" / "cifar-100-python.tar.gz").read_bytes()
+  server.files["/cifar-100-python.tar.gz"] = body
+  official = downloads.DATASETS["cifar100"].files[0]
+  assert (official.size, official.check, official.md5) == (169_001_437, "md5", "eb9058c3a382ffc7106e4002c42a8d85")
+
+  def pinned(md5: str):
+    remote = downloads.Remote(official.name, len(body), None,
+                              (f"http://127.0.0.1:{server.server_address[1]}/cifar-100-python.tar.gz",), "a test",
+                              check="md5", md5=md5)
+    monkeypatch.setitem(downloads.DATASETS, "cifar100", downloads.Dataset((remote,), "the test's manual route"))
+
+  pinned("0" * 32)
+  with pytest.raises(DataError, match=f"md5 {hashlib.md5(body).hexdigest()}, expected 0{{32}}"):
+    get.get("cifar100", str(tmp_path / "bad"), progress=False)
+  assert not (tmp_path / "bad" / official.name).exists()
+  pinned(hashlib.md5(body).hexdigest())
+  [path] = get.get("cifar100", str(tmp_path / "d"), progress=False)
+  assert pathlib.Path(path).read_bytes() == body
+  assert [readers.read(name, tmp_path / "d").num_classes for name in ("cifar_fs", "fc100")] == [100, 100]
+  seen = len(server.seen)
+  get.get("cifar100", str(tmp_path / "d"), progress=False)
+  assert len(server.seen) == seen  # there and verified by its marker: not fetched again
 
 
 def test_a_to_that_is_a_file_or_cannot_be_written_is_one_line_before_anything_is_fetched(tmp_path, monkeypatch):

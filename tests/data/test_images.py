@@ -114,7 +114,7 @@ def test_class_split_errors():
   one_line_error(lambda: class_splits.class_ids("cub", [None] * 8, class_order="random", seed="x"), "seed")
   one_line_error(lambda: class_splits.class_ids("cub", [None] * 3), "'test'", "at least 4")
   one_line_error(lambda: class_splits.class_ids("sop", ["train", None, "test"]), "class 1", "--class_splits dml")
-  one_line_error(lambda: class_splits.class_ids("omniglot", [None] * 4), "cub, mini_imagenet, cars196, sop")
+  one_line_error(lambda: class_splits.class_ids("omniglot", [None] * 4), "cub, mini_imagenet, cifar_fs, fc100, cars196, sop")
 
 
 def test_class_subsets_of_records():

@@ -99,6 +99,13 @@ def test_bad_names_and_missing_data_are_one_line_refusals(tmp_path):
     reproduce.reproduce("snell2017_omniglot", (0,), out=str(tmp_path))
   with pytest.raises(ConfigError, match="mini-ImageNet's images with Ravi & Larochelle's train.csv"):
     reproduce.reproduce("snell2017_mini_imagenet", (0,), data_dir=str(tmp_path / "absent"), out=str(tmp_path))
+  # A published schedule known by name only (figures quoted without their training) is refused before any data.
+  with pytest.raises(ConfigError, match="lee2019_fc100's published schedule is not known .*; choose --schedule "
+                                        "cpu_10000"):
+    reproduce.reproduce("lee2019_fc100", (0,), out=str(tmp_path))
+  assert not list(tmp_path.iterdir())
+  assert "`python -m fewshot.reproduce lee2019_fc100 --schedule cpu_10000 --data_dir DIR`" in "\n".join(
+      page.entry_section(str(tmp_path), published.ENTRIES["lee2019_fc100"]))
   done = subprocess.run([sys.executable, "-m", "fewshot.reproduce", "nope"], capture_output=True, text=True)
   assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
 
@@ -112,9 +119,10 @@ def test_every_entry_is_well_formed():
       from fewshot.config import Config
 
       for model in entry.models:
-        for schedule in entry.schedules:
+        for schedule in (s for s in entry.schedules if s.options is not None):  # None: known by name only
           for head in entry.heads:
             Config(**entry.run_options(model, schedule, head))  # every run's options are valid
+    assert any(s.options is not None for s in entry.schedules), f"{entry.name}: a schedule fewshot can run"
 
 
 def _tiny(entry: Entry, **options) -> Entry:

@@ -16,14 +16,12 @@ class gets the same label whichever layout was read. ``subset`` is the split.
 
 from __future__ import annotations
 
-import _codecs
-import pickle
 import re
 
 import numpy as np
 
 from fewshot.data import archives
-from fewshot.data.readers import _util
+from fewshot.data.readers import _util, safe_pickle
 from fewshot.data.readers.records import SUBSETS, DatasetRecords, ImageRecord
 from fewshot.errors import DataError, one_line
 
@@ -144,7 +142,7 @@ def _load_cache(tree: archives.FileTree, member: str) -> tuple[np.ndarray, dict[
   where = tree.where(member)
   with tree.open(member) as f:
     try:
-      obj = _SafeUnpickler(f, where).load()
+      obj = safe_pickle.load(f, f"{NAME} pickle {where}", _FIX_PKL)
     except DataError:
       raise
     except Exception as e:  # truncation and corruption surface as many types
@@ -188,50 +186,3 @@ def _load_cache(tree: archives.FileTree, member: str) -> tuple[np.ndarray, dict[
     raise bad(f"'class_dict' to cover every image row, but {int(np.sum(owner == -1))} of {n} are in no class, "
               f"first row {int(np.argmax(owner == -1))}")
   return images, rows_of
-
-
-def _allowed_globals() -> dict[tuple[str, str], object]:
-  """The callables a pickled numpy array needs, under the module names numpy 1 and 2 pickle them with."""
-  try:
-    from numpy._core import multiarray, numeric  # numpy >= 2
-  except ImportError:  # pragma: no cover - numpy 1.x
-    from numpy.core import multiarray, numeric
-
-  def latin1_encode(obj, encoding="utf-8"):
-    # Protocol <= 2 pickles from Python 3 store bytes as _codecs.encode(str, 'latin1');
-    # no other codec is needed, so none other is allowed.
-    if encoding != "latin1" or not isinstance(obj, str):
-      raise pickle.UnpicklingError(f"_codecs.encode with {encoding!r} is not allowed")
-    return _codecs.encode(obj, "latin1")
-
-  allowed: dict[tuple[str, str], object] = {
-      ("numpy", "ndarray"): np.ndarray,
-      ("numpy", "dtype"): np.dtype,
-      ("_codecs", "encode"): latin1_encode,
-  }
-  for pkg in ("numpy.core", "numpy._core"):
-    allowed[(f"{pkg}.multiarray", "_reconstruct")] = multiarray._reconstruct
-    allowed[(f"{pkg}.multiarray", "scalar")] = multiarray.scalar
-    allowed[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer  # pickle protocol 5 arrays
-  return allowed
-
-
-class _SafeUnpickler(pickle.Unpickler):
-  """Unpickler that resolves only ``_allowed_globals``: loading cannot call anything else."""
-
-  _ALLOWED: dict | None = None
-
-  def __init__(self, file, where: str):
-    # latin1: the original caches were written by Python 2, whose str holds raw bytes.
-    super().__init__(file, encoding="latin1")
-    self._where = where
-    if _SafeUnpickler._ALLOWED is None:
-      _SafeUnpickler._ALLOWED = _allowed_globals()
-
-  def find_class(self, module: str, name: str):
-    obj = self._ALLOWED.get((module, name))
-    if obj is None:
-      raise DataError(f"{NAME} pickle {self._where} refers to {module}.{name}, which could run code; refused "
-                      f"(only numpy arrays are allowed): {_FIX_PKL} from a trusted place.")
-    return obj
-

@@ -468,7 +468,7 @@ def test_sop_corrupt_image_and_more_consistency(tmp_path):
 
 def test_read_dispatch():
   """Each image dataset's row names its reader: ``locate`` and ``read_<name>``."""
-  assert tuple(catalog.IMAGE_DATASETS) == ("cub", "mini_imagenet", "cars196", "sop")
+  assert tuple(catalog.IMAGE_DATASETS) == ("cub", "mini_imagenet", "cifar_fs", "fc100", "cars196", "sop")
   for name in catalog.IMAGE_DATASETS:
     module = readers.module(name)
     assert callable(module.locate) and getattr(module, f"read_{name}") is getattr(readers, f"read_{name}")

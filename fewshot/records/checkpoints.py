@@ -14,7 +14,7 @@ import pathlib
 from typing import Any
 
 from fewshot.errors import ConfigError, RunDirError
-from fewshot.records import damage, files, local_checkpoints, writer_lock
+from fewshot.records import damage, files, held_output, local_checkpoints, writer_lock
 
 CHECKPOINT_KINDS = ("last", "best")
 # Steps kept of each kind: `last` keeps the one before until the whole seed group has saved the new one
@@ -79,18 +79,21 @@ class Checkpoints:
 
   def save(self, kind: str, step: int, state: Any) -> None:
     """Save ``state`` as this kind's checkpoint at ``step``; a full disk is one line naming the folder and the space
-    (what was saved before stays whole: a checkpoint is written under a temporary name, then renamed).
+    (what was saved before stays whole: a checkpoint is written under a temporary name, then renamed), without
+    the hundreds of lines orbax and TensorStore print of it first (:mod:`fewshot.records.held_output`).
     """
-    try:
-      self._save(kind, step, state)
-    except Exception as e:
-      if not files.out_of_space(e):
-        raise
-      import jax
+    with held_output.stderr_held() as held:
+      try:
+        return self._save(kind, step, state)
+      except Exception as e:
+        if not files.out_of_space(e):
+          raise
+        held.drop()  # fewshot's line below says it
+    import jax
 
-      needed = sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
-      raise files.full_disk_error(self.folder / kind / str(step), needed, "run the same command with --resume: it "
-                                  "continues from the last checkpoint saved.") from None
+    needed = sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
+    raise files.full_disk_error(self.folder / kind / str(step), needed, "run the same command with --resume: it "
+                                "continues from the last checkpoint saved.") from None
 
   def _save(self, kind: str, step: int, state: Any) -> None:
     import orbax.checkpoint as ocp

@@ -165,7 +165,7 @@ def test_a_test_with_shifts_says_how_far_its_embedding_is(trained, capsys):
   workdir, _ = trained
   evaluate.evaluate(str(workdir), test_shifts=1, progress=True)
   lines = [line for line in capsys.readouterr().err.splitlines() if "test images embedded" in line]
-  assert lines and lines[-1].startswith("ProtoNet_S: test images embedded (9 shifted views each): image ")
+  assert lines and lines[-1].startswith("ProtoNet_S: test images embedded (9 shifted views of each image): image ")
   done, total = lines[-1].split("image ", 1)[1].split(",")[0].split("/")
   assert done == total and int(total) > 0
   evaluate.evaluate(str(workdir), test_shifts=1, progress=False)

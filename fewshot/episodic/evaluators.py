@@ -43,10 +43,12 @@ class Episodes:
 
   def run(self, state) -> dict | list[dict]:
     config = self.experiment.config
-    # A test with shifts embeds its images for minutes: a line (or bar) where the experiment shows its progress.
-    views = (2 * self.shifts + 1) ** 2
-    report = progress_lines.batches(f"{config.model_name}: test images embedded ({views} shifted views each)",
-                                    "image", self.experiment.shows_progress and self.shifts > 0)
+    # A test with shifts embeds its images for minutes: a line (or bar) where the experiment shows its progress,
+    # counting a lone run's distinct images embedded, or a group's episodes tested.
+    views, group = (2 * self.shifts + 1) ** 2, self.experiment.group is not None
+    what = ("test episodes", "episode") if group else ("test images embedded", "image")
+    report = progress_lines.batches(f"{config.model_name}: {what[0]} ({views} shifted views of each image)", what[1],
+                                    self.experiment.shows_progress and self.shifts > 0)
     accuracies = self.experiment.accuracies(state, "test", self.episodes, self.written, self.shifts, report)
     results = [{"model": config.model_name, **summary(run_accuracies), "test_query": config.test_query}
                for run_accuracies in (accuracies[None] if self.experiment.group is None else accuracies)]

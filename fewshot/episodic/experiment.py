@@ -167,7 +167,7 @@ class Experiment:
     exactly as it would without the option. A lone run's test with ``shifts`` embeds each image its episodes draw
     once (:func:`fewshot.episodic.cached_episodes.drawn_episode_accuracies`): the same accuracies at the cost of the
     distinct images tested, where embedding every draw apart paid ``(2·shifts + 1)²`` views of each draw again;
-    ``progress(done, all)`` follows that embedding (the long part of such a test).
+    ``progress(done, all)`` follows that embedding (the long part of such a test), or a group's episodes.
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
@@ -177,7 +177,7 @@ class Experiment:
                                                                  source.layout, self.keys[split], num_episodes,
                                                                  shape, shifts, progress))
     accuracies = self.method.episode_accuracies(self.learner, variables, self.sources[split], self.keys[split],
-                                                num_episodes, shape, shifts)
+                                                num_episodes, shape, shifts, progress)
     if self.group is None:
       return np.asarray(accuracies)
     per_run = [np.asarray(a) for a in seed_groups.each_run(accuracies, self.group, written)]

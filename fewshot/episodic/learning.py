@@ -288,12 +288,12 @@ def _accuracy_on_draw(static: tuple[EpisodicLearner, EpisodeShape, int], variabl
 
 
 def episode_accuracies(learner: EpisodicLearner, variables: dict, source, key: jax.Array, num_episodes: int,
-                       shape: EpisodeShape, shifts: int = 0) -> jax.Array:
+                       shape: EpisodeShape, shifts: int = 0, progress=None) -> jax.Array:
   """Per-episode query accuracy ``[num_episodes]`` of the episodes keyed ``fold_in(key, i)`` (BatchNorm in
   evaluation mode, each image the mean over its ``shifts`` translations where > 0); ``[R, num_episodes]`` for a
-  group's stacked variables and ``[R]`` keys.
+  group's stacked variables and ``[R]`` keys. ``progress(done, all)``: told as spans of episodes finish.
   """
   static = (learner, shape, shifts)
-  _, accuracies = chunks.run_chunk(_accuracy_on_draw, static, variables, source, key, 0, num_episodes,
-                                   shape.way, shape.per_class, donate=False)
+  accuracies = chunks.evaluated(_accuracy_on_draw, static, variables, source, key, num_episodes, shape.way,
+                                shape.per_class, progress)
   return jnp.zeros((*key.shape, 0), jnp.float32) if accuracies is None else accuracies

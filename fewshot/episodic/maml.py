@@ -219,12 +219,12 @@ def _accuracy_on_draw(static: tuple[MetaLearner, EpisodeShape], variables: dict,
 
 
 def episode_accuracies(learner: MetaLearner, variables: dict, source, key: jax.Array, num_episodes: int,
-                       shape: EpisodeShape, shifts: int = 0) -> jax.Array:
+                       shape: EpisodeShape, shifts: int = 0, progress=None) -> jax.Array:
   """Per-episode query accuracy ``[num_episodes]`` (``[R, num_episodes]`` for a group), as ProtoNet's; ``shifts``
   must be 0 (the adapted network sees each image once; ``Config`` refuses ``--test_shifts`` for these methods).
   """
   if shifts:
     raise ValueError(f"MAML and ANIL test one view of each image; got shifts={shifts}.")
-  _, accuracies = chunks.run_chunk(_accuracy_on_draw, (learner, shape), variables, source, key, 0, num_episodes,
-                                   shape.way, shape.per_class, donate=False)
+  accuracies = chunks.evaluated(_accuracy_on_draw, (learner, shape), variables, source, key, num_episodes, shape.way,
+                                shape.per_class, progress)
   return jnp.zeros((*key.shape, 0), jnp.float32) if accuracies is None else accuracies

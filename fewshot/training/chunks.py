@@ -60,3 +60,22 @@ def run_chunk(step: Callable, static, carry, source, key: jax.Array, first: int,
   last = jnp.int32(first + count - 1)
   return sources.run_blocks(lambda c, draws, k: block(step, static, c, draws, k, last), carry, source, key, first,
                             count, num_classes, per_class)
+
+
+def evaluated(step: Callable, static, carry, source, key: jax.Array, count: int, num_classes: int, per_class: int,
+              progress: Callable[[int, int], None] | None = None, spans: int = 10):
+  """Every output of steps ``0 .. count - 1`` that evaluate (the carry kept, not donated), concatenated along the
+  step axis (the last: ``[R, count]`` for a group); None for no steps. With ``progress(done, count)`` they run in
+  ``spans`` equal spans (at most two compiled programs: the last span may be shorter), each waited for and then
+  reported, so a long test shows how far it is; each step's output is the same either way (its key and draw are
+  its index's).
+  """
+  if progress is None:
+    return run_chunk(step, static, carry, source, key, 0, count, num_classes, per_class, donate=False)[1]
+  size, outputs = max(1, -(-count // spans)), []
+  for first in range(0, count, size):
+    length = min(size, count - first)
+    _, out = run_chunk(step, static, carry, source, key, first, length, num_classes, per_class, donate=False)
+    outputs.append(jax.block_until_ready(out))
+    progress(first + length, count)
+  return jax.tree.map(lambda *o: jnp.concatenate(o, axis=-1), *outputs) if outputs else None

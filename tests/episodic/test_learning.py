@@ -89,3 +89,28 @@ def test_evaluation_uses_running_statistics(source):
   # Evaluation mode: an episode's embeddings do not depend on which other images share the batch.
   alone, _ = learning.embed(learner, state.params, state.batch_stats, episode.query_images[:1], train=False)
   np.testing.assert_allclose(alone, query[:1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_a_reported_test_runs_in_spans_with_the_same_accuracies_as_one_chunk(source, group):
+  """Issue 56: a seed group's shifted test ran for minutes without a line; reported, its episodes run in spans,
+  each episode keyed and drawn by its index, so the accuracies are those of one chunk, and progress counts them.
+  """
+  from fewshot.training.seed_groups import SeedGroup  # noqa: PLC0415
+
+  shape = EpisodeShape(3, 1, 2)
+  learner = EpisodicLearner(Conv4(features=8), shape)
+  runs = [learning.model_variables(learning.init_state(learner, jax.random.key(s), (28, 28, 1))) for s in (0, 1)]
+  keys = [jax.random.key(2), jax.random.key(3)]
+  if group:
+    stacked = SeedGroup.over(2)
+    variables, key = stacked.stack(runs), stacked.stack(keys)
+  else:
+    variables, key = runs[0], keys[0]
+  whole = np.asarray(learning.episode_accuracies(learner, variables, source, key, 7, shape, 1))
+  told = []
+  spans = np.asarray(learning.episode_accuracies(learner, variables, source, key, 7, shape, 1,
+                                                 lambda done, total: told.append((done, total))))
+  np.testing.assert_array_equal(spans, whole)
+  assert whole.shape == ((2, 7) if group else (7,))
+  assert told == [(1, 7), (2, 7), (3, 7), (4, 7), (5, 7), (6, 7), (7, 7)]  # ten spans of 7: one episode each

@@ -22,7 +22,16 @@ class DataError(FewshotError):
 
 
 class RunDirError(FewshotError):
-  """A run directory that cannot be used as asked: another run's, not a run, missing a record or checkpoint."""
+  """A run directory that cannot be used as asked: another run's, not a run, missing a record or checkpoint.
+
+  Raised as ``RunDirError(problem, fix)`` where the fix names the training command's own flags (``--resume``,
+  ``--seed``, ``--workdir``): a command that opens run directories for its own runs (``fewshot.reproduce``) keeps
+  the problem and gives its own fix (``error.problem``, ``error.fix``); the message is ``"<problem>; <fix>"``.
+  """
+
+  def __init__(self, problem: str, fix: str | None = None):
+    super().__init__(problem if fix is None else f"{problem}; {fix}")
+    self.problem, self.fix = problem, fix
 
 
 class OutputError(FewshotError):

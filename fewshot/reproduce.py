@@ -86,6 +86,10 @@ def _config(group: plan.Group, data_dir: str | None, tfds_dir: str | None):
   return Config(**group.options, data_dir=data_dir, tfds_dir=tfds_dir)
 
 
+# A run directory's refusal, for runs this command places itself: its fix instead of fewshot.train's flags.
+OWN_FIX = "move those runs aside (or pass another --out) and run the same command again."
+
+
 def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -> None:
   """Train the group's runs that have no results yet (resuming those begun); finished ones are kept."""
   from fewshot import train
@@ -102,20 +106,9 @@ def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -
   try:
     train.train_group(_config(group, data_dir, tfds_dir), tuple(seeds), list(workdirs), resume=begun)
   except RunDirError as e:  # what is wrong stays; the fix is this command's, which takes no --seed or --resume
-    raise RunDirError(reproduce_fix(str(e))) from None
-
-
-def reproduce_fix(line: str) -> str:
-  """A run directory's refusal worded for this command: its fix (after the last ``;``), which names
-  ``fewshot.train``'s flags, replaced by what this command does instead.
-
-  >>> reproduce_fix("the group's runs were saved at different checkpoints (...); resume them one by one with --seed.")
-  "the group's runs were saved at different checkpoints (...); move those runs aside (or pass another --out) and run the same command again."
-  """
-  fix = line.rsplit("; ", 1)[-1]
-  if "; " not in line or not any(flag in fix for flag in ("--seed", "--resume")):
-    return line
-  return f"{line.rsplit('; ', 1)[0]}; move those runs aside (or pass another --out) and run the same command again."
+    if e.fix is None:
+      raise
+    raise RunDirError(e.problem, OWN_FIX) from None
 
 
 def check_trained_as(workdir: str, group: plan.Group, seed: int) -> None:

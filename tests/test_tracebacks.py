@@ -123,15 +123,29 @@ def test_a_meta_batch_drawing_more_classes_than_the_split_names_the_product_and_
       f"{classes} classes of the train split; use --meta_batch {classes // 5} or less, or a smaller --way.")
 
 
-def test_reproduce_words_a_run_directory_refusal_with_its_own_fix_not_fewshot_train_s_flags():
-  from fewshot.reproduce import reproduce_fix  # noqa: PLC0415
+def test_reproduce_words_a_run_directory_refusal_with_its_own_fix_not_fewshot_train_s_flags(tmp_path, monkeypatch):
+  from fewshot import reproduce, train  # noqa: PLC0415
+  from fewshot.errors import RunDirError  # noqa: PLC0415
+  from fewshot.published import plan  # noqa: PLC0415
 
-  said = reproduce_fix("the group's runs were saved at different checkpoints (a at 100, b at 300); resume them one "
-                       "by one with --seed, or start the group in new directories.")
-  assert said == ("the group's runs were saved at different checkpoints (a at 100, b at 300); move those runs aside "
-                  "(or pass another --out) and run the same command again.")
-  kept = "--workdir /x[1] holds [ ], which orbax reads as a glob pattern; choose a name without [ ] * ?."
-  assert reproduce_fix(kept) == kept
+  entry = reproduce.ENTRIES["snell2017_omniglot"]
+  schedule, model = entry.schedule("short"), entry.models[0]
+  group = plan.select_group(str(tmp_path), entry, schedule, model, "dr", (0, 1))
+
+  def refused(error):
+    def train_group(*args, **kwargs):
+      raise error
+    monkeypatch.setattr(train, "train_group", train_group)
+    with pytest.raises(RunDirError) as raised:
+      reproduce.train_group(group, None, None)
+    return str(raised.value)
+
+  problem = "the group's runs were saved at different checkpoints (a at 100, b at 300)"
+  said = refused(RunDirError(problem, "resume them one by one with --seed, or start the group in new directories."))
+  assert said == f"{problem}; move those runs aside (or pass another --out) and run the same command again."
+  # A refusal whose fix is not the training command's flags stays as it was (a '; ' inside its problem included).
+  kept = "--workdir /x[1] holds [ ]; orbax reads it as a glob pattern, so choose a name without [ ] * ?."
+  assert refused(RunDirError(kept)) == kept
 
 
 def test_an_empty_workdir_is_refused_not_read_as_the_default_folder(tmp_path, assert_one_line_error):

@@ -34,8 +34,8 @@ def group_start(dirs: list[RunDir], checkpoint_every: int | None) -> int | None:
   if every is None or not all(step is None or step == start or (step - (start or 0) <= every and (
       start is None or start in d.checkpoints.steps("last"))) for d, step in zip(dirs, latest)):
     listed = ", ".join(f"{d.path} at {step or 0}" for d, step in zip(dirs, latest))
-    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed}); resume them one by one "
-                      "with --seed, or start the group in new directories.")
+    raise RunDirError(f"the group's runs were saved at different checkpoints ({listed})",
+                      "resume them one by one with --seed, or start the group in new directories.")
   return start
 
 
@@ -60,8 +60,8 @@ def open_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   rundir = check_for_training(path, config, resume)
   if resume and not rundir.holds_run():
     state = "does not exist" if not rundir.path.exists() else "holds no run (no config.json)"
-    raise RunDirError(f"--resume: {rundir.path} {state}, so there is nothing to continue; leave out --resume to "
-                      "start a new run, or pass the run's --workdir.")
+    raise RunDirError(f"--resume: {rundir.path} {state}, so there is nothing to continue",
+                      "leave out --resume to start a new run, or pass the run's --workdir.")
   return rundir
 
 
@@ -114,11 +114,11 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
                         f"{RUN_KINDS[wanted][0]} one; choose another --workdir.")
     changed = rundir.differences(config, ignore=LOCATION_FIELDS + (EXTENDABLE_FIELDS if resume else ()))
     if changed:
-      raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)}); "
+      raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)})",
                         "choose another --workdir or repeat that run's options.")
     if not resume:
-      raise RunDirError(f"{rundir.path} already holds this run; pass --resume to continue it or choose another "
-                        "--workdir.")
+      raise RunDirError(f"{rundir.path} already holds this run",
+                        "pass --resume to continue it or choose another --workdir.")
     _check_resumable(rundir)
     _check_extension(rundir, config)
   elif not rundir.is_empty():
@@ -126,9 +126,9 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
     if runs:
       seeds = sorted({_recorded_seed(run) for run in runs} - {None})
       given = f"--seeds {','.join(map(str, seeds))} " if seeds else "--seeds "
-      raise RunDirError(f"{rundir.path} holds no run but a folder of {len(runs)} (a seed group's): continue them with "
-                        f"{given}--workdir {rundir.path} --resume, or pass one run's directory.")
-    raise RunDirError(f"{rundir.path} is not empty and holds no run; choose another --workdir.")
+      raise RunDirError(f"{rundir.path} holds no run but a folder of {len(runs)} (a seed group's)",
+                        f"continue them with {given}--workdir {rundir.path} --resume, or pass one run's directory.")
+    raise RunDirError(f"{rundir.path} is not empty and holds no run", "choose another --workdir.")
   return rundir
 
 
@@ -176,7 +176,7 @@ def open_group_for_training(paths: list, configs: list, resume: bool,
           for path, config in zip(paths, configs)]
   if resume and not any(d.holds_run() for d in dirs):
     raise RunDirError(f"--resume: none of the group's run directories ({', '.join(str(d.path) for d in dirs)}) "
-                      "holds a run, so there is nothing to continue; leave out --resume to start the group.")
+                      "holds a run, so there is nothing to continue", "leave out --resume to start the group.")
   group_start(dirs, checkpoint_every)
   return dirs
 

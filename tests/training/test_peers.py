@@ -112,16 +112,19 @@ def test_a_group_too_large_for_the_host_is_refused_on_the_command_line_before_an
 
 
 # ---- processes started differently ------------------------------------------------------------------------------
-def _launch(workdir, per_process, extra_env=None):
-  """``python -m fewshot.train --seeds 0-2`` as two processes, process k with ``per_process[k]``'s flags."""
+def _launch(workdir, per_process, extra_env=None, programs=None):
+  """``python -m fewshot.train --seeds 0-2`` as two processes, process k with ``per_process[k]``'s flags (and, where
+  ``programs`` has k, ``python -c programs[k]`` with those flags instead).
+  """
   with socket.socket() as s:
     s.bind(("localhost", 0))
     port = s.getsockname()[1]
   env = {**os.environ, **TWO_DEVICES, **(extra_env or {})}
-  return [subprocess.Popen(_command(workdir, *TINY, *flags, "--seeds=0-2", f"--coordinator_address=localhost:{port}",
-                                    "--num_processes=2", f"--process_id={k}"),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-          for k, flags in enumerate(per_process)]
+  commands = [_command(workdir, *TINY, *flags, "--seeds=0-2", f"--coordinator_address=localhost:{port}",
+                       "--num_processes=2", f"--process_id={k}") for k, flags in enumerate(per_process)]
+  commands = [[sys.executable, "-c", programs[k], *c[3:]] if k in (programs or {}) else c
+              for k, c in enumerate(commands)]
+  return [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for c in commands]
 
 
 def test_the_first_difference_between_processes_names_the_option_and_both_values():
@@ -183,6 +186,26 @@ def test_a_process_killed_stops_the_other_with_one_line_naming_it_within_its_hea
   _one_line(_finished(launched[0], 60), 2, "error: lost process 1 of 2:", RESUME)
   assert time.monotonic() - killed < peers.HEARTBEAT_SECONDS + 10
   launched[1].wait()
+
+
+# Process 1 of a launch, killed (SIGKILL) as it reaches the group's checkpoint barrier: process 0 is then inside it.
+_KILLED_AT_THE_BARRIER = """
+import os, runpy, signal, sys
+from fewshot.training import distributed
+def barrier(name):
+  os.kill(os.getpid(), signal.SIGKILL)
+distributed.barrier = barrier
+sys.argv = ["fewshot.train", *sys.argv[1:]]
+runpy.run_module("fewshot.train", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_peer_killed_at_the_checkpoint_barrier_leaves_one_line_on_process_0(tmp_path):
+  """Issue 56: a peer killed inside the checkpoint barrier was said to leave Gloo's traceback on process 0."""
+  launched = _launch(tmp_path, [["--episodes=24"]] * 2, programs={1: _KILLED_AT_THE_BARRIER})
+  _one_line(_finished(launched[0], 240), 2, "error: lost process 1 of 2:", RESUME)
+  assert launched[1].wait(60) == -signal.SIGKILL
 
 
 @pytest.mark.slow

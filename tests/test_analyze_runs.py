@@ -384,7 +384,7 @@ def test_a_seed_groups_folder_given_to_resume_names_the_seeds_that_continue_it(t
 
   for seed in (3, 5):
     RunDir(tmp_path / "group" / f"run_seed{seed}").write_config({**Config().to_dict(), "seed": seed})
-  with pytest.raises(RunDirError, match=r"holds no run but a folder of 2 \(a seed group's\): continue them with "
+  with pytest.raises(RunDirError, match=r"holds no run but a folder of 2 \(a seed group's\); continue them with "
                                         r"--seeds 3,5 --workdir .*group --resume"):
     check_for_training(tmp_path / "group", Config(), resume=True)
 

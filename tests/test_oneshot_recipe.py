@@ -73,7 +73,7 @@ def test_test_way_sets_validation_and_test_episodes_and_defaults_to_way(monkeypa
   built = experiment.Experiment.build(config, splits=("val", "test"))
   shapes = {}
   monkeypatch.setattr(learning, "model_variables", lambda state: state)
-  monkeypatch.setattr(learning, "episode_accuracies", lambda learner, v, source, key, n, shape, shifts: shapes.setdefault(n, shape))
+  monkeypatch.setattr(learning, "episode_accuracies", lambda learner, v, source, key, n, shape, shifts, progress=None: shapes.setdefault(n, shape))
   built.accuracies({}, "val", 11), built.accuracies({}, "test", 12)
   assert shapes == {11: EpisodeShape(3, 1, 4), 12: EpisodeShape(3, 1, 2)} and built.learner.shape.way == 10
   with pytest.raises(DataError, match="--test_way 1000 is larger than"):

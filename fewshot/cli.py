@@ -20,6 +20,7 @@ from absl import app, flags
 from fewshot import options, usage
 from fewshot.errors import ConfigError, FewshotError
 from fewshot.options import LOCATION_FIELDS
+from fewshot.records import held_output
 from fewshot.records.reuse import saved_steps
 from fewshot.training import distributed, peers
 from fewshot.training.distributed import Processes
@@ -105,6 +106,7 @@ def _exit_interrupted(message: str | None, status: int = INTERRUPTED, cause: str
   interpreter's teardown of JAX's and the loaders' threads is skipped.
   """
   with _exiting:
+    held_output.release()  # a checkpoint save holding stderr as the signal came: this line must reach it
     if peers.watching():
       # First: where training stopped is read once the others know. SIGTERM is a preemption: every process exits 143.
       peers.post("interrupted", cause, status if cause.startswith("terminated") else 2)

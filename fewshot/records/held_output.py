@@ -21,6 +21,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 
 
@@ -51,30 +52,46 @@ def _memory_file() -> int:
   return handle
 
 
+_holding: list = []  # the hold in force: (held, the real stderr's saved fd, Python's sys.stderr), at most one
+_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def stderr_held() -> Iterator[Held]:
-  """Hold the process's stderr for the block; write it out when the block ends unless :meth:`Held.drop` was called."""
+  """Hold the process's stderr for the block; write it out when the block ends unless :meth:`Held.drop` was called.
+  A process that exits from another thread meanwhile (Ctrl-C, SIGTERM) calls :func:`release` first, so its line
+  and what was held reach the terminal.
+  """
   sys.stderr.flush()
   held_fd = _memory_file()
   saved = os.dup(2)
   os.dup2(held_fd, 2)
+  held = Held(held_fd)
   # Python's own writes too, where sys.stderr is not file descriptor 2 (a notebook's, pytest's).
   python_stderr, sys.stderr = sys.stderr, open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-  held = Held(held_fd)
+  with _lock:
+    _holding.append((held, saved, python_stderr))
   try:
     yield held
   finally:
+    release()
+
+
+def release() -> None:
+  """End the hold in force, if any: stderr restored, and what it held written out unless dropped."""
+  with _lock:
+    if not _holding:
+      return
+    held, saved, python_stderr = _holding.pop()
     sys.stderr.flush()
     sys.stderr.close()
     sys.stderr = python_stderr
     os.dup2(saved, 2)
     os.close(saved)
     try:
-      if not held.dropped:
-        size = os.fstat(held_fd).st_size
-        if size:
-          data = os.pread(held_fd, size, 0)
-          while data:  # a write to a pipe may take only part
-            data = data[os.write(2, data):]
+      size = 0 if held.dropped else os.fstat(held._fd).st_size
+      data = os.pread(held._fd, size, 0) if size else b""
+      while data:  # a write to a pipe may take only part
+        data = data[os.write(2, data):]
     finally:
-      os.close(held_fd)
+      os.close(held._fd)

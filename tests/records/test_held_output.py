@@ -60,3 +60,18 @@ def test_the_hold_restores_stderr_and_a_dropped_hold_writes_nothing(capfd):
     held.drop()
   os.write(2, b"after\n")
   assert capfd.readouterr().err == "after\n"
+
+
+def test_a_release_from_another_thread_writes_out_the_hold_and_the_block_then_ends_quietly(capfd):
+  """Ctrl-C or SIGTERM during a save: the exiting thread releases the hold, so its line is not held back (a slow
+  tier's SIGTERM test lost its line to the hold before release existed).
+  """
+  import threading  # noqa: PLC0415
+
+  with held_output.stderr_held():
+    os.write(2, b"orbax said\n")
+    releasing = threading.Thread(target=held_output.release)
+    releasing.start()
+    releasing.join()
+    print("terminated (SIGTERM): the run stopped at ...", file=sys.stderr)
+  assert capfd.readouterr().err == "orbax said\nterminated (SIGTERM): the run stopped at ...\n"

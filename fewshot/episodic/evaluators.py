@@ -47,8 +47,10 @@ class Episodes:
     # counting a lone run's distinct images embedded, or a group's episodes tested.
     views, group = (2 * self.shifts + 1) ** 2, self.experiment.group is not None
     what = ("test episodes", "episode") if group else ("test images embedded", "image")
+    shown = self.experiment.shows_progress and self.shifts > 0
+    # None where nothing is shown: a reported test runs in spans, which a silent one need not pay for.
     report = progress_lines.batches(f"{config.model_name}: {what[0]} ({views} shifted views of each image)", what[1],
-                                    self.experiment.shows_progress and self.shifts > 0)
+                                    shown) if shown else None
     accuracies = self.experiment.accuracies(state, "test", self.episodes, self.written, self.shifts, report)
     results = [{"model": config.model_name, **summary(run_accuracies), "test_query": config.test_query}
                for run_accuracies in (accuracies[None] if self.experiment.group is None else accuracies)]

@@ -11,6 +11,8 @@ import shutil
 import sys
 import time
 
+from fewshot.training import run_flags
+
 from experiments import dr_provenance, reproduce_dr
 
 RECORDS = ("config.json", "metrics.jsonl", "results.json")
@@ -32,7 +34,7 @@ def grid_argvs(args, kept: set | frozenset = frozenset()) -> list[list[str]]:
            (["--shots", "1", "--nn_shots", "1"], args.replicate_seeds, [(1, "nn", h) for h in ("softmax", "dr")])]
   argvs = []
   for flags, seeds, arms in grids:
-    missing = [s for s in reproduce_dr.cli.parse_seeds(seeds) if any((*arm, s) not in kept for arm in arms)]
+    missing = [s for s in run_flags.parse_seeds(seeds) if any((*arm, s) not in kept for arm in arms)]
     if missing:
       argvs.append([*common, *flags, "--seeds", ",".join(map(str, missing))])
   return argvs
@@ -60,7 +62,7 @@ def _kept_config(folder: pathlib.Path) -> dict:
 
 def grid_runs(args) -> list[tuple]:
   """``(shot, classifier, head, seed)`` of every run of the grid, in the page's order."""
-  parse = reproduce_dr.cli.parse_seeds
+  parse = run_flags.parse_seeds
   return ([(*arm, s) for arm in CLAIM_ARMS for s in parse(args.seeds)]
           + [(1, "nn", h, s) for h in ("softmax", "dr") for s in parse(args.replicate_seeds)])
 

@@ -21,7 +21,7 @@ import json
 import pathlib
 import sys
 
-from fewshot import analyze, cli
+from fewshot import analyze, runner
 from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
@@ -254,4 +254,4 @@ def main(argv=None) -> str:
 
 
 if __name__ == "__main__":
-  cli.run_script(main)
+  runner.run_script(main)

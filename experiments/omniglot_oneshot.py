@@ -32,10 +32,10 @@ import zipfile
 
 import numpy as np
 
-from fewshot import cli
 from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.records.rundir import RunDir
+from fewshot.training import run_flags
 
 from experiments import grid
 
@@ -206,7 +206,7 @@ def main(argv=None) -> str:
                       "over shifts by up to this many pixels (default: each run's own --test_shifts)")
   parser.add_argument("--smoke", action="store_true", help="a few episodes validated 5-way (tests)")
   args = parser.parse_args(argv)
-  out, held_out, seeds = pathlib.Path(args.out), tuple(args.held_out.split(",")), cli.parse_seeds(args.seeds)
+  out, held_out, seeds = pathlib.Path(args.out), tuple(args.held_out.split(",")), run_flags.parse_seeds(args.seeds)
   unknown = [o for o in args.options.split(",") if o not in OPTIONS]
   if unknown:
     raise SystemExit(f"unknown option {unknown[0]!r}; choose among {', '.join(OPTIONS)}")

@@ -22,10 +22,11 @@ import sys
 
 from absl import logging
 
-from fewshot import analyze, choices, cli, heads
+from fewshot import analyze, choices, heads
 from fewshot.analysis import stats
 from fewshot.config import Config
 from fewshot.train import train, train_group
+from fewshot.training import run_flags
 
 from experiments import grid
 
@@ -118,7 +119,7 @@ def parse_args(argv):
   if not set(args.backbones) <= set(BACKBONES) or not set(args.shots) <= set(SHOTS):
     parser.error(f"--backbones must name some of {', '.join(BACKBONES)} and --shots some of 1, 5")
   args.out = pathlib.Path(args.out or f"runs/dr_{args.dataset}")
-  args.seeds = None if args.seeds is None else cli.parse_seeds(args.seeds)
+  args.seeds = None if args.seeds is None else run_flags.parse_seeds(args.seeds)
   return args
 
 

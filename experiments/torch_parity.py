@@ -26,7 +26,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from fewshot import cli
+from fewshot.training import run_flags
 
 WINDOW = 100  # episodes per point of the curves
 MARGIN = 1.0  # points of 5-way 1-shot test accuracy, declared before the runs
@@ -197,7 +197,7 @@ def main(argv):
   torch.set_num_threads(1)  # a parity check, not a benchmark: one thread never fights XLA's pool for the cores
   values = flags.FLAGS
   rows = []
-  for seed in cli.parse_seeds(values.seeds):
+  for seed in run_flags.parse_seeds(values.seeds):
     rows.append(one_seed(values.data_dir, seed, values.episodes, values.test_episodes))
     r = rows[-1]
     print(f"seed {seed}: fewshot {r['fewshot_accuracy']:.2f}, PyTorch {r['pytorch_accuracy']:.2f}; first loss "

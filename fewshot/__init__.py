@@ -6,13 +6,13 @@ and what each folder may import: docs/architecture.md.
 
 * the kernel: :mod:`~fewshot.errors` (errors by kind), :mod:`~fewshot.choices` (the names options choose among),
   :mod:`~fewshot.options` (option fields, which generate the flags), :mod:`~fewshot.usage` (``--help`` by heading,
-  ``--config`` replay);
+  ``--config`` replay), :mod:`~fewshot.runner` (every command's runner: one line and exit 2 for bad input);
 * research: :mod:`~fewshot.distances`, :mod:`~fewshot.heads` (their confidence around 2-D prototypes in
   :mod:`~fewshot.landscape`), :mod:`~fewshot.backbones` (with the convolution forms of
   :mod:`~fewshot.convolutions`), :mod:`~fewshot.numerics` (which products are exact float32);
   :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a trained run from Python);
 * the commands: :mod:`~fewshot.train`, :mod:`~fewshot.evaluate`, :mod:`~fewshot.analyze`, :mod:`~fewshot.plot`,
-  :mod:`~fewshot.reproduce`, and what they share, :mod:`~fewshot.cli`;
+  :mod:`~fewshot.reproduce`, and :mod:`~fewshot.kinds` (each kind of run's options, as the commands read runs);
 * the folders: :mod:`~fewshot.data`, :mod:`~fewshot.augment`, :mod:`~fewshot.records`, :mod:`~fewshot.analysis`,
   :mod:`~fewshot.published`, :mod:`~fewshot.training`, :mod:`~fewshot.episodic`, :mod:`~fewshot.dml`.
 """

@@ -52,7 +52,7 @@ import sys
 
 from absl import flags
 
-from fewshot import cli, options
+from fewshot import kinds, options, runner
 from fewshot.analysis import arm_tables, arms, listing, retrieval_runs
 from fewshot.analysis import tables as tables_mod
 from fewshot.analysis.measures import MEASURES
@@ -197,7 +197,7 @@ def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "tabl
 def report_retrieval_arms(paths: list[str], count_a: int, fmt: str, measurement: str | None) -> str:
   """Two arms of metric-learning runs compared by their test retrieval (:mod:`fewshot.analysis.retrieval_arms`)."""
   _check_format(fmt)
-  runs = cli.read_runs_of(paths, "dml", measurement)
+  runs = kinds.read_runs_of(paths, "dml", measurement)
   return retrieval_runs.report_arms(runs[:count_a], runs[count_a:], fmt)
 
 
@@ -226,14 +226,14 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
   if list_runs:  # both kinds of run, a table each
     if pairing is not None:
       raise ConfigError("--list lists the runs and --pairs compares them in pairs; pass one of them.")
-    kinds = reading.run_kinds(found)
-    return report_listing([run for kind in ("fewshot", "dml") for run in cli.read_runs_of(
-        [path for path in found if kinds[path] == kind], kind)], fmt), warning
+    kind_of = reading.run_kinds(found)
+    return report_listing([run for kind in ("fewshot", "dml") for run in kinds.read_runs_of(
+        [path for path in found if kind_of[path] == kind], kind)], fmt), warning
   if reading.one_kind(found) == "dml":
     if pairing is not None:
       raise ConfigError("--pairs compares few-shot runs in the DR paper's tables of run pairs; metric-learning runs "
                         "are compared as arms of seeds: leave it out.")
-    runs = cli.read_runs_of(found, "dml", measurement)
+    runs = kinds.read_runs_of(found, "dml", measurement)
     text, not_compared = retrieval_runs.report(runs, fmt)
     return text, _joined(warning, not_compared, numerics_warning(runs))
   runs = read_runs(found, Config.from_dict, measurement)
@@ -293,4 +293,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main, takes_paths=True)
+  runner.run(main, takes_paths=True)

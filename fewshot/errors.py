@@ -1,7 +1,7 @@
 """What went wrong, by kind: each error's message is one line naming the problem and the fix.
 
 The command-line entry points print any of these as ``error: <message>`` and exit with
-status 2 (:mod:`fewshot.cli`); from Python they are ordinary exceptions.
+status 2 (:mod:`fewshot.runner`); from Python they are ordinary exceptions.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import time
 
 from absl import flags, logging
 
-from fewshot import cli, options
+from fewshot import options, runner
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
@@ -293,4 +293,4 @@ def main_test():
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main)
+  runner.run(main)

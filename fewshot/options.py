@@ -31,7 +31,7 @@ KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a st
 # What a run's config.json records beside its options (fewshot.training.runs.Runs.begin): read, never replayed.
 RECORDED_EXTRAS = ("input_shape", "computation", "provenance", "data")
 # Names a run's config.json used before a word got one meaning: a record of either age reads the same
-# (current_names), and the old flag is refused naming the new one (fewshot.cli).
+# (current_names), and the old flag is refused naming the new one (fewshot.runner).
 RENAMED = {"protocol": "class_splits", "image_shape": "input_shape"}
 # Options a resumed run may raise: a finished run trained further (--resume --episodes 4000 on a 2,000-episode run),
 # identical to one trained that long from the start (episodes are drawn by their index, the schedule does not

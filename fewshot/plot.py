@@ -40,7 +40,7 @@ import sys
 import numpy as np
 from absl import flags, logging
 
-from fewshot import cli, options
+from fewshot import kinds, options, runner
 from fewshot.analysis import retrieval_figures
 from fewshot.analysis.figures import caption, curve_labels, curve_styles, legend_label, median_band, seed_groups, wrap
 from fewshot.analysis.measures import BY_NAME, LABELS, PROPERLY_LEARNED, SYMBOLS
@@ -279,7 +279,7 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
                       "the runs' figures.")
   found, _, left_out = ([], False, None) if landscape_only else expand(paths, exclude)
   kind = one_kind(found)
-  runs = cli.read_runs_of(found, kind)
+  runs = kinds.read_runs_of(found, kind)
   out_dir = pathlib.Path(out)
   if out_dir.exists() and not out_dir.is_dir():
     raise OutputError(f"--out {out} is a file; pass a folder for the figures.")
@@ -306,4 +306,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main, takes_paths=True)
+  runner.run(main, takes_paths=True)

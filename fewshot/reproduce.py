@@ -19,11 +19,12 @@ import os
 
 from absl import flags
 
-from fewshot import cli, options
+from fewshot import options, runner
 from fewshot.data import catalog
 from fewshot.data.downloads import fetch_hint
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.published import ENTRIES, plan, report
+from fewshot.training import run_flags
 
 
 def define_flags() -> None:
@@ -266,10 +267,10 @@ def main(argv):
     from fewshot.records.files import check_writable
 
     check_writable(values.out, "--out")
-  print(reproduce(argv[1], cli.parse_seeds(values.seeds), values.data_dir, values.tfds_dir, values.out,
+  print(reproduce(argv[1], run_flags.parse_seeds(values.seeds), values.data_dir, values.tfds_dir, values.out,
                   values.schedule, values.models, values.heads, values.train))
 
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main, takes_paths=True, resume="again")  # it continues what is begun by itself: no --resume
+  runner.run(main, takes_paths=True, resume="again")  # it continues what is begun by itself: no --resume

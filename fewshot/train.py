@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import sys
 
-from fewshot import choices, cli, options
+from fewshot import choices, options, runner
+from fewshot.analysis import tables
 from fewshot.config import Config
 from fewshot.errors import ConfigError
-from fewshot.training import compilation_cache
+from fewshot.training import compilation_cache, run_flags
 from fewshot.training.runs import Runs
 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(Config)
-  cli.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
+  run_flags.define_run_flags("runs/<dataset>_<backbone>_<model>_<way>w<shot>s_seed<seed>")
 
 
 def train(config: Config, workdir: str, resume: bool = False, progress: bool = True, placement: str = "auto", *,
@@ -89,14 +90,14 @@ def format_results(config: Config, results: dict) -> str:
 
 def format_group(config: Config, seeds: tuple[int, ...], results: list[dict]) -> str:
   """The line after a seed group's results: its test accuracy's mean ± 95% t-interval across the seeds."""
-  return cli.group_line(seeds, len(results), {"test accuracy": [r.get("test_accuracy") for r in results]})
+  return tables.group_line(seeds, len(results), {"test accuracy": [r.get("test_accuracy") for r in results]})
 
 
 def main(argv):
   del argv
-  cli.train_from_flags(Config, train, train_group, format_results, format_group)
+  run_flags.train_from_flags(Config, train, train_group, format_results, format_group)
 
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main)
+  runner.run(main)

@@ -11,6 +11,7 @@ modules.
 from __future__ import annotations
 
 import ast
+import graphlib
 import pathlib
 import re
 import subprocess
@@ -19,9 +20,11 @@ import sys
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fewshot"
-COMMANDS = {"fewshot.cli", "fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.dml.train",
-            "fewshot.reproduce", "fewshot.data.get"}
-ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "usage": "kernel", "distances": "research",
+# The commands of the package's root (and what they share); a command in a folder (python -m fewshot.data.get,
+# python -m fewshot.dml.train) is one of its folder's modules and keeps to its folder's rule.
+COMMANDS = {"fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.reproduce", "fewshot.kinds"}
+ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "usage": "kernel", "runner": "kernel",
+               "distances": "research",
                "heads": "research", "landscape": "research", "backbones": "research", "convolutions": "research",
                "numerics": "research", "config": "config", "api": "api"}
 MAY_IMPORT = {
@@ -34,7 +37,7 @@ MAY_IMPORT = {
     "analysis": {"kernel", "records"},
     "published": {"kernel", "records", "analysis"},
     "training": {"kernel", "data", "records"},
-    "episodic": {"kernel", "research", "config", "data", "augment", "records", "analysis", "training"},
+    "episodic": {"kernel", "research", "config", "data", "augment", "analysis", "training"},
     "dml": {"kernel", "research", "data", "augment", "records", "analysis", "training"},
     "api": {"kernel", "research", "config", "data", "augment", "records", "analysis", "training", "episodic"},
     "commands": {"kernel", "research", "config", "data", "augment", "records", "analysis", "published", "training",
@@ -239,10 +242,64 @@ def test_the_import_graph_has_no_cycles():
     visit(module)
 
 
+def folder(module: str) -> str:
+  """Where a module lives, as a drawing of the package groups it: its folder (sub-folders within it), or for a module
+  of the package's root, its root layer.
+  """
+  parts = module.split(".")
+  return layer(module) if len(parts) <= 2 else parts[1]
+
+
+def folder_imports() -> dict[tuple[str, str], str]:
+  """Each (folder, folder it imports), with one import that makes the arrow."""
+  arrows = {}
+  for module in MODULES:
+    for target in sorted(imported(module)):
+      if target in MODULES and folder(module) != folder(target):
+        arrows.setdefault((folder(module), folder(target)), f"{module} -> {target}")
+  return arrows
+
+
+def test_every_command_of_the_commands_layer_is_at_the_package_root():
+  """A command in a folder is judged by its folder's rule: it may not import its way back up."""
+  assert all(len(m.split(".")) == 2 for m in COMMANDS)
+  assert folder("fewshot.data.get") == layer("fewshot.data.get") == "data"
+  assert folder("fewshot.dml.train") == layer("fewshot.dml.train") == "dml"
+
+
+def test_no_folder_imports_a_folder_above_it_and_no_folders_import_in_a_circle():
+  arrows = folder_imports()
+  upward = sorted(f"{a} -> {b} ({why})" for (a, b), why in arrows.items() if b not in MAY_IMPORT[a])
+  assert not upward, f"arrows that run back up: {upward}"
+  graph = {}
+  for a, b in arrows:
+    graph.setdefault(a, set()).add(b)
+  try:
+    tuple(graphlib.TopologicalSorter(graph).static_order())
+  except graphlib.CycleError as e:
+    circle = e.args[1]
+    pytest.fail(f"folders import in a circle: {' -> '.join(circle)} "
+                f"({'; '.join(arrows[(a, b)] for a, b in zip(circle[1:], circle) if (a, b) in arrows)})")
+
+
+def test_each_folder_imports_every_layer_its_may_import_line_names():
+  """A folder's stated imports are what it imports: a layer its line names and it does not import is a stale word
+  (the kernel aside, which every layer may stand on).
+  """
+  used = {}
+  for a, b in folder_imports():
+    used.setdefault(a, set()).add(b)
+  for init in sorted(PACKAGE.glob("*/__init__.py")):
+    own = layer(_module_name(init))
+    stale = sorted(MAY_IMPORT[own] - used.get(own, set()) - {"kernel"})
+    assert not stale, f"{init}'s 'May import:' line names {stale}, which {own} does not import; drop them."
+
+
 def test_the_package_root_holds_only_commands_and_the_research_api():
   root = {p.stem for p in PACKAGE.glob("*.py")}
-  assert root == {"__init__", "analyze", "api", "backbones", "choices", "cli", "config", "convolutions", "distances",
-                  "errors", "evaluate", "heads", "landscape", "numerics", "options", "plot", "reproduce", "train", "usage"}
+  assert root == {"__init__", "analyze", "api", "backbones", "choices", "config", "convolutions", "distances",
+                  "errors", "evaluate", "heads", "kinds", "landscape", "numerics", "options", "plot", "reproduce",
+                  "runner", "train", "usage"}
 
 
 def test_every_folder_says_what_it_holds_and_what_it_may_import():

@@ -124,16 +124,18 @@ def test_a_run_that_stopped_before_it_trained_leaves_no_directory_in_the_way(tmp
 def test_resume_with_a_workdir_alone_takes_the_recorded_options_and_refuses_one_that_differs(tmp_path,
                                                                                               assert_one_line_error):
   """Before, ``--resume --workdir RUN`` was refused unless every flag was repeated (or --config given)."""
-  from fewshot import cli
+  from absl import flags as absl_flags
+
+  from fewshot.training import run_flags
 
   workdir = tmp_path / "run"
   reuse.record_config(RunDir(workdir), {**Config(**TINY).to_dict(), "input_shape": [28, 28, 1]})
-  flags = cli.flags.FlagValues()
+  flags = absl_flags.FlagValues()
   for name, default in (("resume", False), ("workdir", None), ("seeds", None)):
-    (cli.flags.DEFINE_bool if name == "resume" else cli.flags.DEFINE_string)(name, default, "", flag_values=flags)
+    (absl_flags.DEFINE_bool if name == "resume" else absl_flags.DEFINE_string)(name, default, "", flag_values=flags)
   flags(["prog", "--resume", f"--workdir={workdir}"])
-  assert cli.resumed_record(flags) == str(workdir / "config.json")
+  assert run_flags.resumed_record(flags) == str(workdir / "config.json")
   flags(["prog", "--resume", f"--workdir={workdir}", "--seeds=0-2"])  # a group's --workdir is its runs' folder
-  assert cli.resumed_record(flags) is None
+  assert run_flags.resumed_record(flags) is None
   result = _run_cli("--resume", f"--workdir={workdir}", "--way=3")  # --episodes may be raised (a run extended)
   assert_one_line_error(result, f"{workdir} holds a different run (it differs in --way)")

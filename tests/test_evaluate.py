@@ -55,7 +55,7 @@ def fake_run(path, step=2000) -> RunDir:
 # The command's main with its test replaced by a known measurement: what it prints and writes (no JAX).
 FAKE_TEST = textwrap.dedent("""
     import sys
-    from fewshot import cli
+    from fewshot import runner
     from fewshot import evaluate as command
 
     def run_measurement(m, progress=True):
@@ -66,7 +66,7 @@ FAKE_TEST = textwrap.dedent("""
     command.define_flags()
     command.run_measurement = run_measurement
     sys.argv = ["evaluate"] + {argv}
-    cli.run(command.main)
+    runner.run(command.main)
 """)
 
 

@@ -7,8 +7,8 @@ import textwrap
 import numpy as np
 import scipy.stats
 
-from fewshot import cli
 from fewshot import train as fewshot_train
+from fewshot.analysis import tables
 from fewshot.config import Config
 from fewshot.dml import train as dml_train
 from fewshot.dml.config import DMLConfig
@@ -50,14 +50,15 @@ def test_the_metric_learning_line_is_map_at_r_of_the_models_the_results_hold():
   mean, half = _t(100 * np.array(separated[:2]))
   assert f"{mean:.2f}% ± {half:.2f}%" in dml_train.format_group(
       DMLConfig(), (0, 1, 2), [_dml_results(s) for s in separated[:2]] + [_dml_results(None)])
-  assert cli.group_line((0, 1), 2, {"x": [None, None]}) == "seed group of 2 seeds: x — (mean ± 95% t-interval)"
+  assert tables.group_line((0, 1), 2, {"x": [None, None]}) == "seed group of 2 seeds: x — (mean ± 95% t-interval)"
 
 
 # The command's main with its train_group replaced: what it prints after the group's runs (no JAX, nothing trained).
 FAKE_GROUP = textwrap.dedent("""
     import importlib
     import sys
-    from fewshot import cli
+    from fewshot import runner
+    from fewshot.analysis import tables
 
     command = importlib.import_module("fewshot.{module}")
 
@@ -67,7 +68,7 @@ FAKE_GROUP = textwrap.dedent("""
     command.define_flags()
     command.train_group = train_group
     sys.argv = ["train", "--seeds=0-2", "--workdir=unused"] + {flags}
-    cli.run(command.main)
+    runner.run(command.main)
 """)
 
 

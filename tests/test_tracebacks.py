@@ -75,10 +75,10 @@ _READ_ONLY_OUT = """
 import os, sys
 real = os.access
 os.access = lambda path, mode: "read_only" not in str(path) and real(path, mode)
-from fewshot import cli, reproduce
+from fewshot import reproduce, runner
 reproduce.define_flags()
 sys.argv = ["reproduce", "snell2017_omniglot", "--schedule", "short", "--data_dir", sys.argv[1], "--out", sys.argv[2]]
-cli.run(reproduce.main, takes_paths=True, resume="again")
+runner.run(reproduce.main, takes_paths=True, resume="again")
 """
 
 

@@ -59,6 +59,16 @@ def format_mean_interval(values, unit: str = "") -> str:
   return f"{mean:.2f}{unit}" + ("" if half is None else f" ± {half:.2f}{unit}")
 
 
+def group_line(seeds: tuple[int, ...], held: int, measures: dict[str, list[float | None]]) -> str:
+  """One line after a seed group's per-seed results: each measure's mean ± 95% Student-t interval across the seeds
+  (values in %; a run's missing value is left out), e.g.
+  ``seed group of 3 seeds: test accuracy 91.23% ± 1.45% (mean ± 95% t-interval)``.
+  """
+  whose = f"{len(seeds)} seeds" if held == len(seeds) else f"{len(seeds)} seeds ({held} of them this process's)"
+  shown = ", ".join(f"{name} {format_mean_interval(values, '%')}" for name, values in measures.items())
+  return f"seed group of {whose}: {shown} (mean ± 95% t-interval)"
+
+
 def _width(text: str) -> int:
   """Columns a cell takes in a terminal: a combining accent (the hat of α̂) takes none."""
   return sum(not unicodedata.combining(ch) for ch in text)

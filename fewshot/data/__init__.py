@@ -32,8 +32,8 @@ Its modules by role:
   :mod:`~fewshot.data.image_decoding`, :mod:`~fewshot.data.prepared`, :mod:`~fewshot.data.loading`;
 * device memory: :mod:`~fewshot.data.memory`.
 
-It imports only ``fewshot.errors`` of the package: everything else stands on it. The loaders (and
-tensorflow_datasets behind them) are imported on first use, so that configurations and analysis
+Of the package it imports only the kernel (its errors, options and command runner): everything else stands on it.
+The loaders (and tensorflow_datasets behind them) are imported on first use, so that configurations and analysis
 can name datasets without loading that machinery.
 
 May import: kernel (docs/architecture.md, "Layers").

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from fewshot import cli, options
+from fewshot import options, runner
 from fewshot.data import ilsvrc
 from fewshot.data.downloads import DATASETS
 from fewshot.data.fetch import fetch
@@ -89,4 +89,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main, takes_paths=True)
+  runner.run(main, takes_paths=True)

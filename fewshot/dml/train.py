@@ -32,18 +32,19 @@ import dataclasses
 
 from absl import flags
 
-from fewshot import choices, cli, options
+from fewshot import choices, options, runner
+from fewshot.analysis import tables
 from fewshot.dml import config as dml_config
 from fewshot.dml.config import DMLConfig
 from fewshot.records.rundir import RunDir
-from fewshot.training import compilation_cache
+from fewshot.training import compilation_cache, run_flags
 from fewshot.training.runs import Runs
 
 
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   options.define_flags(DMLConfig)
-  cli.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
+  run_flags.define_run_flags("runs/dml_<dataset>_<backbone>_<loss>_seed<seed>")
   with options.flag_heading(dml_config.TRAINING):
     flags.DEFINE_bool("data_parallel", None, "shard each batch over the devices (default: on when there are several, "
                       "off with --seeds, whose runs are sharded instead)")
@@ -121,14 +122,14 @@ def format_group(config: DMLConfig, seeds: tuple[int, ...], results: list[dict])
                 "separated mean": [percent(r["separated_mean"]) for r in results]}
   else:
     measures = {"test MAP@R": [percent(r["separated_mean"]) for r in results]}
-  return cli.group_line(seeds, len(results), measures)
+  return tables.group_line(seeds, len(results), measures)
 
 
 def main(argv):
   del argv
-  cli.train_from_flags(DMLConfig, train, train_group, format_results, format_group, data_parallel=FLAGS.data_parallel)
+  run_flags.train_from_flags(DMLConfig, train, train_group, format_results, format_group, data_parallel=FLAGS.data_parallel)
 
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main)
+  runner.run(main)

@@ -20,7 +20,7 @@ Stands on :mod:`fewshot.training`, :mod:`fewshot.records`, :mod:`fewshot.augment
 research modules at the package root (heads, backbones, distances); nothing outside imports it but the commands
 and :mod:`fewshot.api`.
 
-May import: kernel, research, config, data, augment, records, analysis, training (docs/architecture.md, "Layers").
+May import: kernel, research, config, data, augment, analysis, training (docs/architecture.md, "Layers").
 """
 
 from fewshot.episodic.episodes import Episode, EpisodeShape, draw, episode_from_images, sample_episode

@@ -24,6 +24,8 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
+from fewshot import runner
+
 
 class Held:
   """The output held by :func:`stderr_held`: :meth:`drop` discards it instead of writing it out at the end."""
@@ -95,3 +97,6 @@ def release() -> None:
         data = data[os.write(2, data):]
     finally:
       os.close(held._fd)
+
+
+runner.AT_EXIT.release = release  # a command exiting mid-save (Ctrl-C, SIGTERM) ends the hold first

@@ -15,6 +15,8 @@ the one orchestration above it.
   method's experiment (the interface a method implements: ``trainer.Experiment``);
 * :mod:`~fewshot.training.seed_groups`: runs of one configuration under several seeds as one compiled program,
   their run axis sharded over the devices;
+* :mod:`~fewshot.training.run_flags`: what both training commands share: where a run goes (``--workdir``,
+  ``--resume``, ``--seeds``, ``--config``, a launch's hosts) and their ``main``, one run or a seed group;
 * :mod:`~fewshot.training.distributed`: several processes (hosts) training one seed group;
 * :mod:`~fewshot.training.peers`: a process of several that stops (killed, interrupted, failed) stops the
   others, each with one line;

@@ -74,7 +74,7 @@ class Processes:
 def _take_back_signals() -> None:
   """Put Python's own handlers back in front of SIGTERM and SIGINT: ``jax.distributed.initialize`` hands SIGTERM to
   XLA's preemption notifier, which only logs it, so a group over several processes trained on to the end through
-  SLURM's preemption signal. Python's handlers are the command's (:mod:`fewshot.cli`: one line, exit 143, every
+  SLURM's preemption signal. Python's handlers are the command's (:mod:`fewshot.runner`: one line, exit 143, every
   process stopped) or the default; setting one again installs Python's handler at the C level.
   """
   if threading.current_thread() is not threading.main_thread():

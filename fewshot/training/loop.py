@@ -10,7 +10,7 @@ validation score (the earliest of ties; an undefined score ranks lowest), keep `
 TensorBoard too (:mod:`fewshot.records.events`), and show where training stands (a bar on a terminal, a line per
 checkpoint in a log: :mod:`fewshot.training.progress`). A row whose training loss is not finite stops the run
 before its state is saved (:class:`~fewshot.errors.TrainingError`), so ``last`` keeps the last finite one; Ctrl-C
-stops it with one line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.cli`).
+stops it with one line saying where (:func:`interrupted_message`, printed by :mod:`fewshot.runner`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import jax
 
+from fewshot import runner
 from fewshot.errors import Interrupted, TrainingError
 from fewshot.records.events import EventWriter
 from fewshot.records.reuse import group_start
@@ -256,7 +257,7 @@ def _save_checkpoints(runs: Runs, schedule: Schedule, state: TrainState, new_row
 
 
 # Where the loop stands (its runs and last checkpoint), for the line Ctrl-C prints: the command-line
-# entry points print it from their own thread while this one waits on the device (fewshot.cli).
+# entry points print it from their own thread while this one waits on the device (fewshot.runner).
 _position: dict = {}
 
 
@@ -279,3 +280,6 @@ def interrupted_message(cause: str = "interrupted", resume: str = "with --resume
   where = (f"stopped at {schedule.step_key} {saved} of {schedule.total_steps}, its last checkpoint" if saved else
            "stopped before its first checkpoint")
   return f"{cause}: {runs.written_dirs[0].path}{others} {where}; run the same command {resume}{hosts} to continue."
+
+
+runner.AT_EXIT.where = interrupted_message  # the line a command prints when it is stopped

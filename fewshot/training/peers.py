@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+from fewshot import runner
+
 HEARTBEAT_SECONDS = 10  # JAX's default is 100: a lost peer would go unnoticed for a minute or more
 JOIN_SECONDS = 300  # how long jax.distributed.initialize waits for every process to start (JAX's default)
 STOP_KEY = "fewshot/stop"
@@ -54,6 +56,7 @@ def watch(process: int, processes: int, address: str) -> None:
     return
   real = os.dup(2)
   _state.update(process=process, processes=processes, address=address, stderr=real, held=[])
+  runner.AT_EXIT.peers = sys.modules[__name__]  # the command's exits (an error, Ctrl-C, a crash) now stop every process
   # Python writes the real stderr directly (so a line printed just before os._exit is never lost in a pipe);
   # fd 2, where C++ writes, goes through the filter.
   sys.stderr.flush()

@@ -7,7 +7,7 @@ device holding its runs' state and its own copy of a resident split; across host
 ``jax.distributed.initialize()``, each process holds the runs of its devices. A group whose
 size does not divide over the devices is padded with copies of its last run, which train
 along and are never written (:attr:`SeedGroup.size`).
-(``--seeds`` itself is parsed by :func:`fewshot.cli.parse_seeds`.)
+(``--seeds`` itself is parsed by :func:`fewshot.training.run_flags.parse_seeds`.)
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fewshot import analyze, cli
+from fewshot import analyze, kinds
 from fewshot.analysis import retrieval_runs
 from fewshot.analysis.tables import render_text
 from fewshot.errors import ConfigError
@@ -38,7 +38,7 @@ def _texts(table):
 def test_one_run_shows_each_fold_models_checkpoints_and_its_test_retrieval(tmp_path, folds):
   path = write_dml_run(tmp_path / "run", "contrastive", folds=folds, map_at_r=0.4)
   text, warning = analyze.analyze_paths([path])
-  (run,) = cli.read_runs_of([path], "dml")
+  (run,) = kinds.read_runs_of([path], "dml")
   checkpoints, test = retrieval_runs.checkpoints_table(run), retrieval_runs.test_table(run)
   assert warning is None and text == render_text([checkpoints, test])
   # A row per checkpoint of each fold model, as its metrics.jsonl holds it; the tested (best) one marked.

@@ -134,13 +134,13 @@ def test_analyze_and_plot_read_a_four_fold_run_as_it_was_written(four_fold_run, 
   """The records analyze and plot read (each fold model's rows in its fold<k>/) are the ones training writes; the
   fixtures of tests/analysis/test_retrieval_runs.py and tests/test_plot.py copy this layout.
   """
-  from fewshot import analyze, cli, plot  # noqa: PLC0415
+  from fewshot import analyze, kinds, plot  # noqa: PLC0415
   from fewshot.analysis import retrieval_runs  # noqa: PLC0415
   from fewshot.analysis.tables import render_text  # noqa: PLC0415
 
   config, workdir, results = four_fold_run
   text, warning = analyze.analyze_paths([str(workdir)])
-  (run,) = cli.read_runs_of([str(workdir)], "dml")
+  (run,) = kinds.read_runs_of([str(workdir)], "dml")
   assert warning is None and text == render_text([retrieval_runs.checkpoints_table(run), retrieval_runs.test_table(run)])
   assert [(row["fold"], row["epoch"], row["val_map_at_r"]) for row in run.rows] == [
       (k, row["epoch"], row["val_map_at_r"]) for k in range(4) for row in RunDir(workdir / f"fold{k}").read_metrics()]

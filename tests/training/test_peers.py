@@ -70,7 +70,7 @@ def test_bad_addresses_and_process_counts_on_the_command_line_are_one_line_error
 
 # ---- huge groups ------------------------------------------------------------------------------------------------
 def test_a_hundred_thousand_seeds_parse_in_well_under_a_second():
-  from fewshot.cli import parse_seeds
+  from fewshot.training.run_flags import parse_seeds
 
   started = time.perf_counter()
   seeds = parse_seeds("0-49999,50000-99999")

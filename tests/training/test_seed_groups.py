@@ -10,14 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot import cli
 from fewshot.config import Config
 from fewshot.episodic import learning
 from fewshot.episodic.experiment import Experiment, load_data
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.rundir import RunDir
 from fewshot.train import train, train_group
-from fewshot.training import seed_groups
+from fewshot.training import run_flags, seed_groups
 from fewshot.training.sources import HostSource
 from fewshot.training.train_state import run_keys
 
@@ -28,7 +27,7 @@ TINY = dict(dataset="strokes", head="dr", way=3, shot=1, query=2, test_query=2, 
 @pytest.mark.parametrize("text, seeds", [("0-3", (0, 1, 2, 3)), ("0,3,5", (0, 3, 5)), ("7", (7,)),
                                          ("2-4,9", (2, 3, 4, 9)), (" 1, 2 ", (1, 2))])
 def test_parse_seeds(text, seeds):
-  assert cli.parse_seeds(text) == seeds
+  assert run_flags.parse_seeds(text) == seeds
 
 
 @pytest.mark.parametrize("text, fragment", [("", "not a list"), ("5-2", "backwards"), ("1,1", "twice"),
@@ -36,7 +35,7 @@ def test_parse_seeds(text, seeds):
                                             ("1,,2", "not a list")])
 def test_bad_seeds_are_one_line_errors(text, fragment):
   with pytest.raises(ConfigError, match=fragment) as info:
-    cli.parse_seeds(text)
+    run_flags.parse_seeds(text)
   assert "\n" not in str(info.value)
 
 

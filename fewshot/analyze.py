@@ -63,7 +63,7 @@ from fewshot.errors import ConfigError, OutputError
 from fewshot.records import reading
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
 from fewshot.records.reading import Run, data_warning, excluded, expand, numerics_warning, protocol_warning, read_runs
-from fewshot.records.rundir import run_kind
+from fewshot.records.run_kinds import run_kind
 
 FORMATS = ("table", "markdown", "csv", "latex")
 

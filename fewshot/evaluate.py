@@ -38,7 +38,8 @@ from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import check_measured_data, record_name
-from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run, run_kind
+from fewshot.records.run_kinds import run_kind
+from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"

@@ -1,4 +1,4 @@
-"""The kinds of run (``records.rundir.RUN_KINDS``) as the commands read them: each kind's options by its own class.
+"""The kinds of run (:data:`fewshot.records.run_kinds.KINDS`) as the commands read them: each kind's options by its own class.
 
 A few-shot run's options are a :class:`~fewshot.config.Config`, a metric-learning run's a
 :class:`~fewshot.dml.config.DMLConfig`; both are options only, so reading runs imports no JAX.

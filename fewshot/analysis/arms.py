@@ -19,11 +19,12 @@ from fewshot.analysis import paired, stats
 from fewshot.analysis.measures import LABELS, MEASURES
 from fewshot.analysis.tables import MISSING, Cell, Table, format_mean_interval, format_p, format_value
 from fewshot.errors import ConfigError
-from fewshot.records.reading import PROTOCOL_OPTIONS, Run
+from fewshot.records.reading import Run
+from fewshot.records.run_kinds import KINDS
 
 # What must agree between two arms of few-shot runs: their protocol's options, and the queries of the training and
 # test episodes too, since the verdict pairs the arms' runs by seed as runs that drew the same episodes.
-ARM_OPTIONS = (*PROTOCOL_OPTIONS["fewshot"], "query", "test_query")
+ARM_OPTIONS = (*KINDS["fewshot"].protocol, "query", "test_query")
 
 
 def check_arms(a: list[Run], b: list[Run], same: tuple[str, ...] = ARM_OPTIONS,

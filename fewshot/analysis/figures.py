@@ -24,15 +24,14 @@ import numpy as np
 
 from fewshot.choices import MODEL_NAMES, display_name
 from fewshot.options import LOCATION_FIELDS
-from fewshot.records.reading import PROTOCOL_OPTIONS
-from fewshot.records.rundir import run_kind
+from fewshot.records.run_kinds import KINDS, run_kind
 
 # Options a run's model name already spells (choices.model_name, DMLConfig.model_name), and those that never tell
 # arms apart.
 MODEL_FIELDS = ("head", "classifier", "distance", "loss", "miner")
 NOT_AN_ARM = ("seed", *LOCATION_FIELDS)
 # What a caption names: the protocol's options, and the validation way, since the curves are of validation episodes.
-CAPTION_OPTIONS = (*PROTOCOL_OPTIONS["fewshot"], "test_way")
+CAPTION_OPTIONS = (*KINDS["fewshot"].protocol, "test_way")
 INTERVAL_BAND, SEEDS_BAND = "95% interval", "seeds' 25–75%"
 # matplotlib's default colour cycle by name: the paper's four models keep theirs in every figure.
 MODEL_COLOURS = {name: f"C{k}" for k, name in enumerate(MODEL_NAMES.values())}
@@ -95,7 +94,7 @@ def caption(groups) -> str:
   c = configs[0]
   metric = run_kind(c.to_dict()) == "dml"
   same = {name: len({str(getattr(c, name)) for c in configs}) == 1
-          for name in (PROTOCOL_OPTIONS["dml"] if metric else CAPTION_OPTIONS)}
+          for name in (KINDS["dml"].protocol if metric else CAPTION_OPTIONS)}
   parts = [c.dataset] if same["dataset"] else []
   if metric:
     parts += [display_name(c.backbone)] * same["backbone"] + [f"{c.embedding_dim}-d embedding"] * same["embedding_dim"]

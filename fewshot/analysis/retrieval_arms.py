@@ -17,10 +17,11 @@ import numpy as np
 
 from fewshot.analysis import arms
 from fewshot.analysis.tables import Cell, Table
-from fewshot.records.reading import PROTOCOL_OPTIONS, Run
+from fewshot.records.reading import Run
+from fewshot.records.run_kinds import KINDS
 
 METRICS = (("map_at_r", "MAP@R"), ("r_precision", "R-precision"), ("precision_at_1", "precision@1"))
-ARM_OPTIONS = PROTOCOL_OPTIONS["dml"]  # what two arms of metric-learning runs must share: their protocol's options
+ARM_OPTIONS = KINDS["dml"].protocol  # what two arms of metric-learning runs must share: their protocol's options
 
 
 def test_retrieval(run: Run, metric: str) -> float:

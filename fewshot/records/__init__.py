@@ -8,6 +8,7 @@
 * :mod:`~fewshot.records.local_checkpoints`: checkpoints a process writes alone (a seed group over several hosts);
 * :mod:`~fewshot.records.held_output`: what orbax prints during a save, held until its outcome is known;
 * :mod:`~fewshot.records.damage`: a damaged checkpoint told from a bug, in the words of what was read;
+* :mod:`~fewshot.records.run_kinds`: the kinds of run, one row each (command, step unit, marks, protocol);
 * :mod:`~fewshot.records.reading`: a run's records as analysis reads them;
 * :mod:`~fewshot.records.measurements`: the file name of an evaluate measurement (one per set of options);
 * :mod:`~fewshot.records.writer_lock`: one writer per run directory (a training holds its ``.lock``);

@@ -21,7 +21,8 @@ import numpy as np
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.options import LOCATION_FIELDS
 from fewshot.records.reuse import data_differences, said_data
-from fewshot.records.rundir import RUN_KINDS, RunDir, checked_path, existing_run, run_kind
+from fewshot.records.run_kinds import DEFAULT, KINDS, run_kind
+from fewshot.records.rundir import RunDir, checked_path, existing_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +78,8 @@ def read_run(path: str | os.PathLike, config_type: Callable[[dict], Any], kind: 
   """A run's records (``config_type``: ``Config.from_dict``, or ``DMLConfig.from_dict`` for ``kind`` "dml");
   one-line ``RunDirError`` if unusable.
   """
-  rundir = existing_run(path, RUN_KINDS[kind][1], kind)
-  step = "episode" if kind == "fewshot" else "epoch"
+  rundir = existing_run(path, KINDS[kind].command, kind)
+  step = KINDS[kind].step
   record = rundir.read_config()
   config = rundir.read_options(config_type, record)
   folds = rundir.folds(getattr(config, "folds", 1))
@@ -112,10 +113,10 @@ def fold_runs(run: Run) -> list[Run]:
 
 
 def run_kinds(paths: list[str]) -> dict[str, str]:
-  """Each path's kind of run (:data:`~fewshot.records.rundir.RUN_KINDS`) by its config.json: "fewshot" where it holds
+  """Each path's kind of run (:data:`~fewshot.records.run_kinds.KINDS`) by its config.json: "fewshot" where it holds
   none (:func:`read_run` then says what is wrong with it).
   """
-  return {path: run_kind(RunDir(path).read_config()) if RunDir(path).holds_run() else "fewshot" for path in paths}
+  return {path: run_kind(RunDir(path).read_config()) if RunDir(path).holds_run() else DEFAULT for path in paths}
 
 
 def one_kind(paths: list[str]) -> str:
@@ -127,7 +128,7 @@ def one_kind(paths: list[str]) -> str:
     few, metric = (next(p for p, k in kinds.items() if k == kind) for kind in ("fewshot", "dml"))
     raise ConfigError(f"{few} is a few-shot run and {metric} a metric-learning one, whose measures differ; analyze or "
                       "plot each kind's runs apart (--exclude leaves runs out; analyze --list lists both).")
-  return next(iter(kinds.values()), "fewshot")
+  return next(iter(kinds.values()), DEFAULT)
 
 
 def read_runs(paths: list[str], config_type: Callable[[dict], Any], measurement: str | None = None,
@@ -205,7 +206,7 @@ def _left_out(path: str) -> str | None:
     config = json.loads((pathlib.Path(path) / "config.json").read_text())
   except (OSError, ValueError):
     return None  # read_run says what is wrong with it
-  folds = config.get("folds") if isinstance(config, dict) and run_kind(config) == "dml" else 1
+  folds = config.get("folds", 1) if isinstance(config, dict) and "folds" in KINDS[run_kind(config)].marks else 1
   metrics = [rundir.metrics_path for rundir in RunDir(path).folds(folds)]
   return None if any(m.exists() and m.stat().st_size for m in metrics) else "no metrics row yet"
 
@@ -248,15 +249,6 @@ def expand(paths: list[str], exclude: list[str] | tuple[str, ...] = ()) -> tuple
   left_out += [f"{run} (--exclude)" for run in dropped]
   shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
   return found, folder, f"warning: left out {len(left_out)} runs: {shown}." if left_out else None
-
-
-# The options two runs must share to be compared as one protocol, by run kind (rundir.RUN_KINDS): the one list,
-# which analysis derives its others from (analysis.arms.ARM_OPTIONS, analysis.figures.CAPTION_OPTIONS,
-# analysis.retrieval_arms.ARM_OPTIONS). Few-shot runs that differ in one are compared with a warning
-# (protocol_warning); a metric-learning run has no episodes, and its protocol is Musgrave et al.'s (the embedding's
-# size, the fold models, the class splits, the input side).
-PROTOCOL_OPTIONS = {"fewshot": ("dataset", "way", "shot", "backbone"),
-                    "dml": ("dataset", "backbone", "embedding_dim", "folds", "class_splits", "image_size")}
 
 
 def run_precision(run: Run) -> str:
@@ -310,8 +302,8 @@ def run_labels(runs: list[Run]) -> list[str]:
 
 def protocol_warning(runs: list[Run]) -> str | None:
   """One line naming the protocol options (of the runs' kind) in which the runs differ, or None if they agree."""
-  kind = run_kind(runs[0].config.to_dict()) if runs else "fewshot"
-  values = {name: [str(getattr(run.config, name)) for run in runs] for name in PROTOCOL_OPTIONS[kind]}
+  kind = run_kind(runs[0].config.to_dict()) if runs else DEFAULT
+  values = {name: [str(getattr(run.config, name)) for run in runs] for name in KINDS[kind].protocol}
   differ = [f"{name} " + " vs ".join(dict.fromkeys(v)) for name, v in values.items() if len(set(v)) > 1]
   if not differ:
     return None

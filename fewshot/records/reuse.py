@@ -17,7 +17,8 @@ import pathlib
 from fewshot.errors import RunDirError
 from fewshot.options import EXTENDABLE_FIELDS, LENGTH_FIELDS, LOCATION_FIELDS
 from fewshot.records.files import check_writable
-from fewshot.records.rundir import RUN_KINDS, RunDir, checked_path, run_kind
+from fewshot.records.run_kinds import KINDS, run_kind
+from fewshot.records.rundir import RunDir, checked_path
 
 
 def group_start(dirs: list[RunDir], checkpoint_every: int | None) -> int | None:
@@ -110,8 +111,8 @@ def check_for_training(path: str | os.PathLike, config, resume: bool) -> RunDir:
   if rundir.holds_run():
     saved, wanted = run_kind(rundir.read_config()), run_kind(config.to_dict())
     if saved != wanted:
-      raise RunDirError(f"{rundir.path} holds a {RUN_KINDS[saved][0]} run ({RUN_KINDS[saved][1]}), not a "
-                        f"{RUN_KINDS[wanted][0]} one; choose another --workdir.")
+      raise RunDirError(f"{rundir.path} holds a {KINDS[saved].label} run ({KINDS[saved].command}), not a "
+                        f"{KINDS[wanted].label} one; choose another --workdir.")
     changed = rundir.differences(config, ignore=LOCATION_FIELDS + (EXTENDABLE_FIELDS if resume else ()))
     if changed:
       raise RunDirError(f"{rundir.path} holds a different run (it differs in {', '.join('--' + c for c in changed)})",

@@ -30,16 +30,9 @@ from fewshot.options import current_names
 from fewshot.records import writer_lock
 from fewshot.records.checkpoints import Checkpoints, check_kind
 from fewshot.records.files import finite_json, make_dirs, write_json_atomic
+from fewshot.records.run_kinds import KINDS, run_kind
 
 _RESTORE = "restore the file from a backup, or train the run anew in a new --workdir."
-# Which command wrote a run, told from its config.json: a metric-learning run's options have a loss and folds.
-RUN_KINDS = {"fewshot": ("few-shot", "python -m fewshot.train"),
-             "dml": ("metric-learning", "python -m fewshot.dml.train")}
-
-
-def run_kind(record: dict) -> str:
-  """``"dml"`` for the options of a metric-learning run (saved, or ``config.to_dict()``), else ``"fewshot"``."""
-  return "dml" if {"loss", "folds"} <= record.keys() else "fewshot"
 
 
 NAME_BYTES, PATH_BYTES = 255, 4096  # what Linux's file systems take (NAME_MAX, PATH_MAX)
@@ -198,7 +191,7 @@ def _read_rows(path: pathlib.Path) -> list[dict]:
 
 
 def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.train", kind: str = "fewshot") -> RunDir:
-  """The run directory at ``path`` holding a run of ``kind`` (:data:`RUN_KINDS`); a missing, empty or non-run one,
+  """The run directory at ``path`` holding a run of ``kind`` (:data:`~fewshot.records.run_kinds.KINDS`); a missing, empty or non-run one,
   or one of the other kind, is a one-line ``RunDirError``.
   """
   rundir, fix = RunDir(path), f"pass the directory of a {made_by} run"
@@ -212,11 +205,11 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
     raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
   found = run_kind(rundir.read_config())
   if found == "dml" and kind == "fewshot":
-    raise RunDirError(f"{path} holds a metric-learning run ({RUN_KINDS['dml'][1]}), not a few-shot one: its test "
+    raise RunDirError(f"{path} holds a metric-learning run ({KINDS['dml'].command}), not a few-shot one: its test "
                       f"results are in its {rundir.results_path.name} (python -m fewshot.evaluate re-tests it); {fix}.")
   if found != kind:
-    raise RunDirError(f"{path} holds a {RUN_KINDS[found][0]} run ({RUN_KINDS[found][1]}), not a "
-                      f"{RUN_KINDS[kind][0]} one; {fix}.")
+    raise RunDirError(f"{path} holds a {KINDS[found].label} run ({KINDS[found].command}), not a "
+                      f"{KINDS[kind].label} one; {fix}.")
   return rundir
 
 

@@ -53,7 +53,7 @@ import sys
 from absl import flags
 
 from fewshot import kinds, options, runner
-from fewshot.analysis import arm_tables, arms, listing, retrieval_runs
+from fewshot.analysis import arm_tables, arms, retrieval_runs
 from fewshot.analysis import tables as tables_mod
 from fewshot.analysis.measures import MEASURES
 from fewshot.analysis.pairs import CSV_FIELDS, PAIRINGS, compare, compare_arms, csv_records, measure_table, runs_table
@@ -63,7 +63,7 @@ from fewshot.errors import ConfigError, OutputError
 from fewshot.records import reading
 from fewshot.records.files import check_writable, make_dirs, write_text_atomic
 from fewshot.records.reading import Run, data_warning, excluded, expand, numerics_warning, protocol_warning, read_runs
-from fewshot.records.run_kinds import run_kind
+from fewshot.records.run_kinds import KINDS, run_kind
 
 FORMATS = ("table", "markdown", "csv", "latex")
 
@@ -151,22 +151,17 @@ def report_found_arms(arms_: list[list[Run]], fmt: str = "table") -> tuple[str, 
 
 
 def report_listing(runs: list[Run], fmt: str = "table") -> str:
-  """A row per run: few-shot runs' table, then metric-learning runs' (:mod:`fewshot.analysis.retrieval_runs`)."""
+  """A row per run, each kind's part as its row says (few-shot runs' table, then metric-learning runs':
+  :mod:`fewshot.analysis.listing`, :mod:`fewshot.analysis.retrieval_runs`).
+  """
   _check_format(fmt)
-  few = [run for run in runs if run_kind(run.config.to_dict()) == "fewshot"]
-  metric = [run for run in runs if run not in few]
+  by_kind = [(kind, [run for run in runs if run_kind(run.config.to_dict()) == kind]) for kind in KINDS]
+  by_kind = [(kind, own) for kind, own in by_kind if own]
   if fmt == "csv":  # one table: each kind's fields, those it lacks empty
-    metric_fields = retrieval_runs.csv_fields(metric, arms=False) if metric else ()
-    fields = tuple(dict.fromkeys((listing.csv_fields(few) if few else ()) + metric_fields))
-    records = listing.csv_records(few) if few else []
-    records += retrieval_runs.csv_records([[run] for run in metric], metric_fields)
-    records += retrieval_runs.retest_records(metric)
-    return render_csv([{f: r.get(f, "") for f in fields} for r in records], fields)
-  measured = listing.measurements_table(few) if few else None
-  tables = ([listing.listing_table(few)] if few else []) + ([measured] if measured else [])
-  retested = retrieval_runs.retests_table(metric) if metric else None
-  tables += ([retrieval_runs.listing_table(metric)] if metric else []) + ([retested] if retested else [])
-  return _render(tables, fmt)
+    listed = [kinds.resolve(kind, "list_csv")(own) for kind, own in by_kind]
+    fields = tuple(dict.fromkeys(field for own_fields, _ in listed for field in own_fields))
+    return render_csv([{f: r.get(f, "") for f in fields} for _, records in listed for r in records], fields)
+  return _render([table for kind, own in by_kind for table in kinds.resolve(kind, "list_tables")(own)], fmt)
 
 
 def _joined(*warnings: str | None) -> str | None:
@@ -186,12 +181,23 @@ def analyze_arms_warned(paths_a: list[str], paths_b: list[str], fmt: str = "tabl
   found_a, found_b = [r for r in found_a if r in kept], [r for r in found_b if r in kept]
   warning_a = _joined(warning_a, f"warning: left out {len(dropped)} runs: {', '.join(dropped)} (--exclude)."
                       if dropped else None)
-  if reading.one_kind([*found_a, *found_b]) == "dml":
-    return report_retrieval_arms([*found_a, *found_b], len(found_a), fmt, measurement), _joined(warning_a, warning_b)
-  runs = read_runs([*found_a, *found_b], Config.from_dict, measurement)
-  a, b = runs[: len(found_a)], runs[len(found_a):]
-  return report_arms(a, b, fmt), _joined(warning_a, warning_b, numerics_warning(runs),
-                                         data_warning([a, b], ["A", "B"]))
+  compared = kinds.resolve(reading.one_kind([*found_a, *found_b]), "compare_arms")
+  text, warning = compared(found_a, found_b, fmt, measurement)
+  return text, _joined(warning_a, warning_b, warning)
+
+
+def compare_few_shot_arms(paths_a: list[str], paths_b: list[str], fmt: str,
+                          measurement: str | None) -> tuple[str, str | None]:
+  """Two arms of few-shot runs (their row's ``compare_arms``): :func:`report_arms`, and the warnings."""
+  runs = read_runs([*paths_a, *paths_b], Config.from_dict, measurement)
+  a, b = runs[: len(paths_a)], runs[len(paths_a):]
+  return report_arms(a, b, fmt), _joined(numerics_warning(runs), data_warning([a, b], ["A", "B"]))
+
+
+def compare_retrieval_arms(paths_a: list[str], paths_b: list[str], fmt: str,
+                           measurement: str | None) -> tuple[str, str | None]:
+  """Two arms of metric-learning runs (their row's ``compare_arms``): :func:`report_retrieval_arms`."""
+  return report_retrieval_arms([*paths_a, *paths_b], len(paths_a), fmt, measurement), None
 
 
 def report_retrieval_arms(paths: list[str], count_a: int, fmt: str, measurement: str | None) -> str:
@@ -227,15 +233,25 @@ def analyze_paths(paths: list[str], fmt: str = "table", pairing: str | None = No
     if pairing is not None:
       raise ConfigError("--list lists the runs and --pairs compares them in pairs; pass one of them.")
     kind_of = reading.run_kinds(found)
-    return report_listing([run for kind in ("fewshot", "dml") for run in kinds.read_runs_of(
+    return report_listing([run for kind in KINDS for run in kinds.read_runs_of(
         [path for path in found if kind_of[path] == kind], kind)], fmt), warning
-  if reading.one_kind(found) == "dml":
-    if pairing is not None:
-      raise ConfigError("--pairs compares few-shot runs in the DR paper's tables of run pairs; metric-learning runs "
-                        "are compared as arms of seeds: leave it out.")
-    runs = kinds.read_runs_of(found, "dml", measurement)
-    text, not_compared = retrieval_runs.report(runs, fmt)
-    return text, _joined(warning, not_compared, numerics_warning(runs))
+  return kinds.resolve(reading.one_kind(found), "report")(found, folder, pairing, fmt, measurement, warning)
+
+
+def report_retrieval(found: list[str], folder: bool, pairing: str | None, fmt: str, measurement: str | None,
+                     warning: str | None) -> tuple[str, str | None]:
+  """Metric-learning runs (their row's ``report``): :func:`fewshot.analysis.retrieval_runs.report`."""
+  if pairing is not None:
+    raise ConfigError("--pairs compares few-shot runs in the DR paper's tables of run pairs; metric-learning runs "
+                      "are compared as arms of seeds: leave it out.")
+  runs = kinds.read_runs_of(found, "dml", measurement)
+  text, not_compared = retrieval_runs.report(runs, fmt)
+  return text, _joined(warning, not_compared, numerics_warning(runs))
+
+
+def report_few_shot(found: list[str], folder: bool, pairing: str | None, fmt: str, measurement: str | None,
+                    warning: str | None) -> tuple[str, str | None]:
+  """Few-shot runs (their row's ``report``): run pairs, one arm, or arms, by the arms they form (the docstring)."""
   runs = read_runs(found, Config.from_dict, measurement)
   arms_ = arm_tables.arms_of(runs)
   pairwise = not folder and len(arms_) > 1 and all(len(arm) == 1 for arm in arms_)

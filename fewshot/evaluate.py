@@ -33,12 +33,12 @@ import time
 
 from absl import flags, logging
 
-from fewshot import options, runner
+from fewshot import kinds, options, runner
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import check_measured_data, record_name
-from fewshot.records.run_kinds import run_kind
+from fewshot.records.run_kinds import DEFAULT, run_kind
 from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
@@ -213,9 +213,12 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   rundir = RunDir(FLAGS.workdir)
-  if rundir.holds_run() and run_kind(rundir.read_config()) == "dml":
-    main_retrieval()
-  elif FLAGS.lake_runs is not None:
+  kinds.resolve(run_kind(rundir.read_config()) if rundir.holds_run() else DEFAULT, "retest")()
+
+
+def main_few_shot():
+  """A few-shot run (its row's ``retest``): Lake's runs with ``--lake_runs``, else the test split's episodes."""
+  if FLAGS.lake_runs is not None:
     main_lake()
   else:
     main_test()

@@ -179,10 +179,13 @@ def plot_val_accuracy(runs, out: pathlib.Path, fmt: str = "png") -> str:
                       "Validation accuracy", interval="val_ci95")
 
 
-def plot_retrieval(runs, out: pathlib.Path, fmt: str = "png") -> list[str]:
-  """Metric-learning runs' figures (:data:`fewshot.analysis.retrieval_figures.FIGURES`), a curve per fold model."""
+def plot_retrieval(runs, out: pathlib.Path, fmt: str = "png") -> tuple[list[str], None]:
+  """Metric-learning runs' figures (:data:`fewshot.analysis.retrieval_figures.FIGURES`), a curve per fold model
+  (their row's ``figures``), and no warning: every run records every curve.
+  """
   curves = retrieval_figures.curves(runs)
-  return [_plot_curves(curves, f.key, out / f"{f.name}.{fmt}", f.ylabel, f.title) for f in retrieval_figures.FIGURES]
+  return [_plot_curves(curves, f.key, out / f"{f.name}.{fmt}", f.ylabel, f.title)
+          for f in retrieval_figures.FIGURES], None
 
 
 def _shade_properly_learned(ax, measure: str) -> None:
@@ -287,10 +290,7 @@ def plot(paths: list[str], out: str, landscape_only: bool = False, fmt: str = "p
   make_dirs(out_dir)
   if landscape_only:
     return [plot_confidence_landscape(out_dir, fmt=fmt)], None
-  if kind == "dml":
-    written, undrawn = plot_retrieval(runs, out_dir, fmt), None
-  else:
-    written, undrawn = few_shot_figures(runs, out_dir, fmt)
+  written, undrawn = kinds.resolve(kind, "figures")(runs, out_dir, fmt)
   warnings = [w for w in (left_out, protocol_warning(runs) if len(runs) > 1 else None, undrawn) if w]
   return written, "\n".join(warnings) or None
 

@@ -115,6 +115,10 @@ DYNAMIC_IMPORTS = {
     # The folder's own loaders (fewshot.data.loading, fewshot.data.memory), imported on first use so that naming a
     # dataset loads no TensorFlow Datasets; a module of the same layer, so no layer is crossed.
     ("fewshot/data/__init__.py", "importlib.import_module(f'fewshot.data.{_LAZY[name]}')"),
+    # A kind of run's row (fewshot.records.run_kinds.KINDS) names its options' class and what each command does with
+    # its runs as "module:name", imported on use by the commands (fewshot.kinds.resolve): the table itself stays in
+    # the records, below everything it names.
+    ("fewshot/kinds.py", "importlib.import_module(module)"),
 }
 
 
@@ -338,3 +342,50 @@ def test_records_analysis_and_the_commands_import_without_jax_flax_orbax_or_tfds
           "print('ok')")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
   assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def _kind_tests(source: str) -> list[str]:
+  """The comparisons in ``source`` that test a kind of run by its name (``kind == "dml"``, ``in ("fewshot", ...)``)."""
+  from fewshot.records.run_kinds import KINDS
+
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Compare):
+      values = [node.left, *node.comparators]
+      named = [v for v in values if isinstance(v, ast.Constant) and v.value in KINDS]
+      named += [e for v in values if isinstance(v, (ast.Tuple, ast.List, ast.Set)) for e in v.elts
+                if isinstance(e, ast.Constant) and e.value in KINDS]
+      if named:
+        found.append(ast.unparse(node))
+  return found
+
+
+@pytest.mark.parametrize("planted", ['if kind == "dml":\n  pass', 'x = run_kind(c) != "fewshot"',
+                                     'if kind in ("fewshot", "dml"):\n  pass'])
+def test_a_kind_tested_by_name_is_seen(planted):
+  assert _kind_tests(planted)
+
+
+# The same words naming something else: the class split "dml" a dataset's row offers (Musgrave et al.'s halves).
+NOT_KIND_TESTS = {"fewshot/dml/config.py": ["'dml' in spec.class_splits"]}
+
+
+def test_no_module_chooses_behaviour_by_testing_a_kind_of_run_by_name():
+  """Each kind's behaviour is its row's (fewshot.records.run_kinds.KINDS), never an ``if kind == ...``."""
+  found = {path.relative_to(PACKAGE.parent).as_posix(): tests for path in sorted(PACKAGE.rglob("*.py"))
+           if (tests := _kind_tests(path.read_text()))}
+  assert found.pop("fewshot/dml/config.py", None) == NOT_KIND_TESTS["fewshot/dml/config.py"]
+  assert not found, f"{found} choose by a kind's name; give the kind's row a field and read it instead."
+
+
+def test_every_kinds_row_names_what_exists():
+  import dataclasses
+
+  from fewshot import kinds
+  from fewshot.records.run_kinds import KINDS
+
+  for name, row in KINDS.items():
+    for field in dataclasses.fields(row):
+      value = getattr(row, field.name)
+      if isinstance(value, str) and ":" in value:
+        assert callable(kinds.resolve(name, field.name)), (name, field.name, value)

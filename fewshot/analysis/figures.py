@@ -92,20 +92,26 @@ def caption(groups) -> str:
   """
   configs = [members[0].config for _, members in groups]
   c = configs[0]
-  metric = run_kind(c.to_dict()) == "dml"
-  same = {name: len({str(getattr(c, name)) for c in configs}) == 1
-          for name in (KINDS["dml"].protocol if metric else CAPTION_OPTIONS)}
-  parts = [c.dataset] if same["dataset"] else []
-  if metric:
-    parts += [display_name(c.backbone)] * same["backbone"] + [f"{c.embedding_dim}-d embedding"] * same["embedding_dim"]
-    parts += [f"{c.folds} fold models"] * (same["folds"] and c.folds > 1)
-  else:
-    parts += _episode_parts(configs, same) + [display_name(c.backbone)] * same["backbone"]
+  named, described = CAPTIONS[run_kind(c.to_dict())]
+  same = {name: len({str(getattr(c, name)) for c in configs}) == 1 for name in named}
+  parts = ([c.dataset] if same["dataset"] else []) + described(configs, same)
   seeds = sorted({len(members) for _, members in groups})
   count = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
   parts.append(f"{count} seed{'s' if seeds[-1] > 1 else ''} per arm")
   differ = [name for name, agree in same.items() if not agree]
   return ", ".join(parts) + (f"; runs differ in {', '.join(differ)}" if differ else "")
+
+
+def _retrieval_parts(configs, same: dict[str, bool]) -> list[str]:
+  """A metric-learning caption after its dataset: the backbone, the embedding's size, the fold models."""
+  c = configs[0]
+  parts = [display_name(c.backbone)] * same["backbone"] + [f"{c.embedding_dim}-d embedding"] * same["embedding_dim"]
+  return parts + [f"{c.folds} fold models"] * (same["folds"] and c.folds > 1)
+
+
+def _few_shot_parts(configs, same: dict[str, bool]) -> list[str]:
+  """A few-shot caption after its dataset: the episode shape, the backbone."""
+  return _episode_parts(configs, same) + [display_name(configs[0].backbone)] * same["backbone"]
 
 
 def _episode_parts(configs, same: dict[str, bool]) -> list[str]:
@@ -149,3 +155,8 @@ def curve_styles(groups: list[tuple[str, list]]) -> list[dict]:
     siblings = sorted(lab for (lab, _), m in zip(groups, models) if m == model)
     styles.append({"color": colours[model], "linestyle": LINE_STYLES[siblings.index(label) % len(LINE_STYLES)]})
   return styles
+
+
+# What a figure's caption names of each kind's runs: the options it checks the runs agree in, and its words after the
+# dataset (each kind's own: its row in records.run_kinds.KINDS names what the commands do; this is the figures').
+CAPTIONS = {"fewshot": (CAPTION_OPTIONS, _few_shot_parts), "dml": (KINDS["dml"].protocol, _retrieval_parts)}

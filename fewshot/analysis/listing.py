@@ -88,3 +88,14 @@ def csv_records(runs: list[Run]) -> list[dict]:
                       "test_way": used.get("test_way"), "shot": used.get("shot"), "test_query": used.get("test_query"),
                       "test_seed": used.get("seed")})
   return [{key: "" if value is None else value for key, value in record.items()} for record in records]
+
+
+def tables(runs: list[Run]) -> list[Table]:
+  """Few-shot runs' part of ``analyze --list``: a row per run, then the measurements recorded in them."""
+  measured = measurements_table(runs)
+  return [listing_table(runs)] + ([measured] if measured else [])
+
+
+def csv_listing(runs: list[Run]) -> tuple[tuple[str, ...], list[dict]]:
+  """Few-shot runs' part of ``analyze --list --format csv``: its fields and records."""
+  return csv_fields(runs), csv_records(runs)

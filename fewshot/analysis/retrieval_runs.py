@@ -188,6 +188,20 @@ def csv_records(arms: list[list[Run]], fields: tuple[str, ...]) -> list[dict]:
   return records
 
 
+def tables(runs: list[Run]) -> list[Table]:
+  """Metric-learning runs' part of ``analyze --list``: a row per run, then the re-tests recorded in them."""
+  retested = retests_table(runs)
+  return [listing_table(runs)] + ([retested] if retested else [])
+
+
+def csv_listing(runs: list[Run]) -> tuple[tuple[str, ...], list[dict]]:
+  """Metric-learning runs' part of ``analyze --list --format csv``: its fields and records (a run's, then its
+  re-tests').
+  """
+  fields = csv_fields(runs, arms=False)
+  return fields, csv_records([[run] for run in runs], fields) + retest_records(runs)
+
+
 def report_arms(a: list[Run], b: list[Run], fmt: str) -> str:
   """Two arms compared by their test retrieval, as ``A... -- B...`` prints them: the verdict on MAP@R, then the
   metrics' table (in CSV, that table's rows).

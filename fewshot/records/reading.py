@@ -125,9 +125,11 @@ def one_kind(paths: list[str]) -> str:
   """
   kinds = run_kinds(paths)
   if len(set(kinds.values())) > 1:
-    few, metric = (next(p for p, k in kinds.items() if k == kind) for kind in ("fewshot", "dml"))
-    raise ConfigError(f"{few} is a few-shot run and {metric} a metric-learning one, whose measures differ; analyze or "
-                      "plot each kind's runs apart (--exclude leaves runs out; analyze --list lists both).")
+    first, second = [kind for kind in KINDS if kind in kinds.values()][:2]
+    one, other = (next(p for p, k in kinds.items() if k == kind) for kind in (first, second))
+    raise ConfigError(f"{one} is a {KINDS[first].label} run and {other} a {KINDS[second].label} one, whose measures "
+                      "differ; analyze or plot each kind's runs apart (--exclude leaves runs out; analyze --list "
+                      "lists both).")
   return next(iter(kinds.values()), DEFAULT)
 
 

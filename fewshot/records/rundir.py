@@ -204,12 +204,10 @@ def existing_run(path: str | os.PathLike, made_by: str = "python -m fewshot.trai
   if not rundir.holds_run():
     raise RunDirError(f"{path} holds no run (no config.json); {fix}.")
   found = run_kind(rundir.read_config())
-  if found == "dml" and kind == "fewshot":
-    raise RunDirError(f"{path} holds a metric-learning run ({KINDS['dml'].command}), not a few-shot one: its test "
-                      f"results are in its {rundir.results_path.name} (python -m fewshot.evaluate re-tests it); {fix}.")
-  if found != kind:
-    raise RunDirError(f"{path} holds a {KINDS[found].label} run ({KINDS[found].command}), not a "
-                      f"{KINDS[kind].label} one; {fix}.")
+  if found != kind:  # a run of another kind is tested by the same command, which reads its kind's row
+    raise RunDirError(f"{path} holds a {KINDS[found].label} run ({KINDS[found].command}), not a {KINDS[kind].label} "
+                      f"one: its test results are in its {rundir.results_path.name} (python -m fewshot.evaluate "
+                      f"re-tests it); {fix}.")
   return rundir
 
 

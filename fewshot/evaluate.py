@@ -1,7 +1,11 @@
 """Re-test the best checkpoint of a run: ``python -m fewshot.evaluate --workdir runs/<name>``.
 
 A metric-learning run (``python -m fewshot.dml.train``) is re-tested by its fold models' retrieval of the test split
-(:mod:`fewshot.dml.retest`), written as ``test_<checkpoint>_retrieval.json``; what follows is a few-shot run's.
+(:mod:`fewshot.dml.retest`), written as ``test_<checkpoint>_retrieval.json``; with an episode's shape given
+(``--test_way``, ``--shot``, ``--test_query``, ``--test_episodes``, ``--seed``; defaults 5-way 1-shot 15-query,
+600 episodes, the run's seed) its embedder is tested on few-shot episodes of the test split instead, each query
+given the class of the nearest mean support embedding, written as
+``test_<checkpoint>_episodes_<W>w<S>s<Q>q_<N>ep_seed<K>.json``. What follows is a few-shot run's.
 
 Uses the run's own configuration and test key, so it reproduces the accuracy the run
 reported; ``--test_episodes`` or ``--seed`` draw a different set of test episodes.
@@ -44,6 +48,9 @@ from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
 RETRIEVAL_FILE = "test_{checkpoint}_retrieval.json"  # a metric-learning run's re-test
+# A metric-learning run's embedder tested on few-shot episodes; the flags that ask for it.
+EPISODES_FILE = "test_{checkpoint}_episodes_{way}w{shot}s{query}q_{episodes}ep_seed{seed}.json"
+DML_EPISODE_FLAGS = ("test_way", "shot", "test_query", "test_episodes", "seed")
 # What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there.
 EPISODE_FLAGS = ("test_episodes", "test_way", "shot", "test_query", "seed", "data_dir", "tfds_dir", "test_by",
                  "cached_episodes")
@@ -225,27 +232,42 @@ def main_few_shot():
 
 
 def main_retrieval():
-  """A metric-learning run: its fold models' test retrieval again (:mod:`fewshot.dml.retest`)."""
+  """A metric-learning run: its fold models' test retrieval again, or with an episode's shape given (``--test_way``,
+  ``--shot``, ``--test_query``, ``--test_episodes``, ``--seed``) its embedder tested on few-shot episodes of the test
+  split (:mod:`fewshot.dml.retest`).
+  """
   from fewshot.dml import retest
 
-  given = [f"--{name}" for name in (*EPISODE_FLAGS, "lake_runs", "test_shifts")
-           if FLAGS[name].present and name not in ("data_dir", "tfds_dir")]
-  if given:
-    raise ConfigError(f"{', '.join(given)} choose few-shot test episodes; {FLAGS.workdir} is a metric-learning run, "
-                      "re-tested by its retrieval of the test split (leave them out).")
+  refused = [f"--{name}" for name in ("test_by", "cached_episodes", "lake_runs", "test_shifts") if FLAGS[name].present]
+  if refused:
+    raise ConfigError(f"{', '.join(refused)} choose how a few-shot run is tested; {FLAGS.workdir} is a "
+                      "metric-learning run, tested by its retrieval of the test split, or on few-shot episodes with "
+                      "--test_way, --shot, --test_query, --test_episodes and --seed (leave them out).")
+  rundir, config, _ = retest.resolve(FLAGS.workdir, FLAGS.checkpoint)
+  shaped = any(FLAGS[name].present for name in DML_EPISODE_FLAGS)
+  if shaped:
+    shape = retest.episode_options(config, way=FLAGS.test_way, shot=FLAGS.shot, query=FLAGS.test_query,
+                                   episodes=FLAGS.test_episodes, seed=FLAGS.seed)
+    target = rundir.path / EPISODES_FILE.format(checkpoint=FLAGS.checkpoint, **shape)
+  else:
+    shape, target = {}, rundir.path / RETRIEVAL_FILE.format(checkpoint=FLAGS.checkpoint)
   if FLAGS.record:
-    check_writable(retest.resolve(FLAGS.workdir, FLAGS.checkpoint)[0].path, "--workdir")
-  results = retest.retest(FLAGS.workdir, FLAGS.checkpoint, FLAGS.data_dir, FLAGS.tfds_dir)
+    check_writable(rundir.path, "--workdir")
+  results = retest.retest(FLAGS.workdir, FLAGS.checkpoint, FLAGS.data_dir, FLAGS.tfds_dir,
+                          "episodes" if shaped else "retrieval", **shape)
   parts = [(f"fold model {s['fold']}", s) for s in results["separated"]]
   parts += [("fold models concatenated", results["concatenated"])] if "concatenated" in results else []
   for label, part in parts:
-    test = part["test"]
-    print(f"{results['loss']} ({FLAGS.checkpoint} checkpoint, {label}, {part['dim']}-d) on "
-          f"{results['test_classes']} test classes: MAP@R {100 * test['map_at_r']:.2f}%, R-precision "
-          f"{100 * test['r_precision']:.2f}%, precision@1 {100 * test['precision_at_1']:.2f}%")
+    test, where = part["test"], f"{results['loss']} ({FLAGS.checkpoint} checkpoint, {label}, {part['dim']}-d)"
+    if shaped:
+      print(f"{where} on {shape['way']}-way {shape['shot']}-shot {shape['query']}-query episodes of "
+            f"{results['test_classes']} test classes: test accuracy {test['test_accuracy']:.2f}% ± "
+            f"{test['test_ci95']:.2f}% ({test['test_episodes']} episodes, nearest mean support embedding)")
+    else:
+      print(f"{where} on {results['test_classes']} test classes: MAP@R {100 * test['map_at_r']:.2f}%, R-precision "
+            f"{100 * test['r_precision']:.2f}%, precision@1 {100 * test['precision_at_1']:.2f}%")
   if FLAGS.record:
-    target = existing_run(FLAGS.workdir, kind="dml").path / RETRIEVAL_FILE.format(checkpoint=FLAGS.checkpoint)
-    write_json_atomic(target, finite_json(results))
+    write_json_atomic(target, finite_json({**results, "options": shape} if shaped else results))
     print(f"wrote {target}")
 
 

@@ -192,8 +192,8 @@ class Experiment:
     return [results(self.config, self.test, [rows[i] for rows in best_rows], run) for i, run in enumerate(tested)]
 
   def evaluator(self, name: str, **options):
-    """The evaluator ``name`` of :mod:`fewshot.dml.evaluators` over this experiment (``retrieval``)."""
-    return {"retrieval": evaluators.Retrieval}[name](self, **options)
+    """The evaluator ``name`` of :mod:`fewshot.dml.evaluators` over this experiment (``retrieval``, ``episodes``)."""
+    return {"retrieval": evaluators.Retrieval, "episodes": evaluators.Episodes}[name](self, **options)
 
   def embed(self, fold: int, state, split: Split, runs: tuple[int, ...] = (0,)) -> list[np.ndarray]:
     """Each of ``runs``' (positions on the run axis: this process's) embeddings of ``split`` by fold model ``fold``."""

@@ -126,8 +126,36 @@ def test_evaluate_retests_a_metric_learning_run_as_its_results_say(four_fold_run
   assert written["checkpoint_steps"] == [s["best_epoch"] * TINY["steps_per_epoch"] for s in results["separated"]]
   assert "fold models concatenated, 64-d) on 8 test classes: MAP@R" in done.stdout and "MAP@R" in done.stdout
   assert_one_line_error(subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}",
-                                        "--test_way=3"], capture_output=True, text=True),
-                        "--test_way choose few-shot test episodes; ", "is a metric-learning run")
+                                        "--test_by=cached"], capture_output=True, text=True),
+                        "--test_by choose how a few-shot run is tested; ", "is a metric-learning run")
+
+
+def test_evaluate_tests_a_metric_learning_run_s_embedder_on_few_shot_episodes(four_fold_run, assert_one_line_error):
+  """With an episode's shape given, each fold model's embedding (and their concatenation) is tested as a few-shot
+  learner is: the command's numbers are the evaluator's on the restored checkpoint, under the run's test key.
+  """
+  from fewshot.dml import evaluators
+  from fewshot.training.class_draws import ClassLayout
+  from fewshot.training.train_state import run_keys
+
+  config, workdir, _ = four_fold_run
+  command = [sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}", "--test_way=3", "--shot=1",
+             "--test_query=4", "--test_episodes=30"]
+  done = subprocess.run(command, capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr
+  written = json.loads((workdir / f"test_best_episodes_3w1s4q_30ep_seed{config.seed}.json").read_text())
+  assert written["options"] == {"way": 3, "shot": 1, "query": 4, "episodes": 30, "seed": config.seed}
+  assert [s["fold"] for s in written["separated"]] == [0, 1, 2, 3] and written["concatenated"]["dim"] == 64
+  assert all(s["test"]["test_episodes"] == 30 for s in [*written["separated"], written["concatenated"]])
+  assert "3-way 1-shot 4-query episodes of 8 test classes: test accuracy" in done.stdout
+  experiment = Experiment(config)
+  state = RunDir(workdir / "fold1").checkpoints.restore("best", experiment.initial_state(1))
+  [embedded] = experiment.embed(1, state, experiment.test)
+  accuracies = evaluators.prototype_accuracies(embedded, ClassLayout.from_split(experiment.test),
+                                               run_keys(config.seed)["test"], 30, 3, 1, 4)
+  assert written["separated"][1]["test"] == json.loads(json.dumps(evaluators.episodes_summary(accuracies)))
+  assert_one_line_error(subprocess.run([*command[:4], "--test_way=1"], capture_output=True, text=True),
+                        "--test_way 1 is not a whole number of at least 2")
 
 
 def test_analyze_and_plot_read_a_four_fold_run_as_it_was_written(four_fold_run, tmp_path):

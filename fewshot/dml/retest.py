@@ -4,7 +4,7 @@ RUN`` does for a run of ``python -m fewshot.dml.train``, through the experiment'
 
     from fewshot.dml import retest
     results = retest.retest("runs/strokes_triplet_seed0")   # {"separated": [...], "concatenated": {...}, ...}
-  results = retest.retest("runs/strokes_triplet_seed0", evaluator="episodes", way=5, shot=1)   # few-shot episodes
+    results = retest.retest("runs/strokes_triplet_seed0", evaluator="episodes", way=5, shot=1)  # on episodes
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ so that light tools (``python -m fewshot.analyze``) start without the model mach
 and what each folder may import: docs/architecture.md.
 
 * the kernel: :mod:`~fewshot.errors` (errors by kind), :mod:`~fewshot.choices` (the names options choose among),
-  :mod:`~fewshot.options` (option fields, which generate the flags), :mod:`~fewshot.usage` (``--help`` by heading,
+  :mod:`~fewshot.method_rows` (the episodic methods, a row each), :mod:`~fewshot.options` (option fields, which generate the flags), :mod:`~fewshot.usage` (``--help`` by heading,
   ``--config`` replay), :mod:`~fewshot.runner` (every command's runner: one line and exit 2 for bad input);
 * research: :mod:`~fewshot.distances`, :mod:`~fewshot.heads` (their confidence around 2-D prototypes in
   :mod:`~fewshot.landscape`), :mod:`~fewshot.backbones` (with the convolution forms of

@@ -57,8 +57,8 @@ class TrainedModel:
     return split_embedding.embed_batch(learning.view_embeddings, view, self.variables, images)
 
   def _check_protonet(self, what: str) -> None:
-    if self.config.method != "protonet":
-      raise ConfigError(f"{what} is a protonet model's (one embedding, a distance head); a --method "
+    if not methods.row(self.config.method).embeds_once:
+      raise ConfigError(f"{what} is a model's that embeds once (one embedding, a distance head); a --method "
                         f"{self.config.method} run adapts its network to each episode: test it with python -m "
                         "fewshot.evaluate, or read its variables.")
 

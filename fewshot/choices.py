@@ -7,7 +7,6 @@ load without JAX or Flax; each implementation (``heads``, ``backbones``, ``diagn
 
 from __future__ import annotations
 
-METHODS = ("protonet", "maml", "anil")  # the episodic methods (fewshot.episodic.methods holds their modules)
 # The head MAML and ANIL adapt: Finn et al.'s linear classifier, or a distance head on learned class representatives.
 META_HEADS = ("linear", "softmax", "dr")
 HEADS = ("softmax", "dr")  # logits -d^2, or the distance ratio -theta log d

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from fewshot import choices
+from fewshot import choices, method_rows
 from fewshot.data import catalog
 from fewshot.errors import ConfigError
 from fewshot.options import DATA, RUNS, RunOptions, conv_option, option, precision_option
@@ -46,10 +46,8 @@ class Config(RunOptions):
                          "(the paper's), euclidean (easyfsl's ProtoNet), cosine (1 - cos) or angular (the angle, "
                          "squared; the DR paper's Appendix E); dr takes the distance itself (docs/heads.md)",
                          choices=choices.DISTANCES, heading=MODEL)
-  method: str = option("protonet", "protonet (a distance head on one embedding: --head, --classifier, --distance), "
-                       "maml (Finn et al. 2017: every parameter adapted to each episode's support set, a linear "
-                       "head) or anil (Raghu et al. 2020: the head alone adapted)", choices=choices.METHODS,
-                       heading=MODEL)
+  method: str = option("protonet", "; ".join(f"{name} ({m.summary})" for name, m in method_rows.METHODS.items()),
+                       choices=tuple(method_rows.METHODS), heading=MODEL)
   inner_steps: int | None = option(None, "maml/anil: gradient steps on the support set in each training episode "
                                    "(default 1, Finn et al.'s Omniglot)", positive=True, heading=MODEL)
   test_inner_steps: int | None = option(None, "maml/anil: the steps in validation and test episodes (default 3)",
@@ -65,6 +63,11 @@ class Config(RunOptions):
   meta_batch: int | None = option(None, "maml/anil: episodes per meta-update, drawn together so that no class "
                                   "repeats within one (default 1; Finn et al.'s Omniglot: 32 at 5-way, 16 at 20-way); "
                                   "--episodes counts meta-updates", positive=True, heading=MODEL)
+  base_classes: int | None = option(None, "baseline_pp: the training classifier's outputs, at least the train "
+                                    "split's classes (e.g. 64 on mini_imagenet; Chen et al.'s code gives more)",
+                                    positive=True, heading=MODEL)
+  finetune_steps: int | None = option(None, "baseline_pp: SGD steps fitting each test episode's classifier on its "
+                                      "support set (default 100, Chen et al.'s epochs)", positive=True, heading=MODEL)
   way: int = option(5, "classes per episode", positive=True, heading=TRAINING)
   shot: int = option(1, "support images per class", positive=True, heading=TRAINING)
   query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
@@ -196,35 +199,11 @@ class Config(RunOptions):
                           "choose the length with a --train_splits train run and pass it as --episodes.")
 
   def _check_method(self) -> None:
-    """The inner loop's options belong to maml and anil, the heads' to protonet: a one-line ``ConfigError`` for an
-    option the run's method would not use (nothing is silently ignored).
+    """A method's options belong to it (:data:`fewshot.method_rows.METHODS`): a one-line ``ConfigError`` for an
+    option the run's method would not use (nothing is silently ignored), then the method's own checks and defaults.
     """
-    inner = ("inner_steps", "test_inner_steps", "inner_lr", "meta_batch", "meta_head")
-    if self.method == "protonet":
-      given = [f"--{name}" for name in inner if getattr(self, name) is not None] + (["--first_order"] *
-                                                                                    self.first_order)
-      if given:
-        raise ConfigError(f"{given[0]} is an option of --method maml or anil; pass one, or drop it.")
-      return
-    heads_given = [f"--{name} {getattr(self, name)}" for name, default in
-                   (("head", "softmax"), ("classifier", "proto"), ("distance", choices.DISTANCES[0]),
-                    ("test_shifts", 0), ("psi_classifier", "model"), ("centring", "points"))
-                   if getattr(self, name) != default]
-    if heads_given:
-      said = heads_given[0].split()[0]
-      instead = f" (--meta_head {self.head} makes its adapted head a {self.head} distance head)" if said == "--head" \
-          and self.head in choices.HEADS else ""
-      raise ConfigError(f"{heads_given[0]} belongs to protonet's heads and diagnostics; --method {self.method} adapts "
-                        f"its own head (--meta_head) and records no diagnostics: drop it{instead}.")
-    if self.test_way != self.way:
-      raise ConfigError(f"--method {self.method}'s head has one output per --way class ({self.way}); --test_way "
-                        f"{self.test_way} must equal it.")
-    if self.within_alphabet and (self.meta_batch or 1) > 1:
-      raise ConfigError("--within_alphabet draws an episode's classes from one alphabet; --meta_batch draws several "
-                        "episodes' classes together: pass one of them.")
-    for name, default in (("inner_steps", 1), ("test_inner_steps", 3), ("inner_lr", 0.4), ("meta_batch", 1),
-                          ("meta_head", "linear")):
-      self.set_default(name, default)
+    defaults = {field.name: field.default for field in dataclasses.fields(self)}
+    method_rows.check_options(self, lambda name: getattr(self, name) != defaults[name])
 
   @property
   def validates(self) -> bool:
@@ -246,9 +225,7 @@ class Config(RunOptions):
 
   @property
   def model_name(self) -> str:
-    if self.method != "protonet":
-      return choices.method_model_name(self.method, self.first_order, self.meta_head)
-    return choices.model_name(self.classifier, self.head, self.distance)
+    return method_rows.METHODS[self.method].model_name(vars(self))
 
   @property
   def run_name(self) -> str:

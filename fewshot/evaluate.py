@@ -40,6 +40,7 @@ from absl import flags, logging
 from fewshot import kinds, options, runner
 from fewshot.config import Config
 from fewshot.errors import ConfigError
+from fewshot.method_rows import METHODS
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import check_measured_data, record_name
 from fewshot.records.run_kinds import DEFAULT, run_kind
@@ -110,7 +111,7 @@ def resolve(workdir: str, checkpoint: str = "best", test_by: str = "episode", ca
                       f"{cached_episodes} with --test_by {test_by}.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = rundir.read_options(Config.from_dict)
-  if test_by != "episode" and config.method != "protonet":
+  if test_by != "episode" and not METHODS[config.method].embeds_once:
     raise ConfigError(f"--test_by {test_by} embeds the test split once, which --method {config.method} cannot (it "
                       "adapts its network to each episode); use --test_by episode.")
   used = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})

@@ -26,7 +26,7 @@ COMMANDS = {"fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plo
 ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "usage": "kernel", "runner": "kernel",
                "distances": "research",
                "heads": "research", "landscape": "research", "backbones": "research", "convolutions": "research",
-               "numerics": "research", "config": "config", "api": "api"}
+               "numerics": "research", "config": "config", "method_rows": "kernel", "api": "api"}
 MAY_IMPORT = {
     "kernel": set(),
     "research": {"kernel"},
@@ -119,6 +119,10 @@ DYNAMIC_IMPORTS = {
     # its runs as "module:name", imported on use by the commands (fewshot.kinds.resolve): the table itself stays in
     # the records, below everything it names.
     ("fewshot/kinds.py", "importlib.import_module(module)"),
+    # A method's row (fewshot.method_rows.METHODS) names its steps' module and its learner by strings, so that the
+    # configuration reads the rows without JAX; fewshot.episodic.methods imports them on use.
+    ("fewshot/episodic/methods.py", "importlib.import_module(METHODS[name].steps)"),
+    ("fewshot/episodic/methods.py", "importlib.import_module(module)"),
 }
 
 
@@ -302,7 +306,7 @@ def test_each_folder_imports_every_layer_its_may_import_line_names():
 def test_the_package_root_holds_only_commands_and_the_research_api():
   root = {p.stem for p in PACKAGE.glob("*.py")}
   assert root == {"__init__", "analyze", "api", "backbones", "choices", "config", "convolutions", "distances",
-                  "errors", "evaluate", "heads", "kinds", "landscape", "numerics", "options", "plot", "reproduce",
+                  "errors", "evaluate", "heads", "kinds", "landscape", "method_rows", "numerics", "options", "plot", "reproduce",
                   "runner", "train", "usage"}
 
 
@@ -344,10 +348,13 @@ def test_records_analysis_and_the_commands_import_without_jax_flax_orbax_or_tfds
   assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
-def _kind_tests(source: str) -> list[str]:
-  """The comparisons in ``source`` that test a kind of run by its name (``kind == "dml"``, ``in ("fewshot", ...)``)."""
+def _kind_tests(source: str, names=None) -> list[str]:
+  """The comparisons in ``source`` that test a kind of run (or another row's name, ``names``) by its name
+  (``kind == "dml"``, ``in ("fewshot", ...)``).
+  """
   from fewshot.records.run_kinds import KINDS
 
+  KINDS = KINDS if names is None else names  # noqa: N806 - the names the comparisons are looked for
   found = []
   for node in ast.walk(ast.parse(source)):
     if isinstance(node, ast.Compare):
@@ -376,6 +383,23 @@ def test_no_module_chooses_behaviour_by_testing_a_kind_of_run_by_name():
            if (tests := _kind_tests(path.read_text()))}
   assert found.pop("fewshot/dml/config.py", None) == NOT_KIND_TESTS["fewshot/dml/config.py"]
   assert not found, f"{found} choose by a kind's name; give the kind's row a field and read it instead."
+
+
+def test_no_module_chooses_behaviour_by_testing_a_method_by_name():
+  """Each method's behaviour is its row's (fewshot.method_rows.METHODS), never an ``if method != "protonet"``."""
+  from fewshot.method_rows import METHODS
+
+  assert _kind_tests('x = config.method != "protonet"', METHODS)  # the check sees a planted test
+  found = {path.relative_to(PACKAGE.parent).as_posix(): tests for path in sorted(PACKAGE.rglob("*.py"))
+           if (tests := _kind_tests(path.read_text(), METHODS))}
+  assert not found, f"{found} choose by a method's name; give the method's row a field and read it instead."
+
+
+def test_every_methods_row_names_what_exists():
+  from fewshot.episodic import methods
+
+  for name in methods.METHODS:
+    assert callable(methods.learner(name)) and callable(methods.get(name).train_chunk), name
 
 
 def test_every_kinds_row_names_what_exists():

@@ -4,7 +4,9 @@
 * :mod:`~fewshot.episodic.learning`: :class:`EpisodicLearner` and its pure steps (``train_step``, ``train_chunk``,
   ``evaluate``) on the shared chunk driver of :mod:`fewshot.training`;
 * :mod:`~fewshot.episodic.maml`: MAML and ANIL (:class:`~fewshot.episodic.maml.MetaLearner`), their steps on the
-  same chunk driver; :mod:`~fewshot.episodic.methods`: the methods' registry, one row each (``--method``);
+  same chunk driver; :mod:`~fewshot.episodic.baseline_pp`: Baseline++ (a cosine classifier over the training
+  classes, fitted anew on each test episode's supports); :mod:`~fewshot.episodic.methods`: each method's row of
+  :mod:`fewshot.method_rows` (``--method``) resolved into its steps and learner;
 * :mod:`~fewshot.episodic.diagnostics`: what one update did to an episode's embeddings (the DR paper's Sec. 3.1);
 * :mod:`~fewshot.episodic.learners`: a configuration's learner (its method's), episode shapes and transforms, and
   the head and backbone values passed from Python;

@@ -97,7 +97,7 @@ class Experiment:
 
   def check(self) -> None:
     """One line on stderr when the head has no class distance: the diagnostics built on psi will be null."""
-    if self.method.DIAGNOSES and self.learner.psi_head is None:
+    if methods.row(self.config.method).diagnoses and self.learner.psi_head is None:
       print(f"warning: head {self.learner.head.name} has no class_distances, so psi_con, psi_div, con_alpha, "
             "div_alpha and con_div are recorded as null (alpha and norm_ratio need none; --psi_classifier proto "
             "measures psi with Euclidean prototypes instead).", file=sys.stderr)
@@ -141,7 +141,7 @@ class Experiment:
     tested = self.evaluator("episodes", written=written).run(best_states[0])
     stopped = {} if self.config.patience is None else {"stopped_at": None}
     # A method without the update diagnostics says so where a reader of its records looks (not a row of nulls).
-    said = {} if self.method.DIAGNOSES else {"diagnostics": self.method.NO_DIAGNOSTICS}
+    said = {} if methods.row(self.config.method).diagnoses else {"diagnostics": self.method.NO_DIAGNOSTICS}
     if self.data.get("test_is_val"):  # a reader of results.json alone must see that val was its test
       said["tested_on"] = "val"
     return [{**result, "best_episode": best["episode"], "best_val_accuracy": best["val_accuracy"],
@@ -171,7 +171,7 @@ class Experiment:
     """
     shape = {"train": train_shape, "val": val_shape, "test": test_shape}[split](self.config)
     variables = learning.model_variables(state)
-    if shifts and self.group is None:  # only a protonet tests shifted views (Config); its embedding is per image
+    if shifts and self.group is None:  # only a method that embeds once tests shifted views (Config)
       source = self.sources[split]
       return np.asarray(cached_episodes.drawn_episode_accuracies(self.learner, variables, source.images,
                                                                  source.layout, self.keys[split], num_episodes,
@@ -214,11 +214,7 @@ def _built(config: Config, splits: tuple[str, ...], placement: str, seeds: tuple
     query_flag = "--test_query" if name == "test" else "--query"
     way_flag = "--way" if name == "train" or config.test_way == config.way else "--test_way"
     class_draws.check_fits(split, name, (way_flag, shape.way), {"--shot": shape.shot, query_flag: shape.query})
-    together = shape.way * (config.meta_batch or 1)
-    if name == "train" and together > split.num_classes:  # a meta-update draws its episodes' classes together
-      raise DataError(f"--way {config.way} × --meta_batch {config.meta_batch} = {together} classes drawn together "
-                      f"for a meta-update, more than the {split.num_classes} classes of the train split; use "
-                      f"--meta_batch {split.num_classes // shape.way} or less, or a smaller --way.")
+  method.check_splits(learner, loaded)
   stored = next(iter(loaded.values())).image_shape
   if stored[-1] != config.channels:
     raise DataError(f"{config.dataset} images have {stored[-1]} channels where {config.channels} were expected.")

@@ -36,7 +36,7 @@ from fewshot.analysis import stats
 from fewshot.data import archives
 from fewshot.data.catalog import SMALL_IMAGE_SIZE
 from fewshot.data.omniglot import decode
-from fewshot.episodic import learning
+from fewshot.episodic import learning, methods
 from fewshot.errors import ConfigError, DataError
 from fewshot.training import split_embedding
 
@@ -217,9 +217,9 @@ def check_model(config) -> None:
   if config.is_image_dataset:
     raise ConfigError(f"Lake's runs are grayscale Omniglot characters; a {config.dataset} run reads "
                       f"{config.image_size}px RGB images. Pass an omniglot or strokes run.")
-  if config.method != "protonet":
+  if not methods.row(config.method).embeds_once:
     raise ConfigError(f"Lake's runs are scored by a run's head and 1-NN on one embedding; --method {config.method} "
-                      "adapts its network to each episode. Pass a protonet run.")
+                      "adapts its network to each episode. Pass a run that embeds once (e.g. --method protonet).")
 
 
 def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:

@@ -12,6 +12,8 @@ from fewshot import backbones, choices, heads
 from fewshot.augment.affine import Distortion
 from fewshot.augment.augmentation import Augmentation
 from fewshot.config import Config
+from fewshot.episodic import methods
+from fewshot.episodic.baseline_pp import BaselineLearner
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.episodic.maml import MetaLearner
@@ -79,20 +81,19 @@ def check_values(config: Config, head=None, backbone=None) -> None:
 
 
 def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner | MetaLearner:
-  """The learner of a configuration's method (:mod:`fewshot.episodic.methods`) that records ``head`` and
-  ``backbone`` (:func:`with_values`, or :func:`check_values` for a run's), the values in place of its named ones;
-  the learner resolves and checks them.
+  """The learner of a configuration's method (its row's ``learner``, :mod:`fewshot.episodic.methods`) that records
+  ``head`` and ``backbone`` (:func:`with_values`, or :func:`check_values` for a run's), the values in place of its
+  named ones; the learner resolves and checks them.
   """
   if backbone is not None and config.conv != "auto":
     raise ConfigError(f"--conv {config.conv} chooses the built-in backbones' convolutions; a backbone passed from "
                       "Python computes its own (fewshot.backbones.Conv takes a form too): drop --conv.")
   backbone = backbones.get_backbone(config.backbone, config.conv) if backbone is None else backbone
-  if config.method != "protonet":
-    return MetaLearner(backbone, train_shape(config), adapt="all" if config.method == "maml" else "head",
-                       head=config.meta_head, inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
-                       inner_lr=config.inner_lr, first_order=config.first_order, tasks=config.meta_batch,
-                       optimizer=adam(config.learning_rate, config.lr_halve_every),
-                       augmentation=build_augmentation(config), precision=config.precision)
+  return methods.learner(config.method)(config, head, backbone)
+
+
+def protonet_learner(config: Config, head, backbone: nn.Module) -> EpisodicLearner:
+  """ProtoNet's learner: a distance head (``head``, a value, or the config's names) on the backbone's embedding."""
   return EpisodicLearner(
       backbone,
       train_shape(config),
@@ -105,3 +106,29 @@ def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner |
       augmentation=build_augmentation(config),
       precision=config.precision,
   )
+
+
+def maml_learner(config: Config, head, backbone: nn.Module) -> MetaLearner:
+  """MAML's learner: every parameter adapted to each episode's support set."""
+  return _meta_learner(config, backbone, adapt="all")
+
+
+def anil_learner(config: Config, head, backbone: nn.Module) -> MetaLearner:
+  """ANIL's learner: the head alone adapted."""
+  return _meta_learner(config, backbone, adapt="head")
+
+
+def baseline_pp_learner(config: Config, head, backbone: nn.Module) -> BaselineLearner:
+  """Baseline++'s learner: a cosine classifier over ``--base_classes`` training classes."""
+  return BaselineLearner(backbone, train_shape(config), config.base_classes, config.finetune_steps,
+                         adam(config.learning_rate, config.lr_halve_every), build_augmentation(config),
+                         config.precision)
+
+
+def _meta_learner(config: Config, backbone: nn.Module, adapt: str) -> MetaLearner:
+  # Its adapted head is --meta_head's (a head value is protonet's: refused by the config's method check).
+  return MetaLearner(backbone, train_shape(config), adapt=adapt,
+                     head=config.meta_head, inner_steps=config.inner_steps, test_inner_steps=config.test_inner_steps,
+                     inner_lr=config.inner_lr, first_order=config.first_order, tasks=config.meta_batch,
+                     optimizer=adam(config.learning_rate, config.lr_halve_every),
+                     augmentation=build_augmentation(config), precision=config.precision)

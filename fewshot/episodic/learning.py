@@ -34,7 +34,6 @@ from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
 from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
-DIAGNOSES = True  # its rows carry the update diagnostics (fewshot.episodic.methods)
 DIVERGED_FIX = "lower --learning_rate"
 RUN_FIX = None  # a single run's step is not checked against the memory (one episode's activations)
 
@@ -103,6 +102,11 @@ def check_shapes(learner: EpisodicLearner, input_shape: tuple[int, ...]) -> None
   dim = backbones.check_output(learner.backbone, input_shape)
   shape = learner.shape
   heads.check_outputs(learner.head, shape.way, shape.way * shape.shot, shape.way * shape.query, dim)
+
+
+def check_splits(learner: EpisodicLearner, splits: dict) -> None:
+  """Nothing beyond the episodes' own checks: any split that supplies the episodes trains and tests."""
+  del learner, splits
 
 
 def model_variables(state: TrainState) -> dict:

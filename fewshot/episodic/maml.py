@@ -18,7 +18,7 @@ BatchNorm normalises with each batch's own statistics at training and evaluation
 support set in the inner loop, the queries in the outer loss); running statistics take no part. Evaluation adapts
 with ``test_inner_steps``. The update diagnostics (Procrustes scale, distance ratios) are defined for a head with a
 class distance on one embedding; a method that adapts per episode has neither, so its rows carry none
-(:data:`DIAGNOSES`).
+(its row's ``diagnoses``, :data:`fewshot.method_rows.METHODS`).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from fewshot.augment.transforms import to_float
 from fewshot.choices import META_HEADS, PRECISIONS
 from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
 from fewshot.episodic.learning import augment_training, eval_images, model_variables  # noqa: F401 - the interface's
+from fewshot.errors import DataError
 from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
-DIAGNOSES = False  # see the module's docstring
 # What a single run too large for the memory is told to change (checked before it trains, as a seed group is): the
 # outer gradient keeps every inner step's activations.
 DIVERGED_FIX = "lower --inner_lr (the inner loop's step) or --learning_rate"
@@ -95,6 +95,15 @@ def _init_state(learner: MetaLearner, key: jax.Array, input_shape: tuple[int, ..
 def check_shapes(learner: MetaLearner, input_shape: tuple[int, ...]) -> None:
   """One-line ``ConfigError`` for a backbone that does not map images to ``[n, D]`` embeddings (tracing only)."""
   backbones.check_output(learner.backbone, input_shape)
+
+
+def check_splits(learner: MetaLearner, splits: dict) -> None:
+  """One-line ``DataError`` where a meta-update's episodes draw more classes together than the train split holds."""
+  train, way = splits.get("train"), learner.shape.way
+  if train is not None and way * learner.tasks > train.num_classes:
+    raise DataError(f"--way {way} × --meta_batch {learner.tasks} = {way * learner.tasks} classes drawn together "
+                    f"for a meta-update, more than the {train.num_classes} classes of the train split; use "
+                    f"--meta_batch {train.num_classes // way} or less, or a smaller --way.")
 
 
 def _embed(learner: MetaLearner, backbone_params, batch_stats, images) -> jax.Array:
@@ -204,7 +213,7 @@ def _train_on_draw(learner: MetaLearner, state: TrainState, key: jax.Array, inde
 
 def train_chunk(learner: MetaLearner, state: TrainState, source, train_key: jax.Array, num_episodes: int):
   """The next ``num_episodes`` meta-updates (donating ``state``): the state, per-episode metrics, and no
-  diagnostics (``{}``: see :data:`DIAGNOSES`).
+  diagnostics (``{}``: see the module's docstring).
   """
   shape = learner.shape
   state, out = chunks.run_chunk(_train_on_draw, learner, state, source, train_key, seed_groups.local_step(state.step),

@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from fewshot.analysis import paired, verdicts
-from fewshot.choices import method_model_name, model_name
+from fewshot.method_rows import METHODS
 from fewshot.published import plan
 from fewshot.published.registry import Cell, Entry, Schedule
 
@@ -121,10 +121,7 @@ def pooled(out: str, entry: Entry, schedule: Schedule, seeds) -> verdicts.Verdic
 
 def head_label(entry: Entry, head: str) -> str:
   """What the page calls a head's runs: the model's name (``ProtoNet_DR``; ``MAML`` for a meta-learned entry)."""
-  method = entry.options.get("method", "protonet")
-  if method != "protonet":
-    return method_model_name(method, entry.options.get("first_order", False), entry.options.get("meta_head", "linear"))
-  return model_name(entry.options.get("classifier", "proto"), head, entry.options.get("distance", "squared_euclidean"))
+  return METHODS[entry.options.get("method", "protonet")].model_name({**entry.options, "head": head})
 
 
 def ours_text(v: verdicts.Verdict) -> str:

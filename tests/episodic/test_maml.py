@@ -151,14 +151,16 @@ def test_each_option_belongs_to_its_method_and_is_refused_elsewhere():
   assert (Config(method="maml").inner_steps, Config(method="maml").test_inner_steps, Config(method="maml").inner_lr) \
       == (1, 3, 0.4)
   assert Config().inner_steps is None and Config().run_name == "strokes_conv4_ProtoNet_S_5w1s_seed0"
-  refusals = [(dict(inner_steps=2), "--inner_steps is an option of --method maml or anil"),
-              (dict(first_order=True), "--first_order is an option of --method maml"),
-              (dict(meta_batch=4), "--meta_batch is an option of --method maml"),
+  refusals = [(dict(inner_steps=2), "--inner_steps 2 is an option of --method maml or anil; --method protonet does "
+               "not use it: drop it, or pass that method."),
+              (dict(first_order=True), "--first_order is an option of --method maml or anil"),
+              (dict(meta_batch=4), "--meta_batch 4 is an option of --method maml"),
               (dict(method="maml", dataset="omniglot", within_alphabet=True, meta_batch=2), "pass one of them"),
-              (dict(method="maml", head="dr"), "--head dr belongs to protonet's heads and diagnostics; --method "
-               "maml adapts its own head \\(--meta_head\\) and records no diagnostics: drop it \\(--meta_head dr makes"),
-              (dict(meta_head="dr"), "--meta_head is an option of --method maml or anil"),
-              (dict(method="anil", centring="both"), "--centring both belongs to protonet's heads"),
+              (dict(method="maml", head="dr"), "--head dr is an option of --method protonet; --method maml does not "
+               "use it \\(its adapted head is --meta_head: linear, softmax or dr; it records no diagnostics\\): drop it"),
+              (dict(meta_head="dr"), "--meta_head dr is an option of --method maml or anil"),
+              (dict(method="anil", centring="both"), "--centring both is an option of --method protonet"),
+              (dict(method="anil", dataset="omniglot", test_shifts=1), "--test_shifts 1 is an option of --method protonet"),
               (dict(method="maml", way=5, test_way=20), "--test_way 20 must equal it")]
   for options, words in refusals:
     with pytest.raises(ConfigError, match=words) as refused:

@@ -1,0 +1,128 @@
+"""The episodic methods, one row each: the options a method owns, its model's name, its facts, and (as
+``"module:name"`` strings imported on use by :mod:`fewshot.episodic.methods`) its steps and its learner.
+
+The rows hold only light values, so the configuration reads them without importing JAX: :class:`fewshot.config.
+Config` refuses an option of another method in one line and lets the run's own method check and complete its
+options; no command tests a method by name. A new method is its module of steps plus a row here.
+
+    >>> METHODS["anil"].model_name({"first_order": True, "meta_head": "dr"})
+    'FOANIL_DR'
+    >>> METHODS["protonet"].embeds_once, METHODS["maml"].embeds_once
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from fewshot import choices
+from fewshot.errors import ConfigError
+
+# protonet's options: its heads, and the diagnostics and test views of its one embedding (Config's defaults: unset).
+HEAD_OPTIONS = ("head", "classifier", "distance", "test_shifts", "psi_classifier", "centring")
+# maml's and anil's: the inner loop and its head (None: unset; the method's check sets its defaults).
+INNER_OPTIONS = ("inner_steps", "test_inner_steps", "inner_lr", "first_order", "meta_batch", "meta_head")
+INNER_DEFAULTS = {"inner_steps": 1, "test_inner_steps": 3, "inner_lr": 0.4, "meta_batch": 1, "meta_head": "linear"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """One episodic method.
+
+  Attributes:
+    summary: what it is, for ``--method``'s help.
+    steps: ``"module"`` of its steps (the functions :mod:`fewshot.episodic.methods` lists).
+    learner: ``"module:name"`` of ``(config, head, backbone) -> learner``.
+    options: the ``Config`` fields only it (or its siblings) uses: given to another method, they are refused.
+    model_name: its model's name in logs, tables and run names, from a mapping of options (a ``Config``'s or a
+      published entry's; missing ones take their defaults).
+    check: ``(config) -> None``: its own checks (one-line ``ConfigError``) and the defaults of its options.
+    embeds_once: one embedding per image under a distance head, so ``embed``, ``--test_by class``, Lake's runs and
+      ``--test_shifts`` apply; False for a method that adapts its network to each episode.
+    diagnoses: whether its metrics rows carry the update diagnostics.
+    instead: said after the refusal of another method's option (e.g. where its own stands instead).
+  """
+
+  summary: str
+  steps: str
+  learner: str
+  options: tuple[str, ...]
+  model_name: Callable[[Mapping], str]
+  check: Callable[[object], None]
+  embeds_once: bool
+  diagnoses: bool
+  instead: str = ""
+
+
+def _protonet_name(o: Mapping) -> str:
+  return choices.model_name(o.get("classifier", "proto"), o.get("head", "softmax"),
+                            o.get("distance", choices.DISTANCES[0]))
+
+
+def _meta_name(method: str) -> Callable[[Mapping], str]:
+  return lambda o: choices.method_model_name(method, o.get("first_order") or False, o.get("meta_head") or "linear")
+
+
+def _no_check(config) -> None:
+  del config
+
+
+def _check_inner_loop(config) -> None:
+  """maml's and anil's checks: one output per --way class, and the inner loop's defaults (Finn et al.'s Omniglot)."""
+  if config.test_way != config.way:
+    raise ConfigError(f"--method {config.method}'s head has one output per --way class ({config.way}); --test_way "
+                      f"{config.test_way} must equal it.")
+  if config.within_alphabet and (config.meta_batch or 1) > 1:
+    raise ConfigError("--within_alphabet draws an episode's classes from one alphabet; --meta_batch draws several "
+                      "episodes' classes together: pass one of them.")
+  for name, default in INNER_DEFAULTS.items():
+    config.set_default(name, default)
+
+
+def _check_baseline(config) -> None:
+  """Baseline++'s check: its training classifier's size is given (the train split's classes are read later)."""
+  if config.base_classes is None:
+    raise ConfigError("--method baseline_pp trains a classifier over every training class: pass --base_classes N, "
+                      "N at least the train split's classes (e.g. 64 on mini_imagenet; a smaller N is refused with "
+                      "the count once the data is read).")
+  config.set_default("finetune_steps", 100)
+
+
+_META = dict(steps="fewshot.episodic.maml", options=INNER_OPTIONS,
+             check=_check_inner_loop, embeds_once=False, diagnoses=False,
+             instead=" (its adapted head is --meta_head: linear, softmax or dr; it records no diagnostics)")
+METHODS: dict[str, Method] = {
+    "protonet": Method("a distance head on one embedding: --head, --classifier, --distance",
+                       "fewshot.episodic.learning", "fewshot.episodic.learners:protonet_learner", HEAD_OPTIONS,
+                       _protonet_name, _no_check, embeds_once=True, diagnoses=True),
+    "maml": Method("Finn et al. 2017: every parameter adapted to each episode's support set, a linear head",
+                   learner="fewshot.episodic.learners:maml_learner", model_name=_meta_name("maml"), **_META),
+    "anil": Method("Raghu et al. 2020: the head alone adapted", learner="fewshot.episodic.learners:anil_learner",
+                   model_name=_meta_name("anil"), **_META),
+    "baseline_pp": Method("Chen et al. 2019: a cosine classifier over every training class, fitted anew on each "
+                          "test episode's support set", "fewshot.episodic.baseline_pp",
+                          "fewshot.episodic.learners:baseline_pp_learner", ("base_classes", "finetune_steps"),
+                          lambda o: "Baseline++", _check_baseline, embeds_once=False, diagnoses=False,
+                          instead=" (it trains a cosine classifier; it records no diagnostics)"),
+}
+
+
+def owners(option: str) -> list[str]:
+  """The methods whose row owns ``option`` (empty: every method's)."""
+  return [name for name, method in METHODS.items() if option in method.options]
+
+
+def check_options(config, given: Callable[[str], bool]) -> None:
+  """One-line ``ConfigError`` for an option ``given`` that another method owns (nothing is silently ignored), then
+  the run's method's own :attr:`Method.check`.
+  """
+  own = METHODS[config.method]
+  for name in (name for method in METHODS.values() for name in method.options):
+    users = owners(name)
+    if config.method not in users and given(name):
+      value = getattr(config, name)
+      said = f"--{name}" if isinstance(value, bool) or value is None else f"--{name} {value}"
+      raise ConfigError(f"{said} is an option of --method {' or '.join(users)}; --method {config.method} does not "
+                        f"use it{own.instead}: drop it, or pass that method.")
+  own.check(config)

@@ -102,7 +102,7 @@ METHODS: dict[str, Method] = {
                    model_name=_meta_name("anil"), **_META),
     "baseline_pp": Method("Chen et al. 2019: a cosine classifier over every training class, fitted anew on each "
                           "test episode's support set", "fewshot.episodic.baseline_pp",
-                          "fewshot.episodic.learners:baseline_pp_learner", ("base_classes", "finetune_steps"),
+                          "fewshot.episodic.baseline_pp:learner", ("base_classes", "finetune_steps"),
                           lambda o: "Baseline++", _check_baseline, embeds_once=False, diagnoses=False,
                           instead=" (it trains a cosine classifier; it records no diagnostics)"),
 }

@@ -31,7 +31,8 @@ import optax
 from fewshot import backbones, heads
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.choices import PRECISIONS
-from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
+from fewshot.episodic import learners
+from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images, episode_structs
 from fewshot.episodic.learning import augment_training, embed, eval_embeddings, model_variables  # noqa: F401
 from fewshot.errors import ConfigError
 from fewshot.training import chunks, seed_groups
@@ -55,6 +56,14 @@ class BaselineLearner:
   optimizer: optax.GradientTransformation = adam()
   augmentation: Augmentation = NO_AUGMENTATION
   precision: str = PRECISIONS[0]
+
+
+def learner(config, head, backbone: nn.Module) -> BaselineLearner:
+  """Its row's learner: the configuration's (``--base_classes``, ``--finetune_steps``) on ``backbone``."""
+  del head  # a head value is protonet's (refused by the configuration's method check)
+  return BaselineLearner(backbone, learners.train_shape(config), config.base_classes, config.finetune_steps,
+                         adam(config.learning_rate, config.lr_halve_every), learners.build_augmentation(config),
+                         config.precision)
 
 
 def scale(outputs: int) -> float:
@@ -125,13 +134,7 @@ def train_step(learner: BaselineLearner, state: TrainState, episode: Episode):
 def lowered_step(learner: BaselineLearner, input_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
   """One run's training step lowered (nothing compiles): what a seed group's memory check measures."""
   state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), input_shape))
-  shape = learner.shape
-  struct = lambda n, *dims, dtype=jnp.uint8: jax.ShapeDtypeStruct((n, *dims), dtype)  # noqa: E731
-  episode = Episode(support_images=struct(shape.way * shape.shot, *stored_shape),
-                    support_labels=struct(shape.way * shape.shot, dtype=jnp.int32),
-                    query_images=struct(shape.way * shape.query, *stored_shape),
-                    query_labels=struct(shape.way * shape.query, dtype=jnp.int32),
-                    classes=struct(shape.way, dtype=jnp.int32))
+  episode = episode_structs(learner.shape, stored_shape)
   return jax.jit(lambda s, e: train_step(learner, s, e)).lower(state, episode)
 
 

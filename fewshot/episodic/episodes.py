@@ -71,6 +71,18 @@ def episode_from_images(images: chex.Array, classes: chex.Array, shape: EpisodeS
   )
 
 
+def episode_structs(shape: EpisodeShape, stored_shape: tuple[int, ...], lead: tuple[int, ...] = ()) -> Episode:
+  """An episode of ``shape`` as shapes and dtypes only (``stored_shape`` images, ``lead`` axes before each array):
+  what a step is lowered on without data.
+  """
+  struct = lambda n, *dims, dtype=jnp.uint8: jax.ShapeDtypeStruct((*lead, n, *dims), dtype)  # noqa: E731
+  return Episode(support_images=struct(shape.way * shape.shot, *stored_shape),
+                 support_labels=struct(shape.way * shape.shot, dtype=jnp.int32),
+                 query_images=struct(shape.way * shape.query, *stored_shape),
+                 query_labels=struct(shape.way * shape.query, dtype=jnp.int32),
+                 classes=struct(shape.way, dtype=jnp.int32))
+
+
 def sample_episode(key: chex.PRNGKey, source: DeviceSource, shape: EpisodeShape) -> Episode:
   """Draw one episode (uint8 images, as stored) from a split resident on the device."""
   classes, indices = sample_class_images(key, source.layout, shape.way, shape.per_class)

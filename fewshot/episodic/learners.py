@@ -13,7 +13,6 @@ from fewshot.augment.affine import Distortion
 from fewshot.augment.augmentation import Augmentation
 from fewshot.config import Config
 from fewshot.episodic import methods
-from fewshot.episodic.baseline_pp import BaselineLearner
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.episodic.maml import MetaLearner
@@ -80,7 +79,7 @@ def check_values(config: Config, head=None, backbone=None) -> None:
                         f"passed records as {getattr(recorded, kind)}; pass the one it was trained with.")
 
 
-def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner | MetaLearner:
+def build_learner(config: Config, head=None, backbone=None) -> EpisodicLearner | MetaLearner | object:
   """The learner of a configuration's method (its row's ``learner``, :mod:`fewshot.episodic.methods`) that records
   ``head`` and ``backbone`` (:func:`with_values`, or :func:`check_values` for a run's), the values in place of its
   named ones; the learner resolves and checks them.
@@ -116,13 +115,6 @@ def maml_learner(config: Config, head, backbone: nn.Module) -> MetaLearner:
 def anil_learner(config: Config, head, backbone: nn.Module) -> MetaLearner:
   """ANIL's learner: the head alone adapted."""
   return _meta_learner(config, backbone, adapt="head")
-
-
-def baseline_pp_learner(config: Config, head, backbone: nn.Module) -> BaselineLearner:
-  """Baseline++'s learner: a cosine classifier over ``--base_classes`` training classes."""
-  return BaselineLearner(backbone, train_shape(config), config.base_classes, config.finetune_steps,
-                         adam(config.learning_rate, config.lr_halve_every), build_augmentation(config),
-                         config.precision)
 
 
 def _meta_learner(config: Config, backbone: nn.Module, adapt: str) -> MetaLearner:

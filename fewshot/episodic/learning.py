@@ -30,7 +30,7 @@ from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
 from fewshot.choices import CENTRINGS, PRECISIONS, PSI_CLASSIFIERS
 from fewshot.episodic import diagnostics
-from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
+from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images, episode_structs
 from fewshot.training import chunks, seed_groups
 from fewshot.training.train_state import TrainState, adam
 
@@ -236,12 +236,7 @@ def lowered_step(learner: EpisodicLearner, input_shape: tuple[int, ...], stored_
   :func:`fewshot.training.seed_groups.check_memory` measures a group's memory by.
   """
   state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), input_shape))
-  shape = learner.shape
-  episode = Episode(support_images=jax.ShapeDtypeStruct((shape.way * shape.shot, *stored_shape), jnp.uint8),
-                    support_labels=jax.ShapeDtypeStruct((shape.way * shape.shot,), jnp.int32),
-                    query_images=jax.ShapeDtypeStruct((shape.way * shape.query, *stored_shape), jnp.uint8),
-                    query_labels=jax.ShapeDtypeStruct((shape.way * shape.query,), jnp.int32),
-                    classes=jax.ShapeDtypeStruct((shape.way,), jnp.int32))
+  episode = episode_structs(learner.shape, stored_shape)
   return jax.jit(lambda s, e: train_step(learner, s, e)[:2]).lower(state, episode)
 
 

@@ -35,7 +35,7 @@ from fewshot import backbones, distances, heads, numerics
 from fewshot.augment.augmentation import NO_AUGMENTATION, Augmentation
 from fewshot.augment.transforms import to_float
 from fewshot.choices import META_HEADS, PRECISIONS
-from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images
+from fewshot.episodic.episodes import Episode, EpisodeShape, episode_from_images, episode_structs
 from fewshot.episodic.learning import augment_training, eval_images, model_variables  # noqa: F401 - the interface's
 from fewshot.errors import DataError
 from fewshot.training import chunks, seed_groups
@@ -188,13 +188,7 @@ def episode_accuracy(learner: MetaLearner, variables: dict, episode: Episode) ->
 def lowered_step(learner: MetaLearner, input_shape: tuple[int, ...], stored_shape: tuple[int, ...]):
   """One run's training step lowered (nothing compiles): what a seed group's memory check measures."""
   state = jax.eval_shape(lambda: init_state(learner, jax.random.key(0), input_shape))
-  shape, tasks = learner.shape, learner.tasks
-  struct = lambda n, *dims, dtype=jnp.uint8: jax.ShapeDtypeStruct((tasks, n, *dims), dtype)  # noqa: E731
-  episode = Episode(support_images=struct(shape.way * shape.shot, *stored_shape),
-                    support_labels=struct(shape.way * shape.shot, dtype=jnp.int32),
-                    query_images=struct(shape.way * shape.query, *stored_shape),
-                    query_labels=struct(shape.way * shape.query, dtype=jnp.int32),
-                    classes=struct(shape.way, dtype=jnp.int32))
+  episode = episode_structs(learner.shape, stored_shape, lead=(learner.tasks,))
   return jax.jit(lambda s, e: train_step(learner, s, e)).lower(state, episode)
 
 

@@ -134,13 +134,18 @@ def test_a_metric_learning_group_over_two_processes_trains_as_in_one(tmp_path):
   _launch(tmp_path / "two", program="fewshot.dml.train", flags=DML)
   _launch(tmp_path / "one", processes=1, devices="--xla_force_host_platform_device_count=4",
           program="fewshot.dml.train", flags=DML)
+  losses = {}
   for seed in SEEDS:
     name = DMLConfig(dataset="strokes", loss="contrastive", seed=seed).run_name
     two, one = RunDir(tmp_path / "two" / name), RunDir(tmp_path / "one" / name)
     assert local_checkpoints.holds(two.path / "checkpoints" / "best")
-    # Across processes the compiled step rounds differently in its last bits (~1e-7 relative per step).
-    np.testing.assert_allclose([r["loss"] for r in two.read_metrics()], [r["loss"] for r in one.read_metrics()],
-                               rtol=1e-5)
+    losses[seed] = [r["loss"] for r in two.read_metrics()]
+    # Unlike the few-shot group, this one is not bit for bit across processes: on an AMD EPYC (2 cores) the
+    # epoch losses differed by 1.2e-5 and 1.0e-4 relative (the contrastive hinge and Adam amplify last-bit
+    # differences step by step), the same at 62c07df; within 1e-3, and seeds differ by far more (below).
+    np.testing.assert_allclose(losses[seed], [r["loss"] for r in one.read_metrics()], rtol=1e-3)
+  # The tolerance can tell runs apart: another seed's losses lie outside it.
+  assert not np.allclose(losses[0], losses[1], rtol=1e-3) and not np.allclose(losses[1], losses[2], rtol=1e-3)
 
 
 @pytest.mark.parametrize("processes, per_process, runs, enough", [(2, 1, 1, 2), (4, 1, 5, 7), (2, 2, 2, 3)])

@@ -141,8 +141,8 @@ def test_a_metric_learning_group_over_two_processes_trains_as_in_one(tmp_path):
     assert local_checkpoints.holds(two.path / "checkpoints" / "best")
     losses[seed] = [r["loss"] for r in two.read_metrics()]
     # Unlike the few-shot group, this one is not bit for bit across processes: on an AMD EPYC (2 cores) the
-    # epoch losses differed by 1.2e-5 and 1.0e-4 relative (the contrastive hinge and Adam amplify last-bit
-    # differences step by step), the same at 62c07df; within 1e-3, and seeds differ by far more (below).
+    # epoch losses differed by 1.2e-5 and 1.0e-4 relative, the same at 62c07df (why is not known; the gap grows
+    # with the steps). Within 1e-3, and seeds differ by far more (below).
     np.testing.assert_allclose(losses[seed], [r["loss"] for r in one.read_metrics()], rtol=1e-3)
   # The tolerance can tell runs apart: another seed's losses lie outside it.
   assert not np.allclose(losses[0], losses[1], rtol=1e-3) and not np.allclose(losses[1], losses[2], rtol=1e-3)

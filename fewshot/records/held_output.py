@@ -81,9 +81,18 @@ def stderr_held() -> Iterator[Held]:
 
 def release() -> None:
   """End the hold in force, if any: stderr restored, and what it held written out unless dropped."""
+  data = take()
+  while data:  # a write to a pipe may take only part
+    data = data[os.write(2, data):]
+
+
+def take() -> bytes:
+  """End the hold in force, if any: stderr restored, and what it held returned (b"" where dropped) instead of
+  written out. A process about to stop on a fault it words itself reads the library's records from it.
+  """
   with _lock:
     if not _holding:
-      return
+      return b""
     held, saved, python_stderr = _holding.pop()
     sys.stderr.flush()
     sys.stderr.close()
@@ -92,9 +101,7 @@ def release() -> None:
     os.close(saved)
     try:
       size = 0 if held.dropped else os.fstat(held._fd).st_size
-      data = os.pread(held._fd, size, 0) if size else b""
-      while data:  # a write to a pipe may take only part
-        data = data[os.write(2, data):]
+      return os.pread(held._fd, size, 0) if size else b""
     finally:
       os.close(held._fd)
 

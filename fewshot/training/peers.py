@@ -27,6 +27,7 @@ import threading
 import time
 
 from fewshot import runner
+from fewshot.records import held_output
 
 HEARTBEAT_SECONDS = 10  # JAX's default is 100: a lost peer would go unnoticed for a minute or more
 JOIN_SECONDS = 300  # how long jax.distributed.initialize waits for every process to start (JAX's default)
@@ -268,15 +269,29 @@ def _on_abort(signum: int) -> None:
     time.sleep(5)
     os._exit(_state.get("status", 2))
   _exiting.release()
-  time.sleep(0.2)  # the aborting thread wrote its record just now: let the filter read it
-  text = "\n".join(_state["held"])
+  # A checkpoint save holds fd 2 in memory (records.held_output): the abort's record may be there, not in the pipe.
+  saved = held_output.take().decode(errors="replace")
+  text = saved + _held_abort_record(saved)
   if _ABORT_MARK not in text:  # a fatal error of another kind: show it as the runtime wrote it, and where
     import faulthandler
 
     os.write(_state["stderr"], (text + "\n").encode())
-    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    faulthandler.dump_traceback(file=_state["stderr"], all_threads=True)  # the real stderr, not the filtered fd 2
     os._exit(128 + signal.SIGABRT)
   finish(_lost_line(text), 2, linger=False)
+
+
+def _held_abort_record(saved: str, seconds: float = 5.0) -> str:
+  """The runtime's held records once its abort's own record is among them (or in ``saved``, what a checkpoint save
+  held), or as they are after ``seconds``: the aborting thread wrote that record to the pipe just before it
+  aborted, and on a loaded machine the filter thread may read it a good while later.
+  """
+  deadline = time.monotonic() + seconds
+  while True:
+    text = "\n".join(_state["held"])
+    if _ABORT_MARK in saved + text or time.monotonic() > deadline:
+      return text
+    time.sleep(0.02)
 
 
 def _lost_line(text: str) -> str:

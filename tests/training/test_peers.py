@@ -270,6 +270,30 @@ def test_the_line_for_a_lost_process_names_it_from_the_runtime_records(monkeypat
   assert peers._lost_line("Socket closed").startswith("error: lost process 0 of 3 (the coordinator, host0:1234):")
 
 
+# ---- the runtime's abort while a checkpoint save holds stderr (CI's failure of 2026-12-05) -----------------------
+_ABORTED_DURING_A_SAVE = """
+import os, sys
+from fewshot.records import held_output
+from fewshot.training import peers
+peers.watch(1, 2, "localhost:1234")
+peers._state["joined"] = True
+with held_output.stderr_held():
+  os.write(2, b"E1205 10:00:00.000000   4242 orbax_barrier.cc:7] a barrier's error, held with the save\\n")
+  os.write(2, b"F1205 10:00:00.000001   4242 client.cc:99] Terminating process because the JAX distributed "
+              b"service detected fatal errors. UNAVAILABLE: Socket closed\\n")
+  os.abort()
+"""
+
+
+def test_the_runtime_s_abort_during_a_checkpoint_save_is_still_one_line_naming_the_coordinator():
+  """A checkpoint save holds fd 2 in memory, so the abort's record never reached the filter: the coordinator's
+  loss read as an unknown fatal error, status 134 and no line.
+  """
+  done = subprocess.run([sys.executable, "-c", _ABORTED_DURING_A_SAVE], capture_output=True, text=True,
+                        env=checkout_env(), timeout=60)
+  _one_line(done, 2, "error: lost process 0 of 2 (the coordinator, localhost:1234):", RESUME)
+
+
 # ---- a collective's failure while the process already stops (issue 42, item 7) -----------------------------------
 _STOPPING_WHILE_CRASHING = """
 import os, sys, threading, time

@@ -43,7 +43,7 @@ ALL_CHARACTERS = Schedule(
     # Declared on 2026-12-02, before any of its runs: the recipe on every background character, as Lake et al.'s
     # comparison points trained, for the recipe's own 6,000 episodes (its last checkpoint: nothing held out to
     # choose one), 3 seeds per head.
-    "all_characters", dict(episodes=6000), "the recipe on all 964 background characters (train + val of the "
+    "all_characters", dict(episodes=6000), "The recipe on all 964 background characters (train + val of the "
     "all_characters split) for its own 6,000 episodes, Adam's rate halved at 3,000, its last checkpoint tested",
     published=False, selects=False, models=("recipe",))
 _OLD_RUNS = ("Before 2026-12-02 the runs scored were fewshot's own, drawn from all 20 evaluation alphabets (100 runs, "

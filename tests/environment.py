@@ -18,3 +18,13 @@ def checkout_env(**extra: str) -> dict[str, str]:
   """
   path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
   return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+# The README and the guide's pages of the documentation site, in the site's order: their bash commands and Python
+# blocks run as written, one after another (a page's command may read the runs an earlier page's trained).
+GUIDE = [REPO / "README.md", *(REPO / "docs" / f"{page}.md" for page in (
+    "training", "seed_groups", "comparing", "dml", "gpu", "python_api", "speed"))]
+
+
+def guide_text() -> str:
+  return "\n".join(page.read_text(encoding="utf-8") for page in GUIDE)

@@ -72,11 +72,14 @@ def resolves(name: str) -> bool:
   return False
 
 
-def test_the_patterns_find_what_the_readme_names():
+def test_the_patterns_find_what_the_readme_and_the_guide_name():
   text = _text("README.md")
-  assert {("examples/custom_head.py", ""), ("docs/protocol.md", ""), ("BUILD_NOTES.md", "")} <= set(PATH.findall(text))
-  assert {"docs/architecture.md", "docs/protocol.md#data"} <= set(LINK.findall(text))
-  assert {"fewshot.episodic", "fewshot.training.sources", "fewshot.dml.losses.Loss"} <= set(MODULE.findall(text))
+  assert {("docs/protocol.md", ""), ("BUILD_NOTES.md", "")} <= set(PATH.findall(text))
+  assert {"docs/architecture.md", "docs/training.md#real-data-and-re-testing-a-run"} <= set(LINK.findall(text))
+  guide = _text("docs/python_api.md") + _text("docs/training.md") + _text("docs/dml.md")
+  assert ("examples/custom_head.py", "") in set(PATH.findall(guide))
+  assert {"../examples/custom_head.py", "protocol.md#data"} <= set(LINK.findall(guide))
+  assert {"fewshot.episodic", "fewshot.dml.losses.Loss"} <= set(MODULE.findall(guide))
   assert PATH.findall("`fewshot/data/readers/`, x.tar.gz `tests/x.py::test_y`. `experiments/e.CONSTANT`") == [
       ("fewshot/data/readers/", ""), ("tests/x.py", "test_y")]
 

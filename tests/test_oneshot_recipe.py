@@ -168,13 +168,15 @@ def test_within_alphabet_draws_each_training_episode_from_one_alphabet_and_leave
 
 
 def test_the_readme_recipe_is_the_measured_option_at_the_held_out_runs_shape():
-  """README's one command trains what experiments/omniglot_oneshot.py measured, so the number it quotes holds."""
+  """The guide's one command (docs/training.md) trains what experiments/omniglot_oneshot.py measured, so the number it
+  quotes holds.
+  """
   from absl import flags
 
   from fewshot import options
 
-  readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
-  commands = [line.split() for line in readme.splitlines()
+  guide = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+  commands = [line.split() for line in guide.splitlines()
               if line.startswith("python -m fewshot.train --dataset omniglot") and "--class_splits all_characters" in line]
   assert len(commands) == 1
   values = flags.FlagValues()

@@ -1,4 +1,4 @@
-"""The README's Python blocks run as written (after a tiny run stands in for the main command's), so it cannot rot."""
+"""The Python blocks of the README and the guide's pages (``environment.GUIDE``) run as written (after a tiny run stands in for the main command's), so it cannot rot."""
 
 import pathlib
 import re
@@ -7,6 +7,8 @@ import pytest
 
 from fewshot.config import Config
 from fewshot.train import train
+
+from environment import GUIDE, guide_text
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 # The run the README's main command trains; here 2 episodes of it, which is all the blocks need.
@@ -18,12 +20,13 @@ def python_blocks(text: str) -> list[str]:
   return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
 
 
-def test_the_readme_has_python_blocks_and_no_paths_a_user_lacks():
-  text = README.read_text()
-  assert len(python_blocks(text)) >= 3
-  assert "../shared" not in text  # every path the docs name, and no absent document: tests/test_docs.py
-  for link in re.findall(r"\]\((docs/[^)#]+)", text):
-    assert (README.parent / link).is_file(), link
+def test_the_guide_has_python_blocks_and_no_paths_a_user_lacks():
+  assert len(python_blocks(guide_text())) >= 3
+  for page in GUIDE:
+    text = page.read_text()
+    assert "../shared" not in text  # every path the docs name, and no absent document: tests/test_docs.py
+    for link in re.findall(r"\]\(([\w./]+\.(?:md|ipynb))", text):
+      assert (page.parent / link).is_file(), (page.name, link)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +39,8 @@ def readme_dir(tmp_path_factory):
   return path
 
 
-@pytest.mark.parametrize("index", range(len(python_blocks(README.read_text()))))
+@pytest.mark.parametrize("index", range(len(python_blocks(guide_text()))))
 def test_readme_python_block_runs(readme_dir, monkeypatch, index):
-  block = python_blocks(README.read_text())[index]
+  block = python_blocks(guide_text())[index]
   monkeypatch.chdir(readme_dir)
-  exec(compile(block, f"README.md python block {index + 1}", "exec"), {"__name__": "__readme__"})  # noqa: S102
+  exec(compile(block, f"the guide's python block {index + 1}", "exec"), {"__name__": "__readme__"})  # noqa: S102

@@ -1,4 +1,4 @@
-"""Every command of the README's bash blocks runs as written (issue 42: `python experiments/bench_episodes.py`, as
+"""Every command of the README's and the guide pages' bash blocks (``environment.GUIDE``) runs as written (issue 42: `python experiments/bench_episodes.py`, as
 the README wrote it, stopped with ModuleNotFoundError).
 
 The commands run in README order through bash in one working folder, as a user's terminal would (so `runs/A`, globs
@@ -19,9 +19,7 @@ import subprocess
 import pytest
 
 from dataset_fixtures import write_cars196, write_cub
-from environment import REPO, checkout_env
-
-README = REPO / "README.md"
+from environment import checkout_env, guide_text
 
 # A few steps of each long program, appended to what the README wrote.
 BUDGET = {
@@ -49,6 +47,7 @@ ELSEWHERE = {
         "four hosts; tests/training/test_peers.py launches a two-process group",
     "python -m fewshot.analyze runs/A runs/B [": "a synopsis ([...] marks the options); the lines after it run",
     "python examples/": "minutes each; tests/test_examples.py runs both",
+    "python -m sphinx": "the documentation site, its notebook executed (a minute); tests/test_site.py builds it",
     "python -m experiments.device_check": "about 3 minutes; tests/test_device_check.py runs it with --smoke",
 }
 # What a command needs that this machine may lack, by the module it runs.
@@ -76,7 +75,7 @@ def program(command: str) -> str | None:
 
 
 def test_every_readme_command_is_run_here_or_says_where_it_is():
-  listed = commands(README.read_text())
+  listed = commands(guide_text())
   assert len(listed) >= 30
   for command in listed:
     assert not_run(command) or program(command) or command.startswith("python -c"), command
@@ -124,7 +123,7 @@ def _link_two_runs(cwd: pathlib.Path) -> None:
 def test_the_readme_commands_run_as_written(terminal):
   cwd, folders = terminal
   ran, lacked = [], []
-  for command in commands(README.read_text()):
+  for command in commands(guide_text()):
     if not_run(command):
       continue
     line = _as_run(command, folders, cwd)

@@ -9,7 +9,7 @@ to agree do not make an interval of nothing), ``e`` the published interval's sta
 
 * ``equivalent within ±δ``: the 90% interval of ``D`` lies inside ``(−δ, δ)``, ``δ`` the cell's declared margin (two
   one-sided tests at 5% each);
-* ``below by x`` / ``above by x``: the 95% interval of ``D`` excludes 0 (x = |D|; where the 90% interval also lies
+* ``below by x`` / ``above by x``: the 95% interval of ``D`` excludes 0 (x = ``|D|``; where the 90% interval also lies
   inside the margin, ``, equivalent within ±δ`` follows: a real difference smaller than the margin);
 * ``inconclusive at n seeds``: neither.
 

@@ -1,6 +1,6 @@
 """Reproduce a published result: ``python -m fewshot.reproduce snell2017_omniglot --seeds 0-2 --data_dir DIR``.
 
-Trains the entry's protocol (:mod:`fewshot.published`) under each seed, each model and head a seed group, tests it as
+Trains the entry's protocol (:mod:`fewshot.published`) under each seed, each model and arm a seed group, tests it as
 the paper did, and prints for each cell the published value beside ours: mean ± 95% t-interval with the per-seed
 values, the interval of ours − published and a verdict in fixed words under the cell's declared margin
 (:mod:`fewshot.analysis.verdicts`); Lake's cells, ours beside the field's figures on the same items. Where the entry
@@ -34,7 +34,8 @@ def define_flags() -> None:
     flags.DEFINE_string("schedule", None, "the entry's schedule: published (the paper's, the default) or a shorter "
                         "one it names (short)")
     flags.DEFINE_list("models", None, "the entry's models to run (default all, in its order), e.g. 1-shot")
-    flags.DEFINE_list("heads", None, "the heads to run (default the entry's: softmax and dr)")
+    flags.DEFINE_list("arms", None, "the arms to run (default the entry's, e.g. softmax and dr: its heads)")
+    flags.DEFINE_alias("heads", "arms")  # the records of runs made before arms name --heads in their command
     flags.DEFINE_bool("train", True, "train and test what is missing; --notrain: report what the records hold")
     flags.DEFINE_bool("list", False, "list the entries and exit")
   with options.flag_heading("the page"):
@@ -47,7 +48,7 @@ def define_flags() -> None:
     flags.DEFINE_string("data_dir", None, "the dataset's files (the entry says which)")
     flags.DEFINE_string("tfds_dir", None, "where prepared datasets live (default $TFDS_DATA_DIR or "
                         "~/tensorflow_datasets)")
-    flags.DEFINE_string("out", "runs/reproduce", "where the runs live: <out>/<entry>/<schedule>/<model>_<head>/")
+    flags.DEFINE_string("out", "runs/reproduce", "where the runs live: <out>/<entry>/<schedule>/<model>_<arm>/")
 
 
 def entry_named(name: str):
@@ -56,19 +57,19 @@ def entry_named(name: str):
   return ENTRIES[name]
 
 
-def chosen(entry, models: list[str] | None, heads: list[str] | None, schedule=None):
-  """The entry's models and heads a run asked for (by default those ``schedule`` trains), in the entry's order; a
+def chosen(entry, models: list[str] | None, arms: list[str] | None, schedule=None):
+  """The entry's models and arms a run asked for (by default those ``schedule`` trains), in the entry's order; a
   one-line ``ConfigError`` for others.
   """
   names = [m.name for m in entry.models if schedule is None or schedule.models is None or m.name in schedule.models]
   models = names if models is None else models
-  for given, known, flag in ((models, names, "models"), (heads, list(entry.heads), "heads")):
+  for given, known, flag in ((models, names, "models"), (arms, list(entry.arms), "arms")):
     unknown = [g for g in given or () if g not in known]
     if unknown:
       under = f" under schedule {schedule.name}" if flag == "models" and schedule is not None else ""
       raise ConfigError(f"{entry.name} has no {flag[:-1]} {unknown[0]!r}{under}; choose from {', '.join(known)}.")
   return ([m for m in entry.models if models is None or m.name in models],
-          [h for h in entry.heads if heads is None or h in heads])
+          [h for h in entry.arms if arms is None or h in arms])
 
 
 def check_data(entry, data_dir: str | None) -> None:
@@ -102,7 +103,7 @@ def train_group(group: plan.Group, data_dir: str | None, tfds_dir: str | None) -
     return
   seeds, workdirs = zip(*todo)
   begun = any(os.path.exists(os.path.join(w, "config.json")) for w in workdirs)
-  print(f"{group.model.name} {group.head} {group.stage}: seeds {', '.join(map(str, seeds))} "
+  print(f"{group.model.name} {group.arm} {group.stage}: seeds {', '.join(map(str, seeds))} "
         f"({group.options['episodes']} episodes at most)", flush=True)
   try:
     train.train_group(_config(group, data_dir, tfds_dir), tuple(seeds), list(workdirs), resume=begun)
@@ -128,7 +129,7 @@ def check_trained_as(workdir: str, group: plan.Group, seed: int) -> None:
                       "so that one cell holds one protocol.")
 
 
-def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: str | None,
+def measure_cells(out: str, entry, schedule, model, arm: str, seeds, data_dir: str | None,
                   tfds_dir: str | None) -> None:
   """Evaluate each of ``model``'s cells that is not the run's own test, on every tested run that lacks it."""
   from fewshot import evaluate
@@ -136,7 +137,7 @@ def measure_cells(out: str, entry, schedule, model, head: str, seeds, data_dir: 
   for cell in (c for c in report.schedule_cells(entry, schedule) if c.model == model.name
                and not plan.own_test(entry, model, c)):
     for seed in seeds:
-      workdir = plan.run_dir(out, entry, schedule, model, head, plan.tested_stage(entry, schedule), seed)
+      workdir = plan.run_dir(out, entry, schedule, model, arm, plan.tested_stage(entry, schedule), seed)
       record = plan.cell_record(workdir, entry, model, cell)
       if record is None or os.path.exists(record):
         continue
@@ -190,23 +191,23 @@ def score_lake_runs(workdir: str, record: str, test: dict, data_dir: str | None)
 
 def reproduce(name: str, seeds: tuple[int, ...], data_dir: str | None = None, tfds_dir: str | None = None,
               out: str = "runs/reproduce", schedule: str | None = None, models: list[str] | None = None,
-              heads: list[str] | None = None, train: bool = True) -> str:
+              arms: list[str] | None = None, train: bool = True) -> str:
   """Train and test what is missing of an entry (with ``train``) and return the report of what its records hold."""
   entry = entry_named(name)
   chosen_schedule = entry.runnable(schedule) if train else entry.schedule(schedule)
-  chosen_models, chosen_heads = chosen(entry, models, heads, chosen_schedule)
+  chosen_models, chosen_arms = chosen(entry, models, arms, chosen_schedule)
   if train and entry.not_comparable is None:
     check_data(entry, data_dir)
     if any(c.test.get("lake_runs") == "official" for c in report.schedule_cells(entry, chosen_schedule)):
       check_official(data_dir)  # before hours of training, not after
     for model in chosen_models:
-      for head in chosen_heads:
+      for arm in chosen_arms:
         if chosen_schedule.selects:
-          train_group(plan.select_group(out, entry, chosen_schedule, model, head, seeds), data_dir, tfds_dir)
+          train_group(plan.select_group(out, entry, chosen_schedule, model, arm, seeds), data_dir, tfds_dir)
         if plan.retrains(entry, chosen_schedule):
-          for group in plan.final_groups(out, entry, chosen_schedule, model, head, seeds):
+          for group in plan.final_groups(out, entry, chosen_schedule, model, arm, seeds):
             train_group(group, data_dir, tfds_dir)
-        measure_cells(out, entry, chosen_schedule, model, head, seeds, data_dir, tfds_dir)
+        measure_cells(out, entry, chosen_schedule, model, arm, seeds, data_dir, tfds_dir)
   return REPORTS[entry.scored_on](out, entry, chosen_schedule, seeds)
 
 
@@ -218,7 +219,7 @@ def _episode_report(out: str, entry, schedule, seeds) -> str:
 def _lake_report(out: str, entry, schedule, seeds) -> str:
   from fewshot.published import lake_report
 
-  table = lake_report.table_lines(out, entry, schedule, seeds, report.head_label)
+  table = lake_report.table_lines(out, entry, schedule, seeds, report.arm_label)
   return "\n".join([f"{entry.name}: {entry.source}", f"schedule {schedule.name}: {schedule.about}",
                     *(table or ["no runs scored yet"])])
 
@@ -268,7 +269,7 @@ def main(argv):
 
     check_writable(values.out, "--out")
   print(reproduce(argv[1], run_flags.parse_seeds(values.seeds), values.data_dir, values.tfds_dir, values.out,
-                  values.schedule, values.models, values.heads, values.train))
+                  values.schedule, values.models, values.arms, values.train))
 
 
 if __name__ == "__main__":

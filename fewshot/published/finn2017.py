@@ -48,7 +48,7 @@ OMNIGLOT = Entry(
         "one multiple of 90 degrees per task.",
         "Checkpoint: the best by validation accuracy every 1,000 meta-updates; the code tests its last.",
     ),
-    heads=("softmax",),  # MAML's head is its linear classifier: the one head
+    arms={"maml": {}},  # the paper's one arm: MAML with its linear classifier (the entry's options)
     # One seed of the 5-way 1-shot model alone is 40,000 meta-updates of 32 episodes (1,280,000 adapted episodes).
     accelerator=True,
 )

@@ -1,9 +1,9 @@
 """The records the page is built from (``docs/reproductions/``): kept only where each run is its entry's, readable,
 and never replaced.
 
-A run folder's place names what it must be (``<entry>/<schedule>/<model>_<head>/<stage>/seed<k>``,
+A run folder's place names what it must be (``<entry>/<schedule>/<model>_<arm>/<stage>/seed<k>``,
 :mod:`fewshot.published.plan`), and its ``config.json`` must say the same: the entry's options for that model,
-schedule and head (the length aside, which a select run chooses), train + val for a final run, seed ``k``. A run that
+schedule and arm (the length aside, which a select run chooses), train + val for a final run, seed ``k``. A run that
 is not (a run copied in from elsewhere, or one trained before the entry's options changed) is refused in one line
 naming the difference, before anything is copied; so is a record that does not parse, which the page would otherwise
 drop without a word.
@@ -42,9 +42,9 @@ def unreadable(path: str) -> str | None:
   return None if all(isinstance(r, dict) for r in rows) else "not a JSON object"
 
 
-def expected_options(entry: Entry, schedule, model, head: str, stage: str) -> dict:
+def expected_options(entry: Entry, schedule, model, arm: str, stage: str) -> dict:
   """The options a run of this place trains with, the length aside (JSON values, as ``config.json`` holds them)."""
-  options = {k: v for k, v in entry.run_options(model, schedule, head).items() if k not in _LENGTH}
+  options = {k: v for k, v in entry.run_options(model, schedule, arm).items() if k not in _LENGTH}
   if stage == plan.FINAL:
     options["train_splits"] = "train+val"
   return json.loads(json.dumps(options))
@@ -63,16 +63,16 @@ def check_run(relative: str, config: dict, entries: dict[str, Entry]) -> None:
   whose ``config.json`` trained something else than that place names.
   """
   parts = relative.split(os.sep)
-  where = f"{relative} is not a run of a registered entry (<entry>/<schedule>/<model>_<head>/<stage>/seed<k>)"
+  where = f"{relative} is not a run of a registered entry (<entry>/<schedule>/<model>_<arm>/<stage>/seed<k>)"
   if len(parts) != 5 or parts[0] not in entries or not parts[4].startswith("seed") or not parts[4][4:].isdigit():
     raise ConfigError(f"{where}; move it out of the folder kept.")
   entry = entries[parts[0]]
   names = {s.name for s in entry.schedules}
-  arms = {f"{m.name}_{h}": (m, h) for m in entry.models for h in entry.heads}
+  arms = {f"{m.name}_{h}": (m, h) for m in entry.models for h in entry.arms}
   if parts[1] not in names or parts[2] not in arms or parts[3] not in (plan.SELECT, plan.FINAL):
     raise ConfigError(f"{where}: {entry.name} has no {'/'.join(parts[1:4])}; move it out of the folder kept.")
-  model, head = arms[parts[2]]
-  expected = {**expected_options(entry, entry.schedule(parts[1]), model, head, parts[3]), "seed": int(parts[4][4:])}
+  model, arm = arms[parts[2]]
+  expected = {**expected_options(entry, entry.schedule(parts[1]), model, arm, parts[3]), "seed": int(parts[4][4:])}
   differs = option_differences(config, expected, entry.name)
   if differs:
     raise ConfigError(f"{relative} is not {entry.name}'s run: it trained with {differs[0]}"

@@ -40,12 +40,12 @@ def binomial_interval(correct: int, items: int) -> tuple[float, float]:
   return 100.0 * found.low, 100.0 * found.high
 
 
-def scores(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str, seeds) -> list[Score]:
+def scores(out: str, entry: Entry, schedule: Schedule, cell: Cell, arm: str, seeds) -> list[Score]:
   """The seeds' scores on a cell's runs, from each tested run's record (seeds without one are left out)."""
   model = entry.model(cell.model)
   found = []
   for seed in seeds:
-    workdir = plan.run_dir(out, entry, schedule, model, head, plan.tested_stage(entry, schedule), seed)
+    workdir = plan.run_dir(out, entry, schedule, model, arm, plan.tested_stage(entry, schedule), seed)
     record = plan.cell_record(workdir, entry, model, cell)
     measured = plan.read_json(record) if record else None
     if measured is not None:
@@ -64,16 +64,16 @@ def _mean_text(found: list[Score]) -> str:
   return f"{mean:.2f}" + ("" if half is None else f" ± {half:.2f}") + f" ({len(found)} seeds, {found[0].items} items)"
 
 
-def table_lines(out: str, entry: Entry, schedule: Schedule, seeds, head_label) -> list[str]:
-  """The schedule's table (a row per cell and head with scores), the field's figures, and official − design."""
+def table_lines(out: str, entry: Entry, schedule: Schedule, seeds, arm_label) -> list[str]:
+  """The schedule's table (a row per cell and arm with scores), the field's figures, and official − design."""
   lines = ["| cell | head | ours per seed: accuracy [95% binomial] | ours: mean ± 95% t |", "|---|---|---|---|"]
   by_cell = {}
   for cell in (c for c in entry.cells if schedule.models is None or c.model in schedule.models):
-    for head in entry.heads:
-      found = scores(out, entry, schedule, cell, head, seeds)
+    for arm in entry.arms:
+      found = scores(out, entry, schedule, cell, arm, seeds)
       if found:
-        by_cell[cell.name, cell.model, head] = found
-        lines.append(f"| {cell.model}: {cell.name} | {head_label(entry, head)} | {_seeds_text(found)} | "
+        by_cell[cell.name, cell.model, arm] = found
+        lines.append(f"| {cell.model}: {cell.name} | {arm_label(entry, arm)} | {_seeds_text(found)} | "
                      f"{_mean_text(found)} |")
   if len(lines) == 2:
     return []
@@ -82,19 +82,19 @@ def table_lines(out: str, entry: Entry, schedule: Schedule, seeds, head_label) -
     points = "; ".join(f"{c.name} {c.value:.1f}% ({c.source}{'' if c.verified else ', not verified here'})"
                        for c in entry.comparisons)
     lines += ["", f"On Lake's 20 runs, the field's benchmark and the same 400 items: {points}."]
-  lines += _typical_lines(entry, by_cell, head_label)
+  lines += _typical_lines(entry, by_cell, arm_label)
   return lines
 
 
-def _typical_lines(entry: Entry, by_cell: dict, head_label) -> list[str]:
-  """Lake's 20 runs − runs of his design, paired by seed, per model and head."""
+def _typical_lines(entry: Entry, by_cell: dict, arm_label) -> list[str]:
+  """Lake's 20 runs − runs of his design, paired by seed, per model and arm."""
   official = {c.name for c in entry.cells if c.test.get("lake_runs") == "official"}
   design = {c.name for c in entry.cells if c.test.get("lake_runs") == "design"}
   lines = []
-  for (name, model, head), found in by_cell.items():
+  for (name, model, arm), found in by_cell.items():
     if name not in official:
       continue
-    other = next((v for (n, m, h), v in by_cell.items() if n in design and (m, h) == (model, head)), None)
+    other = next((v for (n, m, h), v in by_cell.items() if n in design and (m, h) == (model, arm)), None)
     if other is None:
       continue
     theirs = {s.seed: s.accuracy for s in other}
@@ -102,6 +102,6 @@ def _typical_lines(entry: Entry, by_cell: dict, head_label) -> list[str]:
     if differences:
       mean, half = paired.paired_interval(differences)
       interval = "" if half is None else f" ± {half:.2f}"
-      lines.append(f"- {model}, {head_label(entry, head)}: Lake's 20 runs − runs of his design {mean:+.2f}"
+      lines.append(f"- {model}, {arm_label(entry, arm)}: Lake's 20 runs − runs of his design {mean:+.2f}"
                    f"{interval} points, paired by seed ({len(differences)} seeds).")
   return [""] + lines if lines else []

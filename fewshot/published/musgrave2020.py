@@ -25,7 +25,7 @@ def _entry(dataset: str, label: str, map_at_r: tuple[tuple[float, float], ...], 
       schedules=(Schedule("published", {}, "the paper's", published=True),),
       cells=tuple(Cell(f"{loss} MAP@R", "bn-inception", {}, value, ci95, measure="MAP@R (%)")
                   for loss, (value, ci95) in zip(_LOSSES, map_at_r)),
-      differences=(), heads=(), not_comparable=_WHY)
+      differences=(), arms={}, not_comparable=_WHY)
 
 
 CUB = _entry("cub", "CUB200", ((21.18, 0.28), (18.75, 0.15), (20.96, 0.11)), "CUB_200_2011")

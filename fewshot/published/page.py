@@ -41,7 +41,7 @@ def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[s
 
 
 def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
-  """A row per cell and head: published, ours, the interval of ours − published, the verdict; then the heads'
+  """A row per cell and arm: published, ours, the interval of ours − published, the verdict; then the arms'
   difference paired by seed, a row per cell.
   """
   header = ["cell", "published", "margin", "head", "ours: mean ± 95% (seeds)", "ours − published [95%]; smallest "
@@ -49,12 +49,12 @@ def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for r in reports:
     margin = "–" if r.cell.margin is None else f"±{r.cell.margin:g}"
-    for head, v in r.by_head.items():
-      lines.append("| " + " | ".join([r.cell.name, report.published_text(r.cell), margin, report.head_label(entry, head),
+    for arm, v in r.by_arm.items():
+      lines.append("| " + " | ".join([r.cell.name, report.published_text(r.cell), margin, report.arm_label(entry, arm),
                                       report.ours_text(v), report.difference_text(v), v.words]) + " |")
   pairs = [r for r in reports if r.paired is not None]
   if pairs:
-    first, second = (report.head_label(entry, h) for h in entry.heads)
+    first, second = (report.arm_label(entry, h) for h in entry.arms)
     lines += ["", f"| cell | {second} − {first}, paired by seed | what the pairs share |", "|---|---|---|"]
     for r in pairs:
       mean, half, p, n = r.paired
@@ -67,7 +67,7 @@ def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
 def _lengths(records: str, entry: Entry, schedule: Schedule, seeds) -> str:
   """The tested runs' lengths and the learning-rate halvings they applied, from their configs."""
   configs = [plan.read_json(os.path.join(plan.run_dir(records, entry, schedule, m, h, plan.tested_stage(entry, schedule), s),
-                                         "config.json")) for m in entry.models for h in entry.heads for s in seeds]
+                                         "config.json")) for m in entry.models for h in entry.arms for s in seeds]
   configs = [c for c in configs if c and "episodes" in c]
   if not configs:
     return ""
@@ -85,14 +85,14 @@ def _lengths(records: str, entry: Entry, schedule: Schedule, seeds) -> str:
 
 
 def _episode_tables(records: str, entry: Entry, schedule: Schedule, seeds) -> list[str]:
-  """The verdict table of an entry scored on test episodes, the heads paired by seed, and the pooled line."""
+  """The verdict table of an entry scored on test episodes, the arms paired by seed, and the pooled line."""
   lines = _cell_table(entry, report.cell_reports(records, entry, schedule, seeds))
   said = report.pooled_text(report.pooled(records, entry, schedule, seeds))
   return lines + (["", said[0].upper() + said[1:] + "."] if said else [])
 
 
 def _lake_tables(records: str, entry: Entry, schedule: Schedule, seeds) -> list[str]:
-  return lake_report.table_lines(records, entry, schedule, seeds, report.head_label)
+  return lake_report.table_lines(records, entry, schedule, seeds, report.arm_label)
 
 
 TABLES = {"episodes": _episode_tables, "lake_runs": _lake_tables}  # by Entry.scored_on

@@ -1,7 +1,7 @@
 """Which runs reproduce an entry, where they live, and what their records say: the command's plan, read again by the
 page. Nothing here trains or imports JAX.
 
-The runs of an entry under a schedule live under ``<out>/<entry>/<schedule>/<model>_<head>/``: ``select/seed<k>``
+The runs of an entry under a schedule live under ``<out>/<entry>/<schedule>/<model>_<arm>/``: ``select/seed<k>``
 (trained on the training classes, stopped on the validation split) and, where the entry retrains, ``final/seed<k>``
 (trained on train + val for the length ``select`` chose); a cell is tested on the final run's last checkpoint (its
 ``best`` there) or, without retraining, on the select run's best one. Each is an ordinary run directory.
@@ -24,19 +24,19 @@ class Group:
   """A seed group to train: the options of its runs (less the seed), its seeds and their run directories."""
 
   model: Model
-  head: str
+  arm: str
   stage: str
   options: dict
   seeds: tuple[int, ...]
   workdirs: tuple[str, ...]
 
 
-def arm_folder(out: str, entry: Entry, schedule: Schedule, model: Model, head: str) -> str:
-  return os.path.join(out, entry.name, schedule.name, f"{model.name}_{head}")
+def arm_folder(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str) -> str:
+  return os.path.join(out, entry.name, schedule.name, f"{model.name}_{arm}")
 
 
-def run_dir(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, stage: str, seed: int) -> str:
-  return os.path.join(arm_folder(out, entry, schedule, model, head), stage, f"seed{seed}")
+def run_dir(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str, stage: str, seed: int) -> str:
+  return os.path.join(arm_folder(out, entry, schedule, model, arm), stage, f"seed{seed}")
 
 
 def retrains(entry: Entry, schedule: Schedule) -> bool:
@@ -58,14 +58,14 @@ def read_json(path: str) -> dict | None:
   return value if isinstance(value, dict) else None
 
 
-def select_group(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seeds) -> Group:
-  """The group that trains ``model`` with ``head`` on the training classes (stopped on val where it retrains)."""
-  options = entry.run_options(model, schedule, head)
-  dirs = tuple(run_dir(out, entry, schedule, model, head, SELECT, s) for s in seeds)
-  return Group(model, head, SELECT, options, tuple(seeds), dirs)
+def select_group(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str, seeds) -> Group:
+  """The group that trains ``model`` with ``arm`` on the training classes (stopped on val where it retrains)."""
+  options = entry.run_options(model, schedule, arm)
+  dirs = tuple(run_dir(out, entry, schedule, model, arm, SELECT, s) for s in seeds)
+  return Group(model, arm, SELECT, options, tuple(seeds), dirs)
 
 
-def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seeds) -> list[Group]:
+def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str, seeds) -> list[Group]:
   """The groups that train on train + val, one per length chosen (the select runs' best episodes, plus the
   schedule's ``retrain_beyond``): only the seeds whose select run has finished; where the schedule does not select,
   one group of every seed at its own length.
@@ -74,12 +74,12 @@ def final_groups(out: str, entry: Entry, schedule: Schedule, model: Model, head:
   if not schedule.selects:
     lengths[int(schedule.options["episodes"])] = list(seeds)
   for seed in seeds if schedule.selects else ():
-    chosen = read_json(os.path.join(run_dir(out, entry, schedule, model, head, SELECT, seed), "results.json"))
+    chosen = read_json(os.path.join(run_dir(out, entry, schedule, model, arm, SELECT, seed), "results.json"))
     if chosen is not None:
       lengths.setdefault(int(chosen["best_episode"]) + schedule.retrain_beyond, []).append(seed)
-  base = {k: v for k, v in entry.run_options(model, schedule, head).items() if k != "patience"}
-  return [Group(model, head, FINAL, {**base, "episodes": length, "train_splits": "train+val"}, tuple(group),
-                tuple(run_dir(out, entry, schedule, model, head, FINAL, s) for s in group))
+  base = {k: v for k, v in entry.run_options(model, schedule, arm).items() if k != "patience"}
+  return [Group(model, arm, FINAL, {**base, "episodes": length, "train_splits": "train+val"}, tuple(group),
+                tuple(run_dir(out, entry, schedule, model, arm, FINAL, s) for s in group))
           for length, group in sorted(lengths.items())]
 
 
@@ -123,7 +123,7 @@ def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell, results: d
   return os.path.join(workdir, name)
 
 
-def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str,
+def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, arm: str,
                   seeds) -> dict[int, tuple[float, float | None]]:
   """{seed: (test accuracy in %, its 95% half-width over the test episodes, None where not recorded)} of a cell for
   the seeds measured so far.
@@ -131,7 +131,7 @@ def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: 
   model = entry.model(cell.model)
   measured_seeds = {}
   for seed in seeds:
-    workdir = run_dir(out, entry, schedule, model, head, tested_stage(entry, schedule), seed)
+    workdir = run_dir(out, entry, schedule, model, arm, tested_stage(entry, schedule), seed)
     own = os.path.join(workdir, "results.json")
     results = read_json(own)
     record = cell_record(workdir, entry, model, cell, results)
@@ -146,24 +146,24 @@ def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: 
   return measured_seeds
 
 
-def trained_length(out: str, entry: Entry, schedule: Schedule, model: Model, head: str, seed: int) -> int | None:
+def trained_length(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str, seed: int) -> int | None:
   """How many episodes a seed's tested run trained (its config's ``episodes``), None where it has no config."""
-  config = read_json(os.path.join(run_dir(out, entry, schedule, model, head, tested_stage(entry, schedule), seed), "config.json"))
+  config = read_json(os.path.join(run_dir(out, entry, schedule, model, arm, tested_stage(entry, schedule), seed), "config.json"))
   return None if config is None or "episodes" not in config else int(config["episodes"])
 
 
-def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, head: str, seeds) -> dict[int, float]:
+def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, arm: str, seeds) -> dict[int, float]:
   """{seed: test accuracy in %} of a cell for the seeds measured so far."""
-  return {seed: accuracy for seed, (accuracy, _) in cell_measured(out, entry, schedule, cell, head, seeds).items()}
+  return {seed: accuracy for seed, (accuracy, _) in cell_measured(out, entry, schedule, cell, arm, seeds).items()}
 
 
 def seeds_found(out: str, entry: Entry, schedule: Schedule) -> list[int]:
   """Every seed with a run directory under the entry's schedule, in order."""
   found = set()
   for model in entry.models:
-    for head in entry.heads:
+    for arm in entry.arms:
       for stage in (SELECT, FINAL):
-        folder = os.path.join(arm_folder(out, entry, schedule, model, head), stage)
+        folder = os.path.join(arm_folder(out, entry, schedule, model, arm), stage)
         if os.path.isdir(folder):
           found.update(int(n[4:]) for n in os.listdir(folder) if n.startswith("seed") and n[4:].isdigit())
   return sorted(found)

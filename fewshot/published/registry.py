@@ -2,7 +2,8 @@
 it does otherwise.
 
 An :class:`Entry` trains one or more models (:class:`Model`: a run's options beside the entry's ``options``) under a
-named :class:`Schedule` with each of its heads, then tests each :class:`Cell` on a model's final checkpoint. Where
+named :class:`Schedule` in each of its arms (``Entry.arms``: a label and the options that set the arm apart, by
+default the softmax and the DR head), then tests each :class:`Cell` on a model's final checkpoint. Where
 ``retrain`` is set the protocol is Snell et al.'s: a run on the training classes chooses its length on the validation
 split (``--patience``), and a second run trains that long on train + val (``--train_splits train+val``); its last
 checkpoint is what the cells test. Nothing here imports JAX: the command (:mod:`fewshot.reproduce`) trains, the page
@@ -14,6 +15,15 @@ from __future__ import annotations
 import dataclasses
 
 from fewshot.errors import ConfigError
+
+
+def head_arms(*heads: str) -> dict[str, dict]:
+  """Arms that differ only by their head (labelled by it), as ProtoNet's entries compare them.
+
+  >>> head_arms("softmax", "dr")
+  {'softmax': {'head': 'softmax'}, 'dr': {'head': 'dr'}}
+  """
+  return {head: {"head": head} for head in heads}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +95,9 @@ class Entry:
   schedules: tuple[Schedule, ...]
   cells: tuple[Cell, ...]
   differences: tuple[str, ...]  # what fewshot's run does otherwise than the paper, each in a sentence
-  heads: tuple[str, ...] = ("softmax", "dr")
+  # The arms compared in every cell: label -> the options that set the arm apart (its runs' folders are named
+  # <model>_<label>); the paper's two formulations by default.
+  arms: dict = dataclasses.field(default_factory=lambda: head_arms("softmax", "dr"))
   retrain: bool = False
   comparisons: tuple[Comparison, ...] = ()
   not_comparable: str | None = None  # why fewshot cannot run the published protocol at all, where it cannot
@@ -117,6 +129,6 @@ class Entry:
   def model(self, name: str) -> Model:
     return next(m for m in self.models if m.name == name)
 
-  def run_options(self, model: Model, schedule: Schedule, head: str) -> dict:
-    """A model's training options under ``schedule`` with ``head``: the entry's, the model's, the schedule's."""
-    return {**self.options, **model.options, **schedule.options, "head": head}
+  def run_options(self, model: Model, schedule: Schedule, arm: str) -> dict:
+    """A model's training options under ``schedule`` in ``arm``: the entry's, the model's, the schedule's, the arm's."""
+    return {**self.options, **model.options, **schedule.options, **self.arms[arm]}

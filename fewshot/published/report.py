@@ -1,10 +1,10 @@
 """Ours beside the paper's, cell by cell, from the records of an entry's runs: what the command prints and the page
 shows.
 
-For each cell and head: the published value, ours per seed, the interval of ours − published and the verdict under
-the cell's declared margin (:mod:`fewshot.analysis.verdicts`); where the entry has two heads, their difference paired
+For each cell and arm: the published value, ours per seed, the interval of ours − published and the verdict under
+the cell's declared margin (:mod:`fewshot.analysis.verdicts`); where the entry has two arms, their difference paired
 by seed (a softmax and a DR run of one seed draw the same episodes, as far as the shorter of the two trains: exact
-sign-flip p); and a pooled line across the entry's independent arms (each model and head).
+sign-flip p); and a pooled line across the entry's independent arms (each model and arm).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from fewshot.published.registry import Cell, Entry, Schedule
 
 @dataclasses.dataclass(frozen=True)
 class CellReport:
-  """One cell: the verdict of each head (by --head) and the heads' paired difference (second minus first)."""
+  """One cell: the verdict of each arm (by --arm) and the arms' paired difference (second minus first)."""
 
   cell: Cell
-  by_head: dict[str, verdicts.Verdict]
+  by_arm: dict[str, verdicts.Verdict]
   seeds: dict[str, tuple[int, ...]]
   paired: tuple[float, float | None, float | None, int] | None  # mean, half-width, sign-flip p, pairs
   shared: str = ""  # how much of their training the paired runs share, in words
@@ -47,27 +47,27 @@ def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[Cell
   """Every cell's report from the records under ``out`` for ``seeds``."""
   reports = []
   for cell in schedule_cells(entry, schedule):
-    measured = {head: plan.cell_measured(out, entry, schedule, cell, head, seeds) for head in entry.heads}
-    by_head = {head: _verdict(m, cell, entry, schedule) for head, m in measured.items()}
+    measured = {arm: plan.cell_measured(out, entry, schedule, cell, arm, seeds) for arm in entry.arms}
+    by_arm = {arm: _verdict(m, cell, entry, schedule) for arm, m in measured.items()}
     pair = None
-    if len(entry.heads) == 2:
-      first, second = (measured[h] for h in entry.heads)
+    if len(entry.arms) == 2:
+      first, second = (measured[h] for h in entry.arms)
       common = sorted(set(first) & set(second))
       if common:
         differences = [second[s][0] - first[s][0] for s in common]
         mean, half = paired.paired_interval(differences)
         pair = (mean, half, paired.sign_flip_p(differences), len(common))
-    reports.append(CellReport(cell, by_head, {h: tuple(sorted(v)) for h, v in measured.items()}, pair,
+    reports.append(CellReport(cell, by_arm, {h: tuple(sorted(v)) for h, v in measured.items()}, pair,
                               shared_text(out, entry, schedule, cell, common if pair else ())))
   return reports
 
 
 def shared_text(out: str, entry: Entry, schedule: Schedule, cell: Cell, seeds) -> str:
   """What the paired runs of ``seeds`` share: every episode where each pair trained equally long, else their first
-  ones (a seed's two heads draw the same episodes; one that stops later trains on where the other stopped).
+  ones (a seed's two arms draw the same episodes; one that stops later trains on where the other stopped).
   """
   model = entry.model(cell.model)
-  lengths = [[plan.trained_length(out, entry, schedule, model, h, s) for h in entry.heads] for s in seeds]
+  lengths = [[plan.trained_length(out, entry, schedule, model, h, s) for h in entry.arms] for s in seeds]
   if not lengths or any(None in pair for pair in lengths):
     return ""
   if all(len(set(pair)) == 1 for pair in lengths):
@@ -84,14 +84,14 @@ def value_range(values) -> str:
 
 
 def arm_verdicts(out: str, entry: Entry, schedule: Schedule, seeds) -> list[verdicts.Verdict]:
-  """Each independent arm's verdict (a model and a head; the model's cells share its runs, so each seed's
+  """Each independent arm's verdict (a model and a arm; the model's cells share its runs, so each seed's
   differences from the published values are averaged over them, under the smallest of their margins).
   """
   arms = []
   for model in {c.model: None for c in schedule_cells(entry, schedule) if c.value is not None}:
     cells = [c for c in schedule_cells(entry, schedule) if c.model == model and c.value is not None]
-    for head in entry.heads:
-      measured = [plan.cell_measured(out, entry, schedule, c, head, seeds) for c in cells]
+    for arm in entry.arms:
+      measured = [plan.cell_measured(out, entry, schedule, c, arm, seeds) for c in cells]
       common = sorted(set.intersection(*(set(m) for m in measured)))
       if not common:
         continue
@@ -99,7 +99,7 @@ def arm_verdicts(out: str, entry: Entry, schedule: Schedule, seeds) -> list[verd
                              _mean_error(m[s][1] for m in measured)) for s in common}
       published_ci = _mean_error(c.ci95 for c in cells)
       margins = [c.margin for c in cells if c.margin is not None]
-      arm = Cell(f"{model} {head}", model, {}, 0.0, published_ci, margin=min(margins) if margins else None)
+      arm = Cell(f"{model} {arm}", model, {}, 0.0, published_ci, margin=min(margins) if margins else None)
       arms.append(_verdict(mean_difference, arm, entry, schedule))
   return arms
 
@@ -119,9 +119,9 @@ def pooled(out: str, entry: Entry, schedule: Schedule, seeds) -> verdicts.Verdic
   return verdicts.pooled(arms, min(margins) if margins else None, published_schedule=schedule.published)
 
 
-def head_label(entry: Entry, head: str) -> str:
-  """What the page calls a head's runs: the model's name (``ProtoNet_DR``; ``MAML`` for a meta-learned entry)."""
-  return METHODS[entry.options.get("method", "protonet")].model_name({**entry.options, "head": head})
+def arm_label(entry: Entry, arm: str) -> str:
+  """What the page calls a arm's runs: the model's name (``ProtoNet_DR``; ``MAML`` for a meta-learned entry)."""
+  return METHODS[entry.options.get("method", "protonet")].model_name({**entry.options, **entry.arms[arm]})
 
 
 def ours_text(v: verdicts.Verdict) -> str:
@@ -165,13 +165,13 @@ def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport],
   for report in reports:
     margin = "" if report.cell.margin is None else f" (margin ±{report.cell.margin:g})"
     lines.append(f"{report.cell.name}: published {published_text(report.cell)}{margin}")
-    for head, v in report.by_head.items():
-      lines.append(f"  {head_label(entry, head)}: {ours_text(v)}; ours − published {difference_text(v)}: {v.words}")
+    for arm, v in report.by_arm.items():
+      lines.append(f"  {arm_label(entry, arm)}: {ours_text(v)}; ours − published {difference_text(v)}: {v.words}")
     if report.paired is not None:
       mean, half, p, n = report.paired
       interval = "" if half is None else f" ± {half:.2f}"
       p_text = "" if p is None else f", sign-flip p = {p:.3g} (its floor at {n} pairs: {2 / 2 ** n:.3g})"
-      first, second = (head_label(entry, h) for h in entry.heads)
+      first, second = (arm_label(entry, h) for h in entry.arms)
       shared = f"; {report.shared}" if report.shared else ""
       lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({n} pairs{p_text}{shared})")
   said = pooled_text(pool)

@@ -13,7 +13,7 @@ from fewshot.data.omniglot import decode
 from fewshot.episodic import lake_design
 from fewshot.errors import ConfigError, DataError
 from fewshot.published import kept, page, plan
-from fewshot.published.registry import Cell, Schedule
+from fewshot.published.registry import Cell, Schedule, head_arms
 
 from omniglot_fixtures import characters, write_background_zip, write_lake_runs, zip_runs
 
@@ -73,7 +73,7 @@ def test_a_lake_entry_trains_on_all_background_characters_and_scores_official_an
   design = dict(lake_runs="design", runs=5, way=3, seed=0, alphabets=["Angelic", "Keble"])
   fixed = Schedule("all", dict(episodes=4), "tiny, on every background character", False, selects=False)
   tiny = dataclasses.replace(
-      base, name="tiny_lake", heads=("softmax",), models=(dataclasses.replace(base.models[1], options=dict(
+      base, name="tiny_lake", arms=head_arms("softmax"), models=(dataclasses.replace(base.models[1], options=dict(
           way=3, query=2, episodes=4, eval_every=2)),),
       options={**base.options, "test_way": 3, "test_query": 2, "val_episodes": 2, "test_episodes": 2},
       cells=(Cell("Lake's 20 runs", "protonet", dict(lake_runs="official"), None),

@@ -13,7 +13,7 @@ import pytest
 from fewshot import published, reproduce
 from fewshot.errors import ConfigError
 from fewshot.published import kept, page, plan, report
-from fewshot.published.registry import Cell, Entry, Model, Schedule
+from fewshot.published.registry import Cell, Entry, Model, Schedule, head_arms
 
 import dataset_fixtures as fixtures
 
@@ -25,7 +25,7 @@ TINY = Entry(
     schedules=(Schedule("tiny", dict(episodes=6, patience=1), "six episodes", published=False),),
     cells=(Cell("2-way 1-shot", "1-shot", dict(test_way=2), 60.0), Cell("3-way 1-shot", "1-shot", dict(test_way=3),
                                                                           50.0)),
-    differences=("tiny",), heads=("softmax",), retrain=True)
+    differences=("tiny",), arms=head_arms("softmax"), retrain=True)
 
 
 @pytest.mark.slow  # the command's smoke run (a selection and a final run trained, two cells tested): 31 s
@@ -54,7 +54,7 @@ def test_an_entry_trains_selects_retrains_measures_and_resumes_on_strokes(tmp_pa
   assert len(kept.keep(out, str(records), published.ENTRIES)) == 2  # again: the same records, nothing replaced
   built = page.build(str(records), [TINY])
   assert built == page.build(str(records), [TINY]) and "| 2-way 1-shot | 60.00 |" in built
-  assert report.cell_reports(str(records), TINY, schedule, (0,))[0].by_head["softmax"].values == tuple(
+  assert report.cell_reports(str(records), TINY, schedule, (0,))[0].by_arm["softmax"].values == tuple(
       plan.cell_values(out, TINY, schedule, TINY.cells[0], "softmax", (0,)).values())
   own = pathlib.Path(plan.run_dir(out, TINY, schedule, model, "softmax", plan.FINAL, 0)) / "results.json"
   own.write_text(own.read_text().replace('"test_accuracy": ', '"test_accuracy": 1'))  # a seed trained again
@@ -73,14 +73,14 @@ def _fake_run(root, entry, schedule, model, head, seed, accuracy):
 
 
 def test_the_report_pairs_the_heads_by_seed(tmp_path):
-  entry = dataclasses.replace(TINY, heads=("softmax", "dr"), retrain=False, cells=TINY.cells[:1])
+  entry = dataclasses.replace(TINY, arms=head_arms("softmax", "dr"), retrain=False, cells=TINY.cells[:1])
   schedule, model = entry.schedules[0], entry.models[0]
   for seed, (s, d) in enumerate([(90.0, 91.0), (92.0, 92.5), (91.0, 93.0)]):
     _fake_run(tmp_path, entry, schedule, model, "softmax", seed, s)
     _fake_run(tmp_path, entry, schedule, model, "dr", seed, d)
   _fake_run(tmp_path, entry, schedule, model, "dr", 3, 95.0)  # an unpaired seed counts for its head alone
   [cell] = report.cell_reports(str(tmp_path), entry, schedule, (0, 1, 2, 3))
-  assert cell.by_head["dr"].values == (91.0, 92.5, 93.0, 95.0) and len(cell.by_head["softmax"].values) == 3
+  assert cell.by_arm["dr"].values == (91.0, 92.5, 93.0, 95.0) and len(cell.by_arm["softmax"].values) == 3
   mean, half, p, n = cell.paired
   assert (n, mean, p) == (3, pytest.approx((1.0 + 0.5 + 2.0) / 3), 0.25)
   text = page.build(str(tmp_path), [entry])
@@ -120,13 +120,13 @@ def test_every_entry_is_well_formed():
 
       for model in entry.models:
         for schedule in (s for s in entry.schedules if s.options is not None):  # None: known by name only
-          for head in entry.heads:
-            Config(**entry.run_options(model, schedule, head))  # every run's options are valid
+          for arm in entry.arms:
+            Config(**entry.run_options(model, schedule, arm))  # every run's options are valid
     assert any(s.options is not None for s in entry.schedules), f"{entry.name}: a schedule fewshot can run"
 
 
 def _tiny(entry: Entry, **options) -> Entry:
-  """The entry's protocol cut to a smoke run: its first model, one head, a few episodes of small images."""
+  """The entry's protocol cut to a smoke run: its first model, one arm, a few episodes of small images."""
   small = dict(episodes=2, eval_every=2, val_episodes=1, test_episodes=2, way=2, test_way=2, query=2, test_query=2,
                image_size=16, patience=None)
   schedule = Schedule("smoke", {k: v for k, v in small.items() if k in ("episodes", "patience")}, "a smoke run",
@@ -135,7 +135,7 @@ def _tiny(entry: Entry, **options) -> Entry:
       k: v for k, v in small.items() if k in ("way", "episodes")}})
   cell = dataclasses.replace(next(c for c in entry.cells if c.model == model.name), test=dict(test_way=2))
   return dataclasses.replace(entry, name=f"{entry.name}_smoke", models=(model,), schedules=(schedule,), cells=(cell,),
-                             heads=entry.heads[:1], options={**entry.options, **small, **options})
+                             arms=dict(list(entry.arms.items())[:1]), options={**entry.options, **small, **options})
 
 
 @pytest.mark.slow
@@ -150,7 +150,7 @@ def test_an_entry_for_the_data_users_bring_runs_on_its_fixture(name, write, tmp_
   text = reproduce.reproduce(tiny.name, (0,), str(write(tmp_path / "data")), str(tmp_path / "tfds"),
                              str(tmp_path / "runs"))
   [cell] = report.cell_reports(str(tmp_path / "runs"), tiny, tiny.schedules[0], (0,))
-  assert len(cell.by_head[tiny.heads[0]].values) == 1 and "1 seeds" in text
+  assert len(cell.by_arm[next(iter(tiny.arms))].values) == 1 and "1 seeds" in text
 
 
 def test_entries_for_the_data_users_bring_refuse_without_it_naming_it(tmp_path):

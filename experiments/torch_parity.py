@@ -5,7 +5,7 @@
 For each seed, one fewshot run (Snell et al.'s Omniglot split, 5-way 1-shot 15-query episodes, softmax head, Adam
 1e-3, no schedule) is built as ``python -m fewshot.train`` builds it (:class:`fewshot.episodic.experiment.Experiment`)
 and trained by its compiled chunks; its initial weights are copied into the repository's eager PyTorch twin
-(``experiments/torch_conv4.py``), which trains on the same episodes (the image indices fewshot's sampler draws for
+(``benchmarks/torch_conv4.py``), which trains on the same episodes (the image indices fewshot's sampler draws for
 ``fold_in(train_key, i)``). Both are tested on the same 1,000 test episodes (5-way 1-shot, 15 queries). Two checks
 tie the sides together before any comparison: the first episode's loss from the shared weights agrees to float32
 rounding, and the PyTorch twin scores fewshot's trained weights as fewshot does. Declared before the runs: the

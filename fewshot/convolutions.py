@@ -39,7 +39,7 @@ from fewshot import choices
 
 # The form --conv auto takes on each backend (any other: lax). On the CPU, im2col: XLA's CPU convolutions (their
 # gradients above all) run about ten times slower inside a lax.scan body than outside it (jax-ml/jax#12868), matrix
-# products do not. On GPUs and TPUs, lax until measured: the device check (experiments/device_check.py, its
+# products do not. On GPUs and TPUs, lax until measured: the device check (benchmarks/device_check.py, its
 # bench_runs --conv lax,im2col,map,im2col_grad step: groups of 1, 8 and 32 at 28 and 84 px) prints each backend's
 # winner (device_check.form_winners) for this table, and MEASURED_ON says where each entry was measured.
 AUTO = {"cpu": "im2col_flip", "gpu": "lax", "tpu": "lax"}

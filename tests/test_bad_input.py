@@ -82,7 +82,7 @@ def test_tensorstores_full_disk_is_a_full_disk():
                                             (["--out", "/tmp/dc", "--timeout", "-1"], "--timeout must be a positive"),
                                             (["--out", "/proc/none/dc"], "cannot be made")])
 def test_device_check_refuses_an_empty_out_or_a_bad_timeout_before_any_step(args, fragment, capsys):
-  from experiments import device_check
+  from benchmarks import device_check
 
   with pytest.raises(SystemExit) as exited:
     device_check.main(args)

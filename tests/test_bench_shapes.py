@@ -1,11 +1,11 @@
-"""experiments/bench_shapes.py: its ratios are paired repetition by repetition, and its table says what it measured.
+"""benchmarks/bench_shapes.py: its ratios are paired repetition by repetition, and its table says what it measured.
 
 The sides are replaced by fakes with known chunk times (the real workers run in the README-commands test, slow tier).
 """
 
 import pytest
 
-from experiments import bench_shapes
+from benchmarks import bench_shapes
 
 ROW = dict(bench_shapes.ROWS["5w1s16q-28"], episodes=10)
 

@@ -1,5 +1,5 @@
-"""The accelerator benchmarks' arithmetic (experiments/flops.py) and the one-command device check
-(experiments/device_check.py): FLOPs from layer shapes against the closed form and XLA's own count, and the page.
+"""The accelerator benchmarks' arithmetic (benchmarks/flops.py) and the one-command device check
+(benchmarks/device_check.py): FLOPs from layer shapes against the closed form and XLA's own count, and the page.
 """
 
 import jax
@@ -11,7 +11,7 @@ from fewshot.episodic import learning
 from fewshot.episodic.episodes import EpisodeShape
 from fewshot.training import seed_groups
 
-from experiments import device_check, flops
+from benchmarks import device_check, flops
 
 
 def conv4_forward_flops(size: int, channels: int) -> int:

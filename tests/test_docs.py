@@ -2,7 +2,8 @@
 
 The docs are README.md, BUILD_NOTES.md and docs/*.md. They name:
 
-* paths: a token starting with ``fewshot/``, ``tests/``, ``experiments/``, ``examples/`` or ``docs/`` that ends in an
+* paths: a token starting with ``fewshot/``, ``tests/``, ``experiments/``, ``benchmarks/``, ``projects/``,
+  ``examples/`` or ``docs/`` that ends in an
   extension or a ``/`` (``fewshot/training/sources.py``, ``fewshot/data/readers/``), or a root file (README.md,
   BUILD_NOTES.md, pyproject.toml); ``path::name`` also names a function or class of that file;
 * links: a markdown link's target, resolved from the linking file, and its ``#anchor`` among the target's headings
@@ -24,7 +25,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ["README.md", "BUILD_NOTES.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
-PATH = re.compile(r"(?<![\w/.~$-])((?:fewshot|tests|experiments|examples|docs)/[\w./-]*?(?:(?:\.[a-z0-9]+)+|/)"
+PATH = re.compile(r"(?<![\w/.~$-])((?:fewshot|tests|experiments|benchmarks|projects|examples|docs)/[\w./-]*?(?:(?:\.[a-z0-9]+)+|/)"
                   r"|README\.md|BUILD_NOTES\.md|pyproject\.toml)(?![\w/-])(?:::(\w+))?")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MODULE = re.compile(r"(?<![\w/.-])fewshot(?:\.[A-Za-z_]\w*)+")
@@ -121,7 +122,7 @@ def test_every_module_a_doc_names_imports(doc):
 
 def test_every_docs_page_the_code_cites_exists():
   cited = {(f"{path.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}", m[1], m[2])
-           for folder in ("fewshot", "tests", "experiments", "examples") for path in (ROOT / folder).rglob("*.py")
+           for folder in ("fewshot", "tests", "experiments", "benchmarks", "projects", "examples") for path in (ROOT / folder).rglob("*.py")
            for text in [path.read_text(encoding="utf-8")]
            for m in re.finditer(r"(?<![\w/.-])(docs/[\w-]+\.md)(?:#([\w-]+))?", text)}
   assert cited, "no module cites docs/: is the pattern still right?"

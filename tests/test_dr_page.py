@@ -1,4 +1,4 @@
-"""The DR results page (experiments.dr_results and its parts) on synthetic records with known effects: each claim's
+"""The DR results page (projects.dr_ratio.dr_results and its parts) on synthetic records with known effects: each claim's
 paired test and verdict, both centrings, the preregistered block, the grid's training of missing seeds only, the kept
 page rebuilt byte for byte, and its second dataset recomputed with numpy.
 """
@@ -29,7 +29,7 @@ def _write_dr_records(records, seeds=10, replicate_seeds=None, features=False, f
   from fewshot.records.rundir import RunDir  # noqa: PLC0415
 
   records.mkdir(parents=True, exist_ok=True)
-  (records / "made.json").write_text(json.dumps({"command": "python -m experiments.dr_results --train", "grid": "g"}))
+  (records / "made.json").write_text(json.dumps({"command": "python -m projects.dr_ratio.dr_results --train", "grid": "g"}))
   for shot in (1, 5):
     for classifier in ("proto", "nn"):
       for head in ("softmax", "dr"):
@@ -59,7 +59,7 @@ def test_dr_results_page_gives_each_claim_its_paired_test_and_verdict_and_rebuil
 
   from fewshot.analysis import paired  # noqa: PLC0415
 
-  from experiments import dr_claims, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_claims, dr_results  # noqa: PLC0415
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records)
@@ -103,7 +103,7 @@ def test_dr_results_page_gives_each_claim_its_paired_test_and_verdict_and_rebuil
 
 
 def test_claims_2_to_4_are_judged_under_each_centring_where_runs_recorded_both(tmp_path):
-  from experiments import dr_centrings, dr_claims, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_centrings, dr_claims, dr_results  # noqa: PLC0415
 
   for features in (False, True):
     records = tmp_path / str(features)
@@ -125,7 +125,7 @@ def test_claims_2_to_4_are_judged_under_each_centring_where_runs_recorded_both(t
 
 
 def test_the_preregistered_seeds_decide_the_claims_on_their_own_once_all_are_kept(tmp_path):
-  from experiments import dr_claims, dr_prereg, dr_provenance, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_claims, dr_prereg, dr_provenance, dr_results  # noqa: PLC0415
 
   records = tmp_path / "records"
   _write_dr_records(records)
@@ -151,7 +151,7 @@ def test_the_preregistered_seeds_decide_the_claims_on_their_own_once_all_are_kep
 
 
 def test_the_1_shot_1_nn_replicate_may_keep_fewer_seeds_than_the_claims_arms(tmp_path):
-  from experiments import dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_results  # noqa: PLC0415
 
   _write_dr_records(tmp_path / "docs" / "results" / "strokes", seeds=10, replicate_seeds=5)
   page = dr_results.main(["--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs"),
@@ -161,7 +161,7 @@ def test_the_1_shot_1_nn_replicate_may_keep_fewer_seeds_than_the_claims_arms(tmp
 
 
 def test_more_seeds_train_only_the_missing_ones_as_one_group_per_arm(tmp_path):
-  from experiments import dr_grid, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_grid, dr_results  # noqa: PLC0415
 
   args = dr_results.parse_args(["--seeds", "0-9", "--replicate_seeds", "0-4", "--runs", str(tmp_path)])
   kept = {(shot, c, h, seed) for shot in (1, 5) for c in ("proto", "nn") for h in ("softmax", "dr")
@@ -178,7 +178,7 @@ def test_more_seeds_train_only_the_missing_ones_as_one_group_per_arm(tmp_path):
 
 
 def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, capsys):
-  from experiments import dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_results  # noqa: PLC0415
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records, seeds=4)
@@ -191,7 +191,7 @@ def test_dr_results_names_missing_records_and_trains_only_when_asked(tmp_path, c
 def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmade_ones(tmp_path, monkeypatch,
                                                                                       capsys):
   """Issue 42, item 3: --train copied every run over the kept ones; damage and strangers were tracebacks."""
-  from experiments import dr_grid, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_grid, dr_results  # noqa: PLC0415
 
   records = tmp_path / "docs" / "results" / "strokes"
   _write_dr_records(records, seeds=3)
@@ -241,7 +241,7 @@ def test_dr_results_keeps_every_kept_record_and_refuses_damaged_foreign_or_unmad
 
 @pytest.mark.slow
 def test_dr_results_smoke_trains_a_tiny_grid_keeps_its_records_and_builds_the_page(tmp_path):
-  from experiments import dr_claims, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_claims, dr_results  # noqa: PLC0415
 
   argv = ["--smoke", "--dataset", "strokes", "--out", str(tmp_path / "docs"), "--runs", str(tmp_path / "runs")]
   page = dr_results.main([*argv, "--train"])
@@ -256,7 +256,7 @@ def test_a_claim_significant_within_itself_but_not_across_the_page_says_so():
   """Issue 38, item 1: claim 0's 5-shot result (Holm 0.0488) does not survive the page's own BH correction."""
   import scipy.stats  # noqa: PLC0415
 
-  from experiments import dr_claims  # noqa: PLC0415
+  from projects.dr_ratio import dr_claims  # noqa: PLC0415
 
   strong = dr_claims.Test("1-shot ProtoNet", np.arange(10.0), np.arange(10.0) + 1.0, None, "exact")
   weak = dr_claims.Test("5-shot ProtoNet", np.zeros(10), np.array([1.0] * 8 + [-0.6, -0.6]), None, "exact")
@@ -279,9 +279,9 @@ def test_the_kept_results_page_rebuilds_byte_for_byte_and_its_confirmatory_block
   """
   import shutil  # noqa: PLC0415
 
-  from experiments import dr_prereg, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_prereg, dr_results  # noqa: PLC0415
 
-  docs = pathlib.Path(dr_results.__file__).resolve().parents[1] / "docs"
+  docs = pathlib.Path(dr_results.__file__).resolve().parents[2] / "docs"
   shutil.copytree(docs / "results", tmp_path / "results")
   shutil.copytree(docs / "reproductions", tmp_path / "reproductions")  # the page's second dataset
   page = dr_results.main(["--out", str(tmp_path), "--runs", str(tmp_path / "runs")])
@@ -313,10 +313,10 @@ def test_the_dr_page_s_second_dataset_pairs_the_reproduction_s_heads_by_seed(tmp
 
   import scipy.stats  # noqa: PLC0415
 
-  from experiments import dr_second_dataset  # noqa: PLC0415
+  from projects.dr_ratio import dr_second_dataset  # noqa: PLC0415
 
   assert dr_second_dataset.section(tmp_path) == ""  # nothing kept: no section
-  short = pathlib.Path(dr_second_dataset.__file__).resolve().parents[1] / "docs" / "reproductions"
+  short = pathlib.Path(dr_second_dataset.__file__).resolve().parents[2] / "docs" / "reproductions"
   text = dr_second_dataset.section(short)
   short = short / dr_second_dataset.ENTRY / "short"
   for cell, shot, record in (("5-way 1-shot", 1, "results.json"), ("20-way 1-shot", 1, "test_best@*_way20.json"),

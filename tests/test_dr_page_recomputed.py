@@ -143,7 +143,7 @@ def test_a_complete_block_s_page_recomputes(tmp_path):
   """Until the block is kept whole: seeds 0-9's records trained again as seeds 10-19 (the authors' centring made
   up as the paper's times a per-checkpoint factor), kept as the block's runs are, and the page built from them.
   """
-  from experiments import dr_prereg, dr_results  # noqa: PLC0415
+  from projects.dr_ratio import dr_prereg, dr_results  # noqa: PLC0415
 
   shutil.copytree(DOCS / "results", tmp_path / "results")
   shutil.copytree(DOCS / "reproductions", tmp_path / "reproductions")

@@ -1,4 +1,4 @@
-"""Every command of the README's and the guide pages' bash blocks (``environment.GUIDE``) runs as written (issue 42: `python experiments/bench_episodes.py`, as
+"""Every command of the README's and the guide pages' bash blocks (``environment.GUIDE``) runs as written (issue 42: `python benchmarks/bench_episodes.py`, as
 the README wrote it, stopped with ModuleNotFoundError).
 
 The commands run in README order through bash in one working folder, as a user's terminal would (so `runs/A`, globs
@@ -25,12 +25,12 @@ from environment import checkout_env, guide_text
 BUDGET = {
     "fewshot.train": "--episodes=4 --eval_every=2 --val_episodes=2 --test_episodes=2",
     "fewshot.dml.train": "--epochs=1 --steps_per_epoch=2 --classes=2 --per_class=2",
-    "experiments.bench_episodes": "--sizes=28 --episodes=2 --repeats=1 --no-loop",
-    "experiments.bench_shapes": "--rows=5w1s16q-28 --old= --no-torch --repeats=1 --episodes=1",
-    "experiments.bench_runs": "--sizes=28 --groups=1,2 --episodes=1 --repeats=1",
-    "experiments.bench_diagnostics": "--episodes=2 --repeats=1",
-    "experiments.bench_streaming": "--size=28 --episodes=2 --repeats=1 --gather_sizes=28 --gather_episodes=2",
-    "experiments.bench_retrieval": "--n=300",
+    "benchmarks.bench_episodes": "--sizes=28 --episodes=2 --repeats=1 --no-loop",
+    "benchmarks.bench_shapes": "--rows=5w1s16q-28 --old= --no-torch --repeats=1 --episodes=1",
+    "benchmarks.bench_runs": "--sizes=28 --groups=1,2 --episodes=1 --repeats=1",
+    "benchmarks.bench_diagnostics": "--episodes=2 --repeats=1",
+    "benchmarks.bench_streaming": "--size=28 --episodes=2 --repeats=1 --gather_sizes=28 --gather_episodes=2",
+    "benchmarks.bench_retrieval": "--n=300",
     "experiments.dml_omniglot": "--steps=2",
     "experiments.reproduce_dr": "--smoke",
     "experiments.reality_check": "--smoke",
@@ -48,10 +48,10 @@ ELSEWHERE = {
     "python -m fewshot.analyze runs/A runs/B [": "a synopsis ([...] marks the options); the lines after it run",
     "python examples/": "minutes each; tests/test_examples.py runs both",
     "python -m sphinx": "the documentation site, its notebook executed (a minute); tests/test_site.py builds it",
-    "python -m experiments.device_check": "about 3 minutes; tests/test_device_check.py runs it with --smoke",
+    "python -m benchmarks.device_check": "about 3 minutes; tests/test_device_check.py runs it with --smoke",
 }
 # What a command needs that this machine may lack, by the module it runs.
-NEEDS = {"experiments.bench_retrieval": "pytorch_metric_learning"}
+NEEDS = {"benchmarks.bench_retrieval": "pytorch_metric_learning"}
 TORCH_NEEDED = "--torch"
 
 
@@ -70,7 +70,7 @@ def not_run(command: str) -> str | None:
 
 
 def program(command: str) -> str | None:
-  match = re.search(r"python -m ([\w.]+)|python (experiments|examples)/(\w+)\.py", command)
+  match = re.search(r"python -m ([\w.]+)|python (experiments|benchmarks|examples)/(\w+)\.py", command)
   return None if match is None else match.group(1) or f"{match.group(2)}.{match.group(3)}"
 
 

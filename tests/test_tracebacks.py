@@ -44,11 +44,11 @@ def test_an_integer_option_beyond_32_bits_is_refused_before_anything_runs(option
 
 
 def test_the_dr_page_s_script_refuses_bad_seeds_and_a_truncated_made_json_in_one_line(tmp_path, assert_one_line_error):
-  assert_one_line_error(_command("experiments.dr_results", "--seeds", "x-y"), "--seeds 'x-y' is not a list of seeds")
+  assert_one_line_error(_command("projects.dr_ratio.dr_results", "--seeds", "x-y"), "--seeds 'x-y' is not a list of seeds")
   shutil.copytree(ROOT / "docs" / "results", tmp_path / "results")
   made = tmp_path / "results" / "omniglot" / "made.json"
   made.write_text(made.read_text()[:40])
-  done = _command("experiments.dr_results", "--out", str(tmp_path), "--runs", str(tmp_path / "none"))
+  done = _command("projects.dr_ratio.dr_results", "--out", str(tmp_path), "--runs", str(tmp_path / "none"))
   assert done.returncode == 1 and done.stderr.strip().count("\n") == 0
   assert "made.json is not readable JSON" in done.stderr
 

@@ -1,7 +1,7 @@
 """What a figure of runs says in words: its curves' labels, its seed groups and their bands, its caption.
 
 :mod:`fewshot.plot` draws with these; they are text and numbers only (no matplotlib), so the rules for what a
-figure names can be tested, and reused by other figures (``experiments/dr_results.py``), without drawing.
+figure names can be tested, and reused by other figures (``projects/dr_ratio/dr_results.py``), without drawing.
 
 * :func:`seed_groups`: runs of one configuration but for the seed, together;
 * :func:`median_band`: a seed group's median and 25th/75th percentiles at each checkpoint;

@@ -23,7 +23,7 @@ Array = jax.Array
 Distance = Callable[[Array, Array], Array]
 
 # [64, N] float32 distance blocks: 26 MB at N = 100,000. The fastest of 32-2048 on a 2-core CPU
-# (experiments/bench_retrieval.py --sweep-blocks: 0.37 ms/query at 64, 0.51 at 256, 1.0 at 512,
+# (benchmarks/bench_retrieval.py --sweep-blocks: 0.37 ms/query at 64, 0.51 at 256, 1.0 at 512,
 # where the block falls out of cache); k-means assignment is as fast at 64 as at 256.
 DEFAULT_BLOCK_SIZE = 64
 _SIMILARITIES = {distances.cosine_similarity: "cosine_distance", distances.inner_product: "a negated inner_product"}

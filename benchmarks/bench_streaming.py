@@ -1,6 +1,6 @@
 """Host streaming against a resident split: the same training episodes, and the host gather's own rate.
 
-  python -m experiments.bench_streaming --size 84 --episodes 20 --repeats 3 --gather_sizes 84,224
+  python -m benchmarks.bench_streaming --size 84 --episodes 20 --repeats 3 --gather_sizes 84,224
 
 * ``train``: ``learning.train_chunk`` (Conv4 ProtoNet, 5-way 1-shot 16-query, the paper's
   augmentation, RGB stored at int(1.15 * size)) on the same episodes from a ``DeviceSource``
@@ -30,7 +30,7 @@ from fewshot.episodic.episodes import EpisodeShape
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training.sources import DeviceSource, HostSource
 
-from experiments.bench_episodes import random_split
+from benchmarks.bench_episodes import random_split
 
 SHAPE = EpisodeShape(5, 1, 16)
 

@@ -9,16 +9,16 @@ Each row is one training setting (Conv4 ProtoNet, DR head, a random uint8 split 
 * ``kim5w1s16q-84aug``: Kim et al.'s mini-ImageNet episode, stored at 96 px and augmented on the fly to 84 px;
 * ``group3-28``: a seed group of 3 runs of the 28 px episode in one program (PyTorch: the 3 runs one after another).
 
-Each side runs in its own process (``experiments/bench_worker.py``): ``new`` this checkout, ``old`` a git worktree
-of ``--old`` (made under ``--worktrees`` if missing), ``torch`` ``experiments/torch_conv4.py``. All sides of a row
+Each side runs in its own process (``benchmarks/bench_worker.py``): ``new`` this checkout, ``old`` a git worktree
+of ``--old`` (made under ``--worktrees`` if missing), ``torch`` ``benchmarks/torch_conv4.py``. All sides of a row
 are built first; then each repetition times one chunk of every side in turn, only one side computing at a time (the
 others stopped by SIGSTOP, so that their idle thread pools spin on no core), so a change in the machine's load hits
 all of them alike, and each ratio is the median of the per-repetition ratios
 (paired). A JAX chunk is ``learning.train_chunk`` as training runs it (one scan; its last update diagnosed), so its
 compile time is the first call less one steady chunk. FLOPs come from the new side's lowered step
-(``experiments/flops.py``) and the share of the float32 peak uses the peak measured in the same worker.
+(``benchmarks/flops.py``) and the share of the float32 peak uses the peak measured in the same worker.
 
-  python -m experiments.bench_shapes --old 3900b17 --json /tmp/shapes.json
+  python -m benchmarks.bench_shapes --old 3900b17 --json /tmp/shapes.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ training episode whose layers need about 50. :func:`program_flops` counts every 
 of the lowered program from its operand shapes instead, the same on every backend: ``2 × output elements ×
 multiply-adds per output``.
 
-  python -m experiments.flops    # Conv4's training episode at 28 and 84 px, and this device's peaks
+  python -m benchmarks.flops    # Conv4's training episode at 28 and 84 px, and this device's peaks
 """
 
 from __future__ import annotations

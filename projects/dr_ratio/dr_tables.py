@@ -1,5 +1,5 @@
 """The DR page's descriptive tables, per arm and seed: test accuracy, training speed (claim 1's measures) and the
-diagnostics (claims 2-4's), each with its tests beside it; the verdicts are :mod:`experiments.dr_claims`'.
+diagnostics (claims 2-4's), each with its tests beside it; the verdicts are :mod:`projects.dr_ratio.dr_claims`'.
 
     tests = {setting: dr_claims.cell_tests(heads["softmax"], heads["DR"], setting) for setting, heads in arms.items()}
     render_markdown([accuracy_table(arms, tests), speed_table(tests), diagnostics_table(tests)])
@@ -12,7 +12,7 @@ import numpy as np
 from fewshot.analysis import stats
 from fewshot.analysis.tables import Cell, Table, format_p, format_proportion, format_value
 
-from experiments import dr_claims
+from projects.dr_ratio import dr_claims
 
 
 def _interval(values: np.ndarray, digits: int = 2) -> str:

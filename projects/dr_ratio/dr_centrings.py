@@ -16,7 +16,7 @@ import numpy as np
 
 from fewshot.analysis.tables import Cell, Table
 
-from experiments import dr_claims
+from projects.dr_ratio import dr_claims
 
 CENTRED_MEASURES = ("norm_ratio", "div_alpha", "con_alpha")  # the claims' measures the centring changes
 FEATURES = "_features"

@@ -21,8 +21,8 @@ repetition, so machine load hits both alike; ``paired`` ratios are per repetitio
 ``--sweep-blocks`` times the retrieval on the first ``--sweep-queries`` queries for each block size
 (a second call in the same worker, compile excluded).
 
-  python -m experiments.bench_retrieval --json /tmp/bench_retrieval.json
-  python -m experiments.bench_retrieval --n 5000 --per-class 10 --sweep-blocks 64,256 --sweep-queries 1000   # smoke: seconds
+  python -m benchmarks.bench_retrieval --json /tmp/bench_retrieval.json
+  python -m benchmarks.bench_retrieval --n 5000 --per-class 10 --sweep-blocks 64,256 --sweep-queries 1000   # smoke: seconds
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def worker(name: str, args) -> dict:
 
 def run_worker(name: str, args, extra: list[str]) -> dict:
   """A fresh interpreter per measurement; its own peak RSS from wait4 (ru_maxrss is in KiB on Linux)."""
-  cmd = [sys.executable, "-m", "experiments.bench_retrieval", "--worker", name, "--n", str(args.n), "--dim", str(args.dim),
+  cmd = [sys.executable, "-m", "benchmarks.bench_retrieval", "--worker", name, "--n", str(args.n), "--dim", str(args.dim),
          "--per-class", str(args.per_class), "--noise", str(args.noise), "--seed", str(args.seed),
          "--block-size", str(args.block_size), "--hist-block-size", str(args.hist_block_size),
          "--kmeans-iterations", str(args.kmeans_iterations), *extra]

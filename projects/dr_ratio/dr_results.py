@@ -1,15 +1,15 @@
 """The distance-ratio paper's claims tested with seeds on every head, as a results page one command regenerates.
 
-    python -m experiments.dr_results                                        # the page, from the kept records
-    python -m experiments.dr_results --train --data_dir ../shared/data/omniglot  # trains what is missing first
-    python -m experiments.dr_results --smoke --train --data_dir DIR --out /tmp/page  # a tiny grid
+    python -m projects.dr_ratio.dr_results                                        # the page, from the kept records
+    python -m projects.dr_ratio.dr_results --train --data_dir ../shared/data/omniglot  # trains what is missing first
+    python -m projects.dr_ratio.dr_results --smoke --train --data_dir DIR --out /tmp/page  # a tiny grid
 
 The grid is {ProtoNet, 1-NN} x {softmax, DR} x {1-shot, 5-shot}, 5-way, Conv4, on Omniglot (default class
 splits), seeds 0-9 for the claims' six arms and 0-4 for the 1-shot 1-NN replicate, each arm one seed group trained
 by :mod:`experiments.reproduce_dr` (runs resume, so the grid can be trained over several sittings). The page is
 built from the runs' records alone (``config.json``, ``metrics.jsonl``, ``results.json``; no checkpoints), kept in
 ``<out>/results/<dataset>/`` (and, for Omniglot, its second dataset's in ``<out>/reproductions/``, read by
-:mod:`experiments.dr_second_dataset`): with them present, the command trains nothing and writes the same page byte
+:mod:`projects.dr_ratio.dr_second_dataset`): with them present, the command trains nothing and writes the same page byte
 for byte (the figures beside it aside): ``<out>/results.md`` for Omniglot, ``<out>/results_<dataset>.md`` for
 another dataset, so that no page overwrites another.
 """
@@ -26,7 +26,7 @@ from fewshot.analysis.tables import render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, dr_grid, dr_prereg, dr_provenance, dr_second_dataset, dr_tables
+from projects.dr_ratio import dr_centrings, dr_claims, dr_grid, dr_prereg, dr_provenance, dr_second_dataset, dr_tables
 
 EPISODES = 4000  # BUILD_NOTES, "The DR paper's claims, with seeds": the pilot's 1-shot curves are within a point of their plateau
 SEEDS = "0-9"  # the claims' six arms

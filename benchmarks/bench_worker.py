@@ -1,4 +1,4 @@
-"""One side of ``experiments/bench_shapes.py``: one row's training, built once, then timed chunk by chunk on request.
+"""One side of ``benchmarks/bench_shapes.py``: one row's training, built once, then timed chunk by chunk on request.
 
 Run as a child process, one per side (this checkout's JAX, an older commit's JAX, eager PyTorch), so that two
 versions of ``fewshot`` never share a process and only one side computes at a time: the parent writes ``run`` on
@@ -7,7 +7,7 @@ stdin, the worker trains one chunk and answers a JSON line with its seconds. ``-
 project has had since the benchmark's baseline (``EpisodicLearner``, ``train_chunk``, ``DeviceSource``,
 ``SeedGroup``), so it drives either.
 
-  python experiments/bench_worker.py --side jax --tree . --row '{"size": 28, ...}'
+  python benchmarks/bench_worker.py --side jax --tree . --row '{"size": 28, ...}'
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def jax_side(row: dict, tree: str):
 
 
 def torch_side(row: dict, tree: str):
-  """``(run, facts)``: the row's episodes in eager PyTorch (``experiments/torch_conv4.py``), a group's runs in turn."""
+  """``(run, facts)``: the row's episodes in eager PyTorch (``benchmarks/torch_conv4.py``), a group's runs in turn."""
   sys.path.insert(0, os.path.join(os.path.abspath(tree), "experiments"))
   import torch
   from torch_conv4 import EpisodeTrainer

@@ -1,6 +1,6 @@
 """Reference eager-PyTorch episode trainer: Conv4 + ProtoNet (softmax or DR head), Adam.
 
-Used only by ``experiments/bench_episodes.py`` to time the same episode as
+Used only by ``benchmarks/bench_episodes.py`` to time the same episode as
 ``fewshot.episodic.learning.train_chunk`` the way the paper's reference code runs it
 (CloserLookFewShot style, eager mode, one episode per optimiser step). Not a dependency
 of the ``fewshot`` package; ``import torch`` happens here only.

@@ -8,22 +8,22 @@ uint8 split resident on the device), side by side in one process:
 * ``sequential``: the same R runs one after another: R times the single run's chunk (the
   single run is measured in the same repetitions, so R x its time is what training them one
   after another costs);
-* ``torch``: the eager PyTorch reference (``experiments/torch_conv4.py``), one run.
+* ``torch``: the eager PyTorch reference (``benchmarks/torch_conv4.py``), one run.
 
 Reported per configuration: total episodes/s of the group (all runs), episodes/s per run, and
 the group's total against the sequential runs and against one eager PyTorch run; the device
 memory one run of the group needs (argument + output + temporary bytes of the compiled group
 chunk, over R). Medians over ``--repeats``; the variants alternate within each repetition.
 Each row also gives the group's and the single run's GFLOP/s (the training step's FLOPs counted from its layer
-shapes, ``experiments/flops.py``, on every backend) and their fraction of the device's matrix-product peak under the
+shapes, ``benchmarks/flops.py``, on every backend) and their fraction of the device's matrix-product peak under the
 same ``--precisions`` name, measured in the same process.
 
-  python -m experiments.bench_runs --sizes 28,84 --heads softmax,dr --groups 1,2,4,8,16 --torch
+  python -m benchmarks.bench_runs --sizes 28,84 --heads softmax,dr --groups 1,2,4,8,16 --torch
 
 Each convolution form (``--conv``, :mod:`fewshot.convolutions`) and ``--precisions`` name is timed in turn, so one
 command compares the forms of issue 41 on a GPU:
 
-  python -m experiments.bench_runs --sizes 28,84 --heads dr --groups 1,8,32 --conv lax,im2col,map,im2col_grad \
+  python -m benchmarks.bench_runs --sizes 28,84 --heads dr --groups 1,8,32 --conv lax,im2col,map,im2col_grad \
       --precisions float32,tensorfloat32 --json forms.json
 """
 
@@ -48,8 +48,8 @@ from fewshot.training.seed_groups import SeedGroup
 from fewshot.training.sources import DeviceSource
 from fewshot.training.train_state import run_keys
 
-from experiments import flops
-from experiments.bench_episodes import TorchRef, random_split
+from benchmarks import flops
+from benchmarks.bench_episodes import TorchRef, random_split
 
 SHAPE = EpisodeShape(5, 1, 16)
 
@@ -64,7 +64,7 @@ def group_bytes_per_run(learner, states, source, keys, episodes: int, runs: int)
 
 
 def episode_flops(learner, input_shape: tuple[int, ...]) -> float:
-  """Floating-point operations of one training step, counted from its layer shapes (:mod:`experiments.flops`)."""
+  """Floating-point operations of one training step, counted from its layer shapes (:mod:`benchmarks.flops`)."""
   return flops.program_flops(learning.lowered_step(learner, input_shape, input_shape))
 
 

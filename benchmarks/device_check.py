@@ -1,7 +1,7 @@
 """One command that checks fewshot on the machine it runs on (a GPU's, above all) and writes what it saw.
 
-  python -m experiments.device_check --out DIR          # about 8 minutes on one H100
-  python -m experiments.device_check --out DIR --smoke  # the same steps, small, in a few minutes on a CPU
+  python -m benchmarks.device_check --out DIR          # about 8 minutes on one H100
+  python -m benchmarks.device_check --out DIR --smoke  # the same steps, small, in a few minutes on a CPU
 
 Each step runs as its own subprocess, with a time limit, so one that fails or hangs leaves the others' figures:
 
@@ -9,9 +9,9 @@ Each step runs as its own subprocess, with a time limit, so one that fails or ha
 2. the numerics-sensitive tests on this backend (the numerics policy, distances, heads, diagnostics, backbones,
    the DML losses' values and gradients against float64);
 3. the main command, ``python -m fewshot.train --way 5 --shot 1 --head dr``, its wall time and test accuracy;
-4. ``experiments.bench_episodes`` at 28 and 84 px under every ``--precision`` (the eager PyTorch twin beside it where
+4. ``benchmarks.bench_episodes`` at 28 and 84 px under every ``--precision`` (the eager PyTorch twin beside it where
    torch sees the device), with each precision's share of the matrix-product peak;
-5. ``experiments.bench_runs``: seed groups of 1, 8 and 32 runs against the same runs one after another, with the
+5. ``benchmarks.bench_runs``: seed groups of 1, 8 and 32 runs against the same runs one after another, with the
    backbone's convolutions as ``lax`` ones (``vmap`` makes each one grouped convolution) and, at 84×84, in the other
    forms of :mod:`fewshot.convolutions` (im2col: batched matrix products; map: dense convolutions mapped over the
    runs; im2col_grad: lax with im2col's kernel gradient): which fills a GPU is what this step is for, and its winner
@@ -55,13 +55,13 @@ def steps(out: pathlib.Path, smoke: bool) -> dict[str, list[str]]:
       "numerics tests": [*python, "pytest", "-q", "-p", "no:cacheprovider", *parallel, *NUMERICS_TESTS],
       "main command": [*python, "fewshot.train", "--way=5", "--shot=1", "--head=dr", f"--workdir={out / 'main_run'}",
                        *main],
-      "bench_episodes": [*python, "experiments.bench_episodes", "--sizes=28,84", "--heads=dr", "--torch",
+      "bench_episodes": [*python, "benchmarks.bench_episodes", "--sizes=28,84", "--heads=dr", "--torch",
                          "--precisions=float32,tensorfloat32,bfloat16", f"--json={out / 'bench_episodes.json'}",
                          *bench],
-      "bench_runs": [*python, "experiments.bench_runs", "--sizes=28,84", "--heads=dr", f"--groups={groups}",
+      "bench_runs": [*python, "benchmarks.bench_runs", "--sizes=28,84", "--heads=dr", f"--groups={groups}",
                      "--repeats=1" if smoke else "--repeats=3", f"--json={out / 'bench_runs.json'}"],
       # 84 px is where the forms differ on a GPU; the smoke run only shows the step works (28 px: minutes on a CPU).
-      "bench_runs forms": [*python, "experiments.bench_runs", f"--sizes={28 if smoke else 84}", "--heads=dr",
+      "bench_runs forms": [*python, "benchmarks.bench_runs", f"--sizes={28 if smoke else 84}", "--heads=dr",
                            "--conv=im2col,map,im2col_grad", f"--groups={groups.split(',', 1)[1]}",
                            *(["--repeats=1", "--episodes=2"] if smoke else ["--repeats=3"]),
                            f"--json={out / 'bench_runs_forms.json'}"],

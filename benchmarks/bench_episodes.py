@@ -8,17 +8,17 @@ For each image size and head (classifier ``proto``), 5-way 1-shot 16-query, on
   chunk, so short chunks overstate the per-episode cost of 100-episode checkpoints);
 * ``loop``: the same per-episode work (draw + ``learning.train_step``) jitted once and
   called from a Python loop ``--episodes`` times;
-* ``torch`` (with ``--torch``): the eager PyTorch reference of ``experiments/torch_conv4.py``.
+* ``torch`` (with ``--torch``): the eager PyTorch reference of ``benchmarks/torch_conv4.py``.
 
 Compile time is the first call, reported separately (``compile ≈ first call − one
 steady chunk``). Steady state is the median over ``--repeats`` chunks, each timed to
 ``block_until_ready``; the variants alternate within every repetition so that a change
 in machine load hits all of them alike. The 1-, 5- and 15-minute load averages are
 recorded before and after each configuration. Each configuration runs the backbone under each ``--precisions``
-name (``fewshot.numerics``), and reports the scan's GFLOP/s (FLOPs from the layer shapes, ``experiments/flops.py``)
+name (``fewshot.numerics``), and reports the scan's GFLOP/s (FLOPs from the layer shapes, ``benchmarks/flops.py``)
 and its fraction of the device's matrix-product peak under that name, measured in the same process.
 
-  python experiments/bench_episodes.py --sizes 28,84 --heads softmax,dr --torch --json /tmp/bench.json
+  python benchmarks/bench_episodes.py --sizes 28,84 --heads softmax,dr --torch --json /tmp/bench.json
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from fewshot.episodic.episodes import EpisodeShape, sample_episode
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training.sources import DeviceSource
 
-from experiments import flops
+from benchmarks import flops
 
 
 def random_split(size: int, channels: int, num_classes: int, per_class: int, seed: int = 0) -> Split:

@@ -4,7 +4,7 @@
 the diagnostics' arithmetic, behind a ``lax.cond``). This times that work alone, jitted, against
 a whole ``--episodes``-episode chunk, and prints the ratio.
 
-  python -m experiments.bench_diagnostics --size 28 --channels 1 --episodes 100   # from the repository root
+  python -m benchmarks.bench_diagnostics --size 28 --channels 1 --episodes 100   # from the repository root
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fewshot.episodic.episodes import EpisodeShape, sample_episode
 from fewshot.episodic.learning import EpisodicLearner
 from fewshot.training.sources import DeviceSource
 
-from experiments.bench_episodes import random_split
+from benchmarks.bench_episodes import random_split
 
 
 def median_seconds(fn, repeats: int) -> float:

@@ -21,7 +21,7 @@ ENTRY = "snell2017_omniglot"
 
 
 def _row(r: report.CellReport) -> str:
-  values = [report.ours_text(v) for v in r.by_head.values()]
+  values = [report.ours_text(v) for v in r.by_arm.values()]
   if r.paired is None:
     return f"| {r.cell.name} | {' | '.join(values)} | – |"
   mean, half, p, n = r.paired
@@ -40,7 +40,7 @@ def section(reproductions: pathlib.Path) -> str:
     if not seeds:
       continue
     reports = report.cell_reports(str(reproductions), entry, schedule, seeds)
-    labels = [report.head_label(entry, h) for h in entry.heads]
+    labels = [report.arm_label(entry, arm) for arm in entry.arms]
     paired = [r.paired for r in reports if r.paired is not None]
     positive = sum(mean > 0 for mean, *_ in paired)
     pairs = min((n for *_, n in paired), default=0)

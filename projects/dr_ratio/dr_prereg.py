@@ -4,8 +4,8 @@ test that decide each claim. Their verdicts are confirmatory; seeds 0-9 were the
 
     python -m experiments.reproduce_dr --dataset omniglot --data_dir DIR --backbones conv4 --shots 1,5
         --nn_shots "" --episodes 4000 --eval_every 100 --seeds 10-19 --centring both --out RUNS   # (one line)
-    python -m experiments.dr_prereg --keep RUNS     # their records join docs/results/omniglot/ (none replaced)
-    python -m experiments.dr_results                # the page, this block included
+    python -m projects.dr_ratio.dr_prereg --keep RUNS     # their records join docs/results/omniglot/ (none replaced)
+    python -m projects.dr_ratio.dr_results                # the page, this block included
 
 Decided as declared: the paired exact sign-flip test on the per-seed differences DR − S, Holm within a claim, under
 the paper's centring (points). Reported beside, never deciding: the declared secondary measures (per-run geometric
@@ -29,8 +29,8 @@ from fewshot.analysis.tables import Cell, Table, format_value, render_markdown
 from fewshot.config import Config
 from fewshot.records.reading import read_run
 
-from experiments import dr_centrings, dr_claims, dr_provenance
-from experiments.dr_grid import RECORDS
+from projects.dr_ratio import dr_centrings, dr_claims, dr_provenance
+from projects.dr_ratio.dr_grid import RECORDS
 
 SEEDS = tuple(range(10, 20))
 SETTINGS = ("1-shot ProtoNet", "5-shot ProtoNet")
@@ -137,7 +137,7 @@ def keep(runs: pathlib.Path, records: pathlib.Path) -> list[str]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     made = {"command": "python -m experiments.reproduce_dr --dataset omniglot --data_dir DIR --backbones conv4 "
                        '--shots 1,5 --nn_shots "" --episodes 4000 --eval_every 100 --seeds 10-19 --centring both',
-            "kept_by": f"python -m experiments.dr_prereg --keep {runs}", "kept_at_commit": commit,
+            "kept_by": f"python -m projects.dr_ratio.dr_prereg --keep {runs}", "kept_at_commit": commit,
             "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}", "runs": copied}
     path = records / MADE
     earlier = json.loads(path.read_text())["sittings"] if path.exists() else []

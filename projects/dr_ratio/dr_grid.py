@@ -1,5 +1,5 @@
 """The DR results page's grid: which runs it needs, which are kept, and training the missing ones into the kept
-records (:mod:`experiments.dr_results` builds the page from them).
+records (:mod:`projects.dr_ratio.dr_results` builds the page from them).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import time
 
 from fewshot.training import run_flags
 
-from experiments import dr_provenance, reproduce_dr
+from experiments import reproduce_dr
+from projects.dr_ratio import dr_provenance
 
 RECORDS = ("config.json", "metrics.jsonl", "results.json")
 # The claims' arms, (shot, classifier, head): ProtoNet at 1 and 5 shots, 1-NN at 5 (1-shot 1-NN is the replicate).
@@ -45,7 +46,7 @@ def arm_key(config: dict) -> tuple:
 
 
 def kept_runs(records: pathlib.Path) -> set[tuple]:
-  """``(shot, classifier, head, seed)`` of every run whose records are kept (as :func:`experiments.dr_results.load_arms` reads them)."""
+  """``(shot, classifier, head, seed)`` of every run whose records are kept (as :func:`projects.dr_ratio.dr_results.load_arms` reads them)."""
   return {arm_key(_kept_config(path.parent)) for path in records.glob("*/results.json")}
 
 
@@ -98,7 +99,7 @@ def train_grid(args, argv: list[str], records: pathlib.Path) -> None:
   import jax
   import jaxlib
 
-  made = {"command": f"python -m experiments.dr_results {' '.join(argv)}".strip(),
+  made = {"command": f"python -m projects.dr_ratio.dr_results {' '.join(argv)}".strip(),
           "grid": "; ".join(f"python -m experiments.reproduce_dr {' '.join(g)}" for g in grids),
           "versions": {"python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                        "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}"},

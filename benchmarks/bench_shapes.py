@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(ROOT, "experiments", "bench_worker.py")
+WORKER = os.path.join(ROOT, "benchmarks", "bench_worker.py")
 
 _EPISODE = dict(channels=1, size=28, stored=28, way=5, shot=1, query=16, head="dr", classes=64, per_class=20,
                 augment=False, runs=1)

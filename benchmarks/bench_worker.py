@@ -72,7 +72,7 @@ def jax_side(row: dict, tree: str):
   except (ImportError, AttributeError):
     facts["conv"] = "?"
   if row.get("count_flops"):
-    from experiments import flops
+    from benchmarks import flops
     stored = (row["stored"], row["stored"], row["channels"])
     facts["gflop_per_episode"] = flops.program_flops(learning.lowered_step(learner, input_shape, stored)) / 1e9
     facts["peak_gflops"] = flops.matmul_peak_gflops("float32")
@@ -81,7 +81,7 @@ def jax_side(row: dict, tree: str):
 
 def torch_side(row: dict, tree: str):
   """``(run, facts)``: the row's episodes in eager PyTorch (``benchmarks/torch_conv4.py``), a group's runs in turn."""
-  sys.path.insert(0, os.path.join(os.path.abspath(tree), "experiments"))
+  sys.path.insert(0, os.path.join(os.path.abspath(tree), "benchmarks"))
   import torch
   from torch_conv4 import EpisodeTrainer
 

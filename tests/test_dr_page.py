@@ -356,3 +356,31 @@ def test_the_readme_s_summary_of_the_kept_page_quotes_the_page():
   assert len(figures) >= 12, figures
   for figure in figures:
     assert _shown_as(figure, kept_numbers), f"README's {figure} is not on docs/results.md"
+
+
+def test_mini_imagenet_s_kept_runs_join_the_page_as_a_natural_image_section(tmp_path):
+  """Issue 54: once kim2022_mini_imagenet's runs are kept, the page pairs their heads by seed (records made up here,
+  in the layout and files `reproduce` writes; the difference recomputed with numpy and scipy).
+  """
+  import itertools  # noqa: PLC0415
+
+  import scipy.stats  # noqa: PLC0415
+
+  from projects.dr_ratio import dr_second_dataset  # noqa: PLC0415
+
+  accuracy = {"softmax": [44.1, 46.0, 45.2], "dr": [45.3, 45.9, 47.0]}
+  for head, values in accuracy.items():
+    for seed, value in enumerate(values):
+      run = tmp_path / "kim2022_mini_imagenet" / "cpu_2500" / f"conv4 1-shot_{head}" / "select" / f"seed{seed}"
+      run.mkdir(parents=True)
+      (run / "results.json").write_text(json.dumps({"test_accuracy": value, "test_ci95": 0.8, "best_episode": 2000}))
+      (run / "config.json").write_text(json.dumps({"episodes": 2500, "head": head, "seed": seed}))
+  text = dr_second_dataset.section(tmp_path)
+  assert text.startswith("## A natural-image dataset: mini-ImageNet\n") and "Schedule `cpu_2500`" in text
+  d = np.subtract(accuracy["dr"], accuracy["softmax"])
+  half = scipy.stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+  p = np.mean([abs(np.dot(signs, d)) >= abs(d.sum()) * (1 - 1e-12) for signs in itertools.product((1, -1), repeat=3)])
+  row = next(line for line in text.splitlines() if line.startswith("| conv4 1-shot 5-way |"))
+  assert f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25; each pair trained the same " \
+         "episodes) |" in row
+  assert "DR − S is positive in 1 of the 1 cells; 1 cell(s), one model's runs." in text

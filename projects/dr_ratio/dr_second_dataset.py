@@ -1,17 +1,19 @@
-"""The DR page's second dataset: Snell et al.'s Omniglot protocol run with both heads (docs/reproductions.md).
+"""The DR page's other datasets: reproductions run with both heads (docs/reproductions.md), one section each
+(:data:`SOURCES`): Snell et al.'s Omniglot protocol, and mini-ImageNet under the DR paper's training (issue 54).
 
-Those runs differ from the page's own in every way that could matter (the complete Omniglot on Vinyals' split, 60-way
-training episodes, 5-way and 20-way testing, a shorter schedule than the paper's, 3 seeds), and a softmax and a DR
-run of one seed draw the same episodes there too (as far as the shorter of the two trains: each table says how far),
-so their test accuracies pair by seed as the page's do. The section
-is a function of the records kept in ``docs/reproductions/`` alone, read through the reproduction page's own report
-(:mod:`fewshot.published.report`), so the two pages cannot disagree.
+Those runs differ from the page's own in every way that could matter (another dataset or split, other training
+episodes and tests, a shorter schedule than the paper's, 3 seeds), and a softmax and a DR run of one seed draw the
+same episodes there too (as far as the shorter of the two trains: each table says how far), so their test
+accuracies pair by seed as the page's do. A section is a function of the records kept in ``docs/reproductions/``
+alone, read through the reproduction page's own report (:mod:`fewshot.published.report`), so the two pages cannot
+disagree; a source with nothing kept has no section.
 
-    section(pathlib.Path("docs/reproductions"))   # "" where no run of the entry is kept
+    section(pathlib.Path("docs/reproductions"))   # "" where no run of any source is kept
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 from fewshot import published
@@ -31,9 +33,37 @@ def _row(r: report.CellReport) -> str:
           f"floor {2 / 2 ** n:.3g}{shared}) |")
 
 
-def section(reproductions: pathlib.Path) -> str:
-  """The page's section on the reproduction's paired runs, or ``""`` where none are kept under ``reproductions``."""
-  entry = published.ENTRIES[ENTRY]
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """A reproduction whose runs pair the two heads by seed: its entry, the section's heading and first paragraph,
+  and why its cells' signs are or are not independent (said after the table).
+  """
+
+  entry: str
+  heading: str
+  about: str
+  independence: str
+
+
+SOURCES = (
+    Source(ENTRY, "A second dataset: Snell et al.'s protocol on the complete Omniglot",
+           f"The runs of [`{ENTRY}`](reproductions.md) trained both heads on the complete Omniglot (1,623 characters, "
+           "Vinyals' published split, rotations as classes, 60-way episodes) and tested them on 1,000 episodes of "
+           "each cell; they bear on claim 0 (test accuracy) only.",
+           "the 1-shot cells test one model's runs and the 5-shot cells another's, so they are not {cells} "
+           "independent signs"),
+    # Issue 54: the first natural-image dataset, once its runs are kept (until then the page has no such section).
+    Source("kim2022_mini_imagenet", "A natural-image dataset: mini-ImageNet",
+           "The runs of [`kim2022_mini_imagenet`](reproductions.md) trained Conv4 ProtoNet with both heads on "
+           "mini-ImageNet (Ravi & Larochelle's split, 84 px, 16 queries, the DR paper's augmentation) on a schedule "
+           "much shorter than the paper's, and tested them on 600 5-way episodes of 15 queries; they bear on claim 0 "
+           "(test accuracy) only.",
+           "{cells} cell(s), one model's runs"),
+)
+
+
+def _block(reproductions: pathlib.Path, source: Source) -> list[str]:
+  entry = published.ENTRIES[source.entry]
   blocks = []
   for schedule in entry.schedules:
     seeds = plan.seeds_found(str(reproductions), entry, schedule)
@@ -49,13 +79,15 @@ def section(reproductions: pathlib.Path) -> str:
                f"| cell | {' | '.join(f'{h} (ours)' for h in labels)} | {labels[1]} − {labels[0]} (paired by seed) |",
                "|---|" + "---|" * (len(labels) + 1),
                *[_row(r) for r in reports], "",
-               f"DR − S is positive in {positive} of the {len(paired)} cells; the 1-shot cells test one model's runs and "
-               f"the 5-shot cells another's, so they are not {len(paired)} independent signs. With {pairs} pairs the "
+               f"DR − S is positive in {positive} of the {len(paired)} cells; "
+               f"{source.independence.format(cells=len(paired))}. With {pairs} pairs the "
                f"exact sign-flip p cannot go below {2 / 2 ** pairs:.3g}, so these runs cannot decide claim 0 on their "
                "own: they give a second dataset's direction, not a test.\n"]
-  if not blocks:
-    return ""
-  return "\n".join([f"## A second dataset: Snell et al.'s protocol on the complete Omniglot\n",
-                    f"The runs of [`{ENTRY}`](reproductions.md) trained both heads on the complete Omniglot "
-                    "(1,623 characters, Vinyals' published split, rotations as classes, 60-way episodes) and tested "
-                    "them on 1,000 episodes of each cell; they bear on claim 0 (test accuracy) only.\n", *blocks])
+  return [f"## {source.heading}\n", f"{source.about}\n", *blocks] if blocks else []
+
+
+def section(reproductions: pathlib.Path) -> str:
+  """The page's sections on the reproductions' paired runs (:data:`SOURCES`), or ``""`` where none are kept under
+  ``reproductions``.
+  """
+  return "\n".join(line for source in SOURCES for line in _block(reproductions, source))

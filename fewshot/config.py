@@ -29,13 +29,21 @@ MODEL, TRAINING, EVALUATION = "model and head", "episodes and training", "evalua
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RunOptions):
+class _Where:
+  """Which dataset, and where its files and prepared copy live."""
+
   dataset: str = option("strokes", "the dataset", choices=catalog.DATASETS, heading=DATA)
   data_dir: str | None = option(None, "folder with the dataset's files (omniglot: its zips or extracted folders); "
                                 "not part of the run: --resume may name a new one, which the resumed run reads",
                                 heading=DATA)
   tfds_dir: str | None = option(None, "where prepared datasets live (default $TFDS_DATA_DIR or ~/tensorflow_datasets); "
                                 "--resume may name a new one, which the resumed run uses", heading=DATA)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelAndMethod:
+  """The backbone, the head and the method (with its own options: MAML's, ANIL's, Baseline++'s)."""
+
   # A backbone or head passed as a value from Python is recorded as custom:<name> (fewshot.train.train).
   backbone: str = option("conv4", "the backbone", choices=choices.OrCustom(choices.BACKBONES), heading=MODEL)
   head: str = option("softmax", "softmax (logits -d^2) or dr (distance ratio, logits -theta log d)",
@@ -68,6 +76,12 @@ class Config(RunOptions):
                                     positive=True, heading=MODEL)
   finetune_steps: int | None = option(None, "baseline_pp: SGD steps fitting each test episode's classifier on its "
                                       "support set (default 100, Chen et al.'s epochs)", positive=True, heading=MODEL)
+
+
+@dataclasses.dataclass(frozen=True)
+class _EpisodesAndTraining:
+  """The episodes, the schedule, the optimiser and the evaluation."""
+
   way: int = option(5, "classes per episode", positive=True, heading=TRAINING)
   shot: int = option(1, "support images per class", positive=True, heading=TRAINING)
   query: int | None = option(None, "query images per class in training and validation episodes (default 16, the "
@@ -102,6 +116,12 @@ class Config(RunOptions):
                          choices=choices.CENTRINGS, heading=EVALUATION)
   psi_classifier: str = option("model", "class distance of the diagnostics' psi: model (the paper) or proto (the "
                                "reference code)", choices=choices.PSI_CLASSIFIERS, heading=EVALUATION)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ImagesAndSplits:
+  """The seed, the images' side and the class splits."""
+
   seed: int = option(0, "seed of initialisation and of every episode", heading=RUNS)
   image_size: int | None = option(None, "the backbone's input side (default 28 on strokes/omniglot, 32 on "
                                   "cifar_fs/fc100, else 84 with conv4, 224 with resnet18); omniglot takes any side from 28 up, box-filtered from "
@@ -132,6 +152,12 @@ class Config(RunOptions):
   resize: str = option("box", "omniglot: how the 105 px PNGs become --image_size px: box (grey levels, the default) "
                        "or nearest (binary pixels, as the Prototypical Networks code's PIL resize gives them)",
                        heading=DATA)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TransformsAndNumerics:
+  """What training and testing do to the images, and the numerics."""
+
   within_alphabet: bool = option(False, "omniglot: every training episode draws its classes from one alphabet (its "
                                  "rotated characters included), as Lake's runs do; validation and test episodes are "
                                  "untouched", heading=TRAINING)
@@ -145,6 +171,12 @@ class Config(RunOptions):
                                 "datasets, off for strokes/omniglot)", heading=TRAINING)
   precision: str = precision_option()
   conv: str = conv_option()
+
+# Config derives from the option sets last first: a dataclass lists its bases' fields from the last base on, so
+# the flags, --help, config.json and analyze's listings keep the one order they had.
+@dataclasses.dataclass(frozen=True)
+class Config(_TransformsAndNumerics, _ImagesAndSplits, _EpisodesAndTraining, _ModelAndMethod, _Where, RunOptions):
+  """Every option of a few-shot run (the option sets above), its checks and what it derives."""
 
   def __post_init__(self):
     self.check_fields()

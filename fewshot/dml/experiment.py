@@ -164,9 +164,9 @@ class Experiment:
     if self.config.custom_loss:  # a user's loss is traced once before anything is written (the registered ones are tested)
       embedding.check_loss(self.fold_learner(0), self.stored_shape)
 
-  def schedule(self) -> loop.Schedule:
+  def checkpointing(self) -> loop.Checkpointing:
     c = self.config
-    return loop.Schedule(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
+    return loop.Checkpointing(c.epochs * c.steps_per_epoch, c.steps_per_epoch, best_by="val_map_at_r")
 
   def train_chunk(self, fold: int, state, steps: int):
     return embedding.train_chunk(self.fold_learner(fold), state, self.train_source(fold), self.train_keys(fold), steps)

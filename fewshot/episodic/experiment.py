@@ -102,10 +102,10 @@ class Experiment:
             "div_alpha and con_div are recorded as null (alpha and norm_ratio need none; --psi_classifier proto "
             "measures psi with Euclidean prototypes instead).", file=sys.stderr)
 
-  def schedule(self) -> loop.Schedule:
+  def checkpointing(self) -> loop.Checkpointing:
     # Without validation the last checkpoint is the one tested: the best by its episode.
     best_by = "val_accuracy" if self.config.validates else "episode"
-    return loop.Schedule(self.config.episodes, self.config.eval_every, best_by=best_by, step_key="episode",
+    return loop.Checkpointing(self.config.episodes, self.config.eval_every, best_by=best_by, step_key="episode",
                          loss_key="train_loss", unit="ep", patience=self.config.patience,
                          diverged_fix=self.method.DIVERGED_FIX)
 

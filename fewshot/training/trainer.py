@@ -39,7 +39,7 @@ class Experiment(Protocol):
   def check(self) -> None:
     """Refuse (or warn about) what only tracing shows, before anything is written."""
 
-  def schedule(self) -> loop.Schedule:
+  def checkpointing(self) -> loop.Checkpointing:
     """How long each model trains, how often it checkpoints, and the row's names."""
 
   def initial_state(self, model: int = 0) -> Any:
@@ -79,7 +79,7 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   c = experiment.config
   models = [runs.under(folder) for folder in experiment.models]
   for model_runs in models:  # before anything is written
-    loop.check_continued(model_runs, experiment.schedule())
+    loop.check_continued(model_runs, experiment.checkpointing())
   extended = runs.extensions()
   runs.begin(input_shape=list(experiment.input_shape), computation=experiment.computation,
              provenance=provenance.provenance(), data=experiment.data)
@@ -90,13 +90,13 @@ def train_runs(experiment: Experiment, runs: Runs, progress: bool = True) -> lis
   bests = []  # [model][run]
   for k, (folder, model_runs) in enumerate(zip(experiment.models, models)):
     _, best, stops = loop.train_until(
-        model_runs, experiment.initial_state(k), experiment.schedule(),
+        model_runs, experiment.initial_state(k), experiment.checkpointing(),
         lambda state, steps, k=k: experiment.train_chunk(k, state, steps),
         lambda state, outputs, k=k: experiment.rows(k, state, outputs, runs.written),
         experiment.progress_fields, progress=progress, desc=desc if folder is None else f"{desc} {folder}",
         start=tuple(start) if k == 0 else ())
     # Where a run stopped for want of a better score, its results say so (stopped_at); else it trained them all.
-    bests.append([row if experiment.schedule().patience is None else {**row, "stopped_at": stop}
+    bests.append([row if experiment.checkpointing().patience is None else {**row, "stopped_at": stop}
                   for row, stop in zip(best, stops)])
   checkpoints = "checkpoints" if len(models) > 1 else "checkpoint"
   say(f"{desc}: testing the best {checkpoints} on {experiment.tested_on}", progress and jax.process_index() == 0)

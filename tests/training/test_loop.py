@@ -49,7 +49,7 @@ def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_
   fix = "lower --inner_lr (the inner loop's step) or --learning_rate"  # MAML's: its inner rate diverges too
   with pytest.raises(TrainingError, match=r"training loss at step 6 .* is nan .* checkpoints/last keeps step 4; lower "
                      r"--inner_lr \(the inner loop's step\) or --learning_rate and train again"):
-    loop.train_until(Runs((rundir,)), state, loop.Schedule(8, 2, best_by="val", diverged_fix=fix), train_chunk,
+    loop.train_until(Runs((rundir,)), state, loop.Checkpointing(8, 2, best_by="val", diverged_fix=fix), train_chunk,
                      make_rows, progress=False)
   from fewshot.episodic import methods  # noqa: PLC0415
 
@@ -137,11 +137,11 @@ def test_a_stop_after_training_says_the_test_was_stopped_and_that_resume_tests_i
   rundir = RunDir(tmp_path / "run")
   train_chunk = lambda state, steps: (state.replace(step=state.step + steps), None)  # noqa: E731
   make_rows = lambda state, _: [{"step": int(state.step), "loss": 1.0, "val": 1.0}]  # noqa: E731
-  loop.train_until(Runs((rundir,)), state, loop.Schedule(4, 2, best_by="val"), train_chunk, make_rows, progress=False)
+  loop.train_until(Runs((rundir,)), state, loop.Checkpointing(4, 2, best_by="val"), train_chunk, make_rows, progress=False)
   assert loop.interrupted_message() == (f"interrupted: {rundir.path} finished training (step 4) and stopped while "
                                         "testing its best checkpoint; run the same command with --resume to test it.")
   other = RunDir(tmp_path / "other")  # the next run's training is training again
-  loop._set_position(Runs((other,)), loop.Schedule(4, 2, best_by="val"), 2)
+  loop._set_position(Runs((other,)), loop.Checkpointing(4, 2, best_by="val"), 2)
   assert loop.interrupted_message().endswith("stopped at step 2 of 4, its last checkpoint; run the same command with "
                                              "--resume to continue.")
   # fewshot.reproduce has no --resume (issue 56): the same command, again, continues it.
@@ -155,18 +155,18 @@ def test_a_loop_stopped_inside_its_first_checkpoint_opens_for_resuming_and_repla
   train_chunk = lambda state, steps: (state.replace(step=state.step + steps, params={"w": state.params["w"] + 1}),  # noqa: E731
                                       None)
   make_rows = lambda state, _: [{"step": int(state.step), "loss": 1.0, "val": float(state.params["w"][0])}]  # noqa: E731
-  schedule, config = loop.Schedule(4, 2, best_by="val"), Config(**TINY)
+  checkpointing, config = loop.Checkpointing(4, 2, best_by="val"), Config(**TINY)
   rundir = RunDir(tmp_path / "run")
   rundir.write_config(config.to_dict())
   save = Checkpoints.save
   monkeypatch.setattr(Checkpoints, "save", lambda d, kind, step, s: save(d, kind, step, s) if kind == "best"
                       else (_ for _ in ()).throw(KeyboardInterrupt))
   with pytest.raises(KeyboardInterrupt):
-    loop.train_until(Runs((rundir,)), state, schedule, train_chunk, make_rows, progress=False)
+    loop.train_until(Runs((rundir,)), state, checkpointing, train_chunk, make_rows, progress=False)
   monkeypatch.undo()
   assert rundir.checkpoints.step("best") == 2 and not rundir.checkpoints.has("last")
   opened = open_for_training(rundir.path, config, resume=True)
-  loop.train_until(Runs((opened,)), state, schedule, train_chunk, make_rows, progress=False)
+  loop.train_until(Runs((opened,)), state, checkpointing, train_chunk, make_rows, progress=False)
   assert [(r["step"], r["val"]) for r in opened.read_metrics()] == [(2, 1.0), (4, 2.0)]
   assert opened.checkpoints.steps("best") == [4] and opened.checkpoints.steps("last") == [4]
 

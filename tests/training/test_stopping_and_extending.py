@@ -32,18 +32,18 @@ def test_stopped_at_follows_the_rule_on_random_curves(seed):
   values = [float(v) for v in rng.integers(0, 5, 12)]  # ties are common: the earliest of them is the best
   patience = int(rng.integers(1, 4))
   rows = [{"step": 10 * (k + 1), "val": v} for k, v in enumerate(values)]
-  schedule = loop.Schedule(120, 10, best_by="val", patience=patience)
+  checkpointing = loop.Checkpointing(120, 10, best_by="val", patience=patience)
   k = _stop_by_hand(values, patience)
-  assert loop.stopped_at(rows, schedule) == (None if k is None else rows[k]["step"])
+  assert loop.stopped_at(rows, checkpointing) == (None if k is None else rows[k]["step"])
   kept = values if k is None else values[:k + 1]
-  assert loop.best_row(rows, schedule)["step"] == 10 * (int(np.argmax(kept)) + 1)
-  assert loop.stopped_at(rows, loop.Schedule(120, 10, best_by="val")) is None  # no patience: never
+  assert loop.best_row(rows, checkpointing)["step"] == 10 * (int(np.argmax(kept)) + 1)
+  assert loop.stopped_at(rows, loop.Checkpointing(120, 10, best_by="val")) is None  # no patience: never
   # The loop carries the tally row by row from any resumed prefix instead of reading every row again.
   cut = int(rng.integers(0, len(rows)))
-  tally, stop = loop._tally_rows(rows[:cut], schedule), loop.stopped_at(rows[:cut], schedule)
+  tally, stop = loop._tally_rows(rows[:cut], checkpointing), loop.stopped_at(rows[:cut], checkpointing)
   for row in rows[cut:]:
-    tally, stop = loop._watch(tally, stop, row, schedule)
-  assert stop == loop.stopped_at(rows, schedule)
+    tally, stop = loop._watch(tally, stop, row, checkpointing)
+  assert stop == loop.stopped_at(rows, checkpointing)
 
 
 def test_a_run_with_patience_stops_there_and_tests_its_best(tmp_path):

@@ -66,8 +66,8 @@ class MeanExperiment:
   def check(self) -> None:
     pass
 
-  def schedule(self) -> loop.Schedule:
-    return loop.Schedule(self.config.steps, self.config.checkpoint_every, best_by="val")
+  def checkpointing(self) -> loop.Checkpointing:
+    return loop.Checkpointing(self.config.steps, self.config.checkpoint_every, best_by="val")
 
   def initial_state(self, model: int = 0) -> MeanState:
     return MeanState(step=np.zeros((), np.int32), mean=np.zeros((), np.float32))

@@ -12,7 +12,8 @@ project = "fewshot"
 author = "the fewshot authors"
 copyright = "2026, the fewshot authors"  # noqa: A001 - Sphinx's own name for it
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
+              "sphinx-mathjax-offline"]  # MathJax served from the site itself: the formulas render offline
 napoleon_google_docstring = True  # the docstrings' Args:, Returns:, Attributes: sections
 napoleon_numpy_docstring = False
 napoleon_use_ivar = True  # a dataclass's Attributes: as fields of its entry (autodoc lists the fields themselves too)

@@ -66,7 +66,7 @@ def _mean_text(found: list[Score]) -> str:
 
 def table_lines(out: str, entry: Entry, schedule: Schedule, seeds, arm_label) -> list[str]:
   """The schedule's table (a row per cell and arm with scores), the field's figures, and official − design."""
-  lines = ["| cell | head | ours per seed: accuracy [95% binomial] | ours: mean ± 95% t |", "|---|---|---|---|"]
+  lines = ["| cell | arm | ours per seed: accuracy [95% binomial] | ours: mean ± 95% t |", "|---|---|---|---|"]
   by_cell = {}
   for cell in (c for c in entry.cells if schedule.models is None or c.model in schedule.models):
     for arm in entry.arms:

@@ -44,7 +44,7 @@ def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
   """A row per cell and arm: published, ours, the interval of ours − published, the verdict; then the arms'
   difference paired by seed, a row per cell.
   """
-  header = ["cell", "published", "margin", "head", "ours: mean ± 95% (seeds)", "ours − published [95%]; smallest "
+  header = ["cell", "published", "margin", "arm", "ours: mean ± 95% (seeds)", "ours − published [95%]; smallest "
             "margin", "verdict"]
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for r in reports:
@@ -156,8 +156,8 @@ def build(records: str, entries: list[Entry]) -> str:
            "schedule:* before the words of a schedule that is not the paper's, which never reads *equivalent*; *not "
            "comparable: why*. The smallest margin is the δ this design (its seeds and spread) would establish were "
            "ours exactly the published value. The pooled line pools the entry's independent arms (each model and "
-           "head; a model's cells share its runs, so their differences are averaged per seed) by inverse variance. "
-           "The two heads of one seed draw the same episodes; where their runs stopped at different lengths they "
+           "arm; a model's cells share its runs, so their differences are averaged per seed) by inverse variance. "
+           "The two arms of one seed draw the same episodes; where their runs stopped at different lengths they "
            "share only the first ones (each table says), and their difference is paired by seed (exact sign-flip p, "
            "whose floor with n pairs is 2/2^n).", ""]
   for entry in entries:

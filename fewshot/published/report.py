@@ -152,7 +152,7 @@ def pooled_text(v: verdicts.Verdict | None) -> str | None:
   if v is None:
     return None
   margin = "no margin" if v.margin is None else f"margin ±{v.margin:g}"
-  return (f"pooled over the independent arms (each model and head; a model's cells averaged per seed): ours − "
+  return (f"pooled over the independent arms (each model and arm; a model's cells averaged per seed): ours − "
           f"published {difference_text(v)}, {margin}: {v.words}")
 
 

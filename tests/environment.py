@@ -20,10 +20,17 @@ def checkout_env(**extra: str) -> dict[str, str]:
   return {**os.environ, "PYTHONPATH": path, **extra}
 
 
+def _guide_pages() -> list[str]:
+  """The Markdown pages of the site's Guide, in its order (docs/index.md's toctree captioned Guide)."""
+  text = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+  toctree = text[text.index(":caption: Guide"):].split("```")[0]
+  return [line.strip() for line in toctree.splitlines()[1:]
+          if line.strip() and (REPO / "docs" / f"{line.strip()}.md").is_file()]
+
+
 # The README and the guide's pages of the documentation site, in the site's order: their bash commands and Python
 # blocks run as written, one after another (a page's command may read the runs an earlier page's trained).
-GUIDE = [REPO / "README.md", *(REPO / "docs" / f"{page}.md" for page in (
-    "training", "seed_groups", "comparing", "dml", "gpu", "python_api", "speed"))]
+GUIDE = [REPO / "README.md", *(REPO / "docs" / f"{page}.md" for page in _guide_pages())]
 
 
 def guide_text() -> str:

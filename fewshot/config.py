@@ -13,7 +13,7 @@ import os
 from fewshot import choices, method_rows
 from fewshot.data import catalog
 from fewshot.errors import ConfigError
-from fewshot.options import DATA, RUNS, RunOptions, conv_option, option, precision_option
+from fewshot.options import DATA, MODEL, RUNS, RunOptions, conv_option, option, precision_option
 
 # Episode counts of the distance-ratio paper (arXiv 2201.08676, Sec. 4; docs/protocol.md#training-and-model-selection)
 # for its datasets; the small datasets get counts that finish in minutes on a 2-core CPU.
@@ -24,8 +24,8 @@ PAPER_QUERY, PAPER_TEST_QUERY = 16, 15
 SMALL_DATASET_EPISODES = 2_000
 TRAIN_SPLITS = ("train", "train+val")
 MAX_STEPS = 2 ** 31  # the train state's step is an int32
-# The headings of --help the options are listed under, with options.DATA and options.RUNS.
-MODEL, TRAINING, EVALUATION = "model and head", "episodes and training", "evaluation"
+# The headings of --help the options are listed under, with options.DATA, options.MODEL and options.RUNS.
+TRAINING, EVALUATION = "episodes and training", "evaluation"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,7 @@ class _Where:
 
 @dataclasses.dataclass(frozen=True)
 class _ModelAndMethod:
-  """The backbone, the head and the method (with its own options: MAML's, ANIL's, Baseline++'s)."""
+  """The backbone, the head and the method (each method's own options follow, from its row)."""
 
   # A backbone or head passed as a value from Python is recorded as custom:<name> (fewshot.train.train).
   backbone: str = option("conv4", "the backbone", choices=choices.OrCustom(choices.BACKBONES), heading=MODEL)
@@ -56,26 +56,6 @@ class _ModelAndMethod:
                          choices=choices.DISTANCES, heading=MODEL)
   method: str = option("protonet", "; ".join(f"{name} ({m.summary})" for name, m in method_rows.METHODS.items()),
                        choices=tuple(method_rows.METHODS), heading=MODEL)
-  inner_steps: int | None = option(None, "maml/anil: gradient steps on the support set in each training episode "
-                                   "(default 1, Finn et al.'s Omniglot)", positive=True, heading=MODEL)
-  test_inner_steps: int | None = option(None, "maml/anil: the steps in validation and test episodes (default 3)",
-                                        positive=True, heading=MODEL)
-  inner_lr: float | None = option(None, "maml/anil: the inner steps' rate (default 0.4, Finn et al.'s Omniglot)",
-                                  positive=True, heading=MODEL)
-  first_order: bool = option(False, "maml/anil: the meta-gradient without the inner steps' second derivatives "
-                             "(FOMAML)", heading=MODEL)
-  meta_head: str | None = option(None, "maml/anil: the head adapted in the inner loop: linear (Finn et al.'s, the "
-                                 "default), softmax (logits -||z - w_c||^2 to class representatives w_c, adapted like "
-                                 "its weights) or dr (logits -theta log ||z - w_c||, theta = exp(rho) meta-learned, "
-                                 "never adapted)", choices=choices.META_HEADS, heading=MODEL)
-  meta_batch: int | None = option(None, "maml/anil: episodes per meta-update, drawn together so that no class "
-                                  "repeats within one (default 1; Finn et al.'s Omniglot: 32 at 5-way, 16 at 20-way); "
-                                  "--episodes counts meta-updates", positive=True, heading=MODEL)
-  base_classes: int | None = option(None, "baseline_pp: the training classifier's outputs, at least the train "
-                                    "split's classes (e.g. 64 on mini_imagenet; Chen et al.'s code gives more)",
-                                    positive=True, heading=MODEL)
-  finetune_steps: int | None = option(None, "baseline_pp: SGD steps fitting each test episode's classifier on its "
-                                      "support set (default 100, Chen et al.'s epochs)", positive=True, heading=MODEL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,10 +152,14 @@ class _TransformsAndNumerics:
   precision: str = precision_option()
   conv: str = conv_option()
 
+_MethodOptions = method_rows.option_sets()  # every method's own options, from the rows (fewshot.method_rows)
+
+
 # Config derives from the option sets last first: a dataclass lists its bases' fields from the last base on, so
 # the flags, --help, config.json and analyze's listings keep the one order they had.
 @dataclasses.dataclass(frozen=True)
-class Config(_TransformsAndNumerics, _ImagesAndSplits, _EpisodesAndTraining, _ModelAndMethod, _Where, RunOptions):
+class Config(_TransformsAndNumerics, _ImagesAndSplits, _EpisodesAndTraining, _MethodOptions, _ModelAndMethod, _Where,
+             RunOptions):
   """Every option of a few-shot run (the option sets above), its checks and what it derives."""
 
   def __post_init__(self):

@@ -50,6 +50,7 @@ FLAG_HEADINGS: dict[str, str] = {}
 OTHER_FLAGS = "other flags"  # the heading of a flag defined without one
 DATA, RUNS, HOSTS = "data", "runs and seed groups", "several hosts"  # headings the training commands share
 NUMERICS = "numerics"
+MODEL = "model and head"  # the few-shot configuration's and its methods' (fewshot.method_rows)
 
 
 def option(default, help: str, *, heading: str | None = None, choices: tuple | None = None,  # noqa: A002

@@ -413,3 +413,46 @@ def test_every_kinds_row_names_what_exists():
       value = getattr(row, field.name)
       if isinstance(value, str) and ":" in value:
         assert callable(kinds.resolve(name, field.name)), (name, field.name, value)
+
+
+def test_the_configuration_names_no_methods_own_option():
+  """A method's own options live in its row's option set (fewshot.method_rows), so a new method edits no Config."""
+  from fewshot.method_rows import METHODS
+
+  source = (PACKAGE / "config.py").read_text()
+  own = {name for row in METHODS.values() if row.option_set for name in row.options}
+  assert own, "no method has an option set of its own: the check below would pass vacuously"
+  found = sorted(name for name in own if re.search(rf"\b{name}\b", source))
+  assert not found, f"fewshot/config.py names {found}: give them to their method's option set instead."
+
+
+def test_a_new_rows_option_set_becomes_flags_and_is_refused_to_the_other_methods(monkeypatch):
+  import dataclasses
+
+  from fewshot import method_rows
+  from fewshot.errors import ConfigError
+  from fewshot.options import option
+
+  @dataclasses.dataclass(frozen=True)
+  class Planted:
+    planted_steps: int | None = option(None, "a planted method's option", positive=True)
+
+  row = dataclasses.replace(method_rows.METHODS["baseline_pp"], option_set=Planted, check=lambda config: None)
+  monkeypatch.setitem(method_rows.METHODS, "planted", row)
+  merged = [f.name for f in dataclasses.fields(method_rows.option_sets())]
+  assert merged[-1] == "planted_steps" and merged[:-1] == [
+      name for r in dict.fromkeys(r.option_set for r in method_rows.METHODS.values() if r.option_set)
+      if r is not Planted for name in (f.name for f in dataclasses.fields(r))]
+
+  @dataclasses.dataclass(frozen=True)
+  class Configured(method_rows.option_sets()):
+    method: str = "protonet"
+
+    def set_default(self, name, value):
+      if getattr(self, name) is None:
+        object.__setattr__(self, name, value)
+
+  given = Configured(planted_steps=3)
+  with pytest.raises(ConfigError, match=r"^--planted_steps 3 is an option of --method planted; --method protonet"):
+    method_rows.check_options(given, lambda name: getattr(given, name) not in (None, False))
+  method_rows.check_options(Configured(method="planted", planted_steps=3), lambda name: False)  # its own: taken

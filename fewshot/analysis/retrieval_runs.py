@@ -12,7 +12,7 @@ concatenated where it trained several, else its one model's; metrics are in perc
   then compared as ``A... -- B...`` compares them (:func:`report_arms`);
 * ``--list``: a row per run (:func:`listing_table`), the options in which the runs differ, its test retrieval, its
   fold models' best epochs and the epochs trained; then the re-tests ``python -m fewshot.evaluate`` recorded in them
-  (:func:`retests_table`).
+  (:func:`retests_table`) and its tests on few-shot episodes (:func:`episodes_table`).
 
 In CSV, a record per run (:func:`csv_records`), or two arms' comparison as ``A... -- B...`` writes it.
 """
@@ -155,6 +155,47 @@ def retest_records(runs: list[Run]) -> list[dict]:
       METRICS, _tested(dataclasses.replace(run, results=record)))}} for run, name, record in _retests(runs)]
 
 
+def _episode_tests(runs: list[Run]) -> list[tuple[Run, str, dict]]:
+  """``python -m fewshot.evaluate``'s tests on few-shot episodes recorded in the runs (``test_<checkpoint>_episodes_
+  ...json``), each with the test of the fold models concatenated where the run has several, else of its one model.
+  """
+  return [(run, name, record) for run in runs for name, record in run.measurements if "_episodes_" in name]
+
+
+def _episode_test(record: dict) -> dict:
+  return (record.get("concatenated") or record["separated"][0])["test"]
+
+
+def episodes_table(runs: list[Run]) -> Table | None:
+  """A row per test on few-shot episodes recorded in the runs: its checkpoint, its episodes and its accuracy; None
+  where there are none.
+  """
+  rows = []
+  for run, name, record in _episode_tests(runs):
+    o, test = record.get("options", {}), _episode_test(record)
+    shape = f"{o.get('way', '?')}-way {o.get('shot', '?')}-shot {o.get('query', '?')}-query, seed {o.get('seed', '?')}"
+    rows.append(tuple(Cell(text) for text in (
+        run.path, name, str(record.get("checkpoint", MISSING)), shape, str(test.get("test_episodes", MISSING)),
+        f"{test['test_accuracy']:.2f} ± {test['test_ci95']:.2f}")))
+  if not rows:
+    return None
+  return Table(f"Few-shot episodes python -m fewshot.evaluate tested the runs on (nearest mean support embedding; "
+               f"{CONCATENATED})", ("run", "measurement", "checkpoint", "tested", "episodes", "test accuracy (%)"),
+               tuple(rows))
+
+
+def episode_records(runs: list[Run]) -> list[dict]:
+  """A CSV record per test on few-shot episodes recorded in the runs: its directory, its file and its accuracy."""
+  records = []
+  for run, name, record in _episode_tests(runs):
+    o, test = record.get("options", {}), _episode_test(record)
+    records.append({"directory": run.path, "measurement": name, "test_accuracy": test["test_accuracy"],
+                    "test_ci95": test["test_ci95"], "test_episodes": test.get("test_episodes"),
+                    "test_way": o.get("way"), "shot": o.get("shot"), "test_query": o.get("query"),
+                    "test_seed": o.get("seed")})
+  return records
+
+
 def csv_fields(runs: list[Run], arms: bool = True) -> tuple[str, ...]:
   """The fields of :func:`csv_records`: the options in which the runs differ, and with ``arms`` each run's arm, its
   seed and its arm's MAP@R across seeds.
@@ -189,9 +230,10 @@ def csv_records(arms: list[list[Run]], fields: tuple[str, ...]) -> list[dict]:
 
 
 def tables(runs: list[Run]) -> list[Table]:
-  """Metric-learning runs' part of ``analyze --list``: a row per run, then the re-tests recorded in them."""
-  retested = retests_table(runs)
-  return [listing_table(runs)] + ([retested] if retested else [])
+  """Metric-learning runs' part of ``analyze --list``: a row per run, then the re-tests and the tests on few-shot
+  episodes recorded in them.
+  """
+  return [table for table in (listing_table(runs), retests_table(runs), episodes_table(runs)) if table]
 
 
 def csv_listing(runs: list[Run]) -> tuple[tuple[str, ...], list[dict]]:
@@ -199,7 +241,11 @@ def csv_listing(runs: list[Run]) -> tuple[tuple[str, ...], list[dict]]:
   re-tests').
   """
   fields = csv_fields(runs, arms=False)
-  return fields, csv_records([[run] for run in runs], fields) + retest_records(runs)
+  episodes = episode_records(runs)
+  if episodes:  # their fields only where there are some, so a listing without them keeps its columns
+    fields += tuple(field for field in episodes[0] if field not in fields)
+  records = csv_records([[run] for run in runs], fields) + retest_records(runs) + episodes
+  return fields, [{field: "" if record.get(field) is None else record[field] for field in fields} for record in records]
 
 
 def report_arms(a: list[Run], b: list[Run], fmt: str) -> str:

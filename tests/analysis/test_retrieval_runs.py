@@ -143,6 +143,34 @@ def test_list_shows_the_re_tests_evaluate_recorded_in_metric_learning_runs(tmp_p
   assert float(records[3]["test_r_precision"]) == pytest.approx(42.0) and records[3]["best_epoch"] == ""
 
 
+def test_list_shows_the_tests_on_few_shot_episodes_evaluate_recorded_in_metric_learning_runs(tmp_path):
+  """A test on episodes reads as the concatenation's where a run has several fold models, else as its one model's;
+  without such records the listing keeps its columns.
+  """
+  runs = [write_dml_run(tmp_path / "one", "triplet", 0, 0.3), write_dml_run(tmp_path / "four", "triplet", 1, 0.4,
+                                                                          folds=4)]
+  before = _csv(analyze.analyze_paths([str(tmp_path)], "csv", list_runs=True)[0])
+  test = lambda accuracy: {"test_accuracy": accuracy, "test_ci95": 1.5, "test_episodes": 30}  # noqa: E731
+  options = {"way": 3, "shot": 1, "query": 4, "episodes": 30, "seed": 7}
+  (tmp_path / "one" / "test_best_episodes_3w1s4q_30ep_seed7.json").write_text(json.dumps(
+      {"separated": [{"fold": 0, "dim": 64, "test": test(61.0)}], "checkpoint": "best", "options": options}))
+  (tmp_path / "four" / "test_last_episodes_3w1s4q_30ep_seed7.json").write_text(json.dumps(
+      {"separated": [{"fold": k, "dim": 64, "test": test(50.0)} for k in range(4)], "checkpoint": "last",
+       "concatenated": {"dim": 256, "test": test(72.25)}, "options": options}))
+  text, _ = analyze.analyze_paths([str(tmp_path)], list_runs=True)
+  lines = text.split("\n\n")[-1].splitlines()
+  assert lines[0].startswith("Few-shot episodes python -m fewshot.evaluate tested the runs on")
+  shape = ["3-way", "1-shot", "4-query,", "seed", "7", "30"]
+  assert lines[3].split() == [runs[1], "test_last_episodes_3w1s4q_30ep_seed7.json", "last", *shape, "72.25", "±", "1.50"]
+  assert lines[4].split() == [runs[0], "test_best_episodes_3w1s4q_30ep_seed7.json", "best", *shape, "61.00", "±", "1.50"]
+  records = _csv(analyze.analyze_paths([str(tmp_path)], "csv", list_runs=True)[0])
+  assert records[:2] == [{**r, "test_accuracy": "", "test_ci95": "", "test_episodes": "", "test_way": "", "shot": "",
+                          "test_query": "", "test_seed": ""} for r in before]
+  assert [(r["directory"], r["measurement"], r["test_accuracy"], r["test_way"], r["test_seed"]) for r in records[2:]] == [
+      (runs[1], "test_last_episodes_3w1s4q_30ep_seed7.json", "72.25", "3", "7"),
+      (runs[0], "test_best_episodes_3w1s4q_30ep_seed7.json", "61.0", "3", "7")]
+
+
 def test_a_mix_of_the_two_kinds_is_refused_in_one_line(tmp_path, assert_one_line_error):
   few = write_run(tmp_path / "runs" / "fewshot", "dr", results={"test_accuracy": 90.0, "test_ci95": 1.0})
   metric = write_dml_run(tmp_path / "runs" / "metric")

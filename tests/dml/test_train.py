@@ -154,6 +154,13 @@ def test_evaluate_tests_a_metric_learning_run_s_embedder_on_few_shot_episodes(fo
   accuracies = evaluators.prototype_accuracies(embedded, ClassLayout.from_split(experiment.test),
                                                run_keys(config.seed)["test"], 30, 3, 1, 4)
   assert written["separated"][1]["test"] == json.loads(json.dumps(evaluators.episodes_summary(accuracies)))
+  listed = subprocess.run([sys.executable, "-m", "fewshot.analyze", "--list", str(workdir)], capture_output=True,
+                          text=True)
+  row = listed.stdout.split("Few-shot episodes python -m fewshot.evaluate tested the runs on")[1].splitlines()[3]
+  concatenated = written["concatenated"]["test"]
+  assert row.split()[1:] == [f"test_best_episodes_3w1s4q_30ep_seed{config.seed}.json", "best", "3-way", "1-shot",
+                             "4-query,", "seed", str(config.seed), "30", f"{concatenated['test_accuracy']:.2f}", "±",
+                             f"{concatenated['test_ci95']:.2f}"], listed.stdout
   assert_one_line_error(subprocess.run([*command[:4], "--test_way=1"], capture_output=True, text=True),
                         "--test_way 1 is not a whole number of at least 2")
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from fewshot.analysis import arms
 from fewshot.analysis.tables import Cell, Table
+from fewshot.records.measures import retrieval_measure
 from fewshot.records.reading import Run
 from fewshot.records.run_kinds import KINDS
 
@@ -25,14 +26,11 @@ ARM_OPTIONS = KINDS["dml"].protocol  # what two arms of metric-learning runs mus
 
 
 def test_retrieval(run: Run, metric: str) -> float:
-  """The run's test ``metric`` in percent: its concatenated fold models' where it has them, else its mean model's."""
-  results = run.results or {}
-  tested = (results.get("concatenated") or {}).get("test") or results.get("separated_mean")
-  if tested is None and results.get("separated"):  # a re-test's record (python -m fewshot.evaluate) has no mean
-    found = [entry["test"].get(metric) for entry in results["separated"]]
-    tested = {} if None in found else {metric: float(np.mean(found))}
-  value = (tested or {}).get(metric)
-  return float("nan") if value is None else 100.0 * float(value)
+  """The run's test ``metric`` in percent (:func:`fewshot.records.measurements.retrieval_measure`); nan where
+  untested.
+  """
+  measured = retrieval_measure(run.results or {}, metric)
+  return float("nan") if measured is None else measured[0]
 
 
 def values(arm: list[Run], metric: str = "map_at_r") -> np.ndarray:

@@ -23,9 +23,9 @@ def _entry(dataset: str, label: str, map_at_r: tuple[tuple[float, float], ...], 
       "4-fold class-disjoint cross-validation on the first half of the classes, tested on the second half; MAP@R.",
       dataset=dataset, needs=needs, options=dict(dataset=dataset), models=(Model("bn-inception", {}),),
       schedules=(Schedule("published", {}, "the paper's", published=True),),
-      cells=tuple(Cell(f"{loss} MAP@R", "bn-inception", {}, value, ci95, measure="MAP@R (%)")
+      cells=tuple(Cell(f"{loss} MAP@R", "bn-inception", {}, value, ci95, measure="map_at_r")
                   for loss, (value, ci95) in zip(_LOSSES, map_at_r)),
-      differences=(), arms={}, not_comparable=_WHY)
+      differences=(), arms={}, not_comparable=_WHY, kind="dml")
 
 
 CUB = _entry("cub", "CUB200", ((21.18, 0.28), (18.75, 0.15), (20.96, 0.11)), "CUB_200_2011")

@@ -15,6 +15,7 @@ import os
 
 from fewshot.published.registry import Cell, Entry, Model, Schedule
 from fewshot.records.measurements import measurement_name
+from fewshot.records.run_kinds import KINDS
 
 SELECT, FINAL = "select", "final"
 
@@ -125,10 +126,10 @@ def cell_record(workdir: str, entry: Entry, model: Model, cell: Cell, results: d
 
 def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, arm: str,
                   seeds) -> dict[int, tuple[float, float | None]]:
-  """{seed: (test accuracy in %, its 95% half-width over the test episodes, None where not recorded)} of a cell for
-  the seeds measured so far.
+  """{seed: (the cell's measure in %, its 95% half-width over the test episodes, None where not recorded)} for the
+  seeds measured so far, read by the entry's kind of run (:attr:`fewshot.records.run_kinds.RunKind.measure`).
   """
-  model = entry.model(cell.model)
+  model, read = entry.model(cell.model), KINDS[entry.kind].measure
   measured_seeds = {}
   for seed in seeds:
     workdir = run_dir(out, entry, schedule, model, arm, tested_stage(entry, schedule), seed)
@@ -136,13 +137,9 @@ def cell_measured(out: str, entry: Entry, schedule: Schedule, cell: Cell, arm: s
     results = read_json(own)
     record = cell_record(workdir, entry, model, cell, results)
     measured = results if record == own else read_json(record) if record else None
-    if measured is None:
-      continue
-    rules = measured.get("rules", {}).get("head", {})
-    accuracy = measured.get("test_accuracy", rules.get("accuracy"))
-    if accuracy is not None:
-      ci95 = measured.get("test_ci95", rules.get("ci95"))
-      measured_seeds[seed] = (float(accuracy), None if ci95 is None else float(ci95))
+    value = None if measured is None else read(measured, cell.measure)
+    if value is not None:
+      measured_seeds[seed] = value
   return measured_seeds
 
 

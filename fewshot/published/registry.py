@@ -54,7 +54,9 @@ class Schedule:
 @dataclasses.dataclass(frozen=True)
 class Cell:
   """A published number and how it is tested: on ``model``'s final checkpoint, with ``test`` (evaluate's options:
-  ``test_way``, ``test_episodes``, ...), against ``value`` (accuracy in %, ± ``ci95`` where published).
+  ``test_way``, ``test_episodes``, ...), against ``value`` (in %, ± ``ci95`` where published) of ``measure``, one of
+  the measures its entry's kind of run records (:attr:`fewshot.records.run_kinds.RunKind.measures`), read through
+  that kind's reader.
   """
 
   name: str
@@ -63,7 +65,7 @@ class Cell:
   value: float | None  # None: the paper's number is not at hand (the page shows ``direction``, what its text says)
   ci95: float | None = None
   direction: str | None = None  # what the paper's text states of this cell, where its number is not at hand
-  measure: str = "test accuracy (%)"
+  measure: str = "test_accuracy"
   # The equivalence margin in points, declared with the entry before its runs: ``equivalent within ±margin`` needs
   # the 90% interval of ours − published inside it (fewshot.analysis.verdicts). None: no agreement word possible.
   margin: float | None = None
@@ -106,6 +108,7 @@ class Entry:
   notes: tuple[str, ...] = ()
   code: str | None = None  # the protocol as the authors' code runs it, where it differs from the paper's words
   code_runs: str | None = None  # who ran the authors' code publicly (the cells' code_value), marked third-party
+  kind: str = "fewshot"  # the kind of run it trains (fewshot.records.run_kinds.KINDS), whose reader scores its cells
 
   def schedule(self, name: str | None) -> Schedule:
     """The schedule named ``name`` (None: the first, the paper's); a one-line ``ConfigError`` for another name."""

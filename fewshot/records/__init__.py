@@ -11,6 +11,7 @@
 * :mod:`~fewshot.records.run_kinds`: the kinds of run, one row each (command, step unit, marks, protocol);
 * :mod:`~fewshot.records.reading`: a run's records as analysis reads them;
 * :mod:`~fewshot.records.measurements`: the file name of an evaluate measurement (one per set of options);
+* :mod:`~fewshot.records.measures`: a tested record's measure (test accuracy, MAP@R, ...), read by its kind's row;
 * :mod:`~fewshot.records.writer_lock`: one writer per run directory (a training holds its ``.lock``);
 * :mod:`~fewshot.records.events`: the TensorBoard view of the rows.
 

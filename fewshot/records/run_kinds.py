@@ -3,8 +3,9 @@
 A kind's row names its command, the unit its metrics rows count (``episode``, ``epoch``), the options that tell
 its ``config.json`` apart, and the options two of its runs must share to be compared as one protocol; and, as
 ``"module:name"`` strings the commands import on use (:func:`fewshot.kinds.resolve`), its options' class, its
-experiment, and what each command does with its runs. The rows hold only strings, so this table imports nothing
-above the records, and a kind of one's own is its module and its row: no command tests a kind by name.
+experiment, and what each command does with its runs; and its records' reader (:mod:`fewshot.records.measures`), by
+which a published cell reads the measure it names. The rows import nothing above the records, and a kind of one's
+own is its module and its row: no command tests a kind by name.
 
     >>> KINDS[run_kind({"loss": "triplet", "folds": 4, "dataset": "cub"})].step
     'epoch'
@@ -13,6 +14,9 @@ above the records, and a kind of one's own is its module and its row: no command
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+
+from fewshot.records import measures
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +31,9 @@ class RunKind:
   (``python -m fewshot.analyze``, each ``(text, warning)``), ``list_tables(runs)`` and ``list_csv(runs)`` (its rows
   of ``analyze --list``: tables; CSV fields and records), ``figures(runs, out, fmt)`` (``python -m fewshot.plot``:
   ``(files, warning)``) and ``retest()`` (``python -m fewshot.evaluate``'s ``main`` for its runs).
+
+  Last, ``measures``, what its tested records hold (``test_accuracy``, ``map_at_r``, ...), and ``measure``, the
+  reader of one of them from a record (:mod:`fewshot.records.measures`).
   """
 
   label: str
@@ -43,6 +50,8 @@ class RunKind:
   list_csv: str
   figures: str
   retest: str
+  measures: tuple[str, ...]
+  measure: Callable[[dict, str], tuple[float, float | None] | None]
 
 
 # The protocol lists are the one list analysis derives its others from (analysis.arms.ARM_OPTIONS,
@@ -55,14 +64,16 @@ KINDS = {
         options="fewshot.config:Config", experiment="fewshot.episodic.experiment:Experiment",
         report="fewshot.analyze:report_few_shot", compare_arms="fewshot.analyze:compare_few_shot_arms",
         list_tables="fewshot.analysis.listing:tables", list_csv="fewshot.analysis.listing:csv_listing",
-        figures="fewshot.plot:few_shot_figures", retest="fewshot.evaluate:main_few_shot"),
+        figures="fewshot.plot:few_shot_figures", retest="fewshot.evaluate:main_few_shot",
+        measures=measures.FEW_SHOT_MEASURES, measure=measures.few_shot_measure),
     "dml": RunKind(
         "metric-learning", "python -m fewshot.dml.train", "epoch", frozenset({"loss", "folds"}),
         ("dataset", "backbone", "embedding_dim", "folds", "class_splits", "image_size"), False,
         options="fewshot.dml.config:DMLConfig", experiment="fewshot.dml.experiment:Experiment",
         report="fewshot.analyze:report_retrieval", compare_arms="fewshot.analyze:compare_retrieval_arms",
         list_tables="fewshot.analysis.retrieval_runs:tables", list_csv="fewshot.analysis.retrieval_runs:csv_listing",
-        figures="fewshot.plot:plot_retrieval", retest="fewshot.evaluate:main_retrieval"),
+        figures="fewshot.plot:plot_retrieval", retest="fewshot.evaluate:main_retrieval",
+        measures=measures.RETRIEVAL_MEASURES, measure=measures.retrieval_measure),
 }
 DEFAULT = "fewshot"  # the kind of a record that carries no kind's marks (the first runs fewshot wrote)
 

@@ -123,6 +123,32 @@ def test_every_entry_is_well_formed():
           for arm in entry.arms:
             Config(**entry.run_options(model, schedule, arm))  # every run's options are valid
     assert any(s.options is not None for s in entry.schedules), f"{entry.name}: a schedule fewshot can run"
+    from fewshot.records.run_kinds import KINDS
+
+    assert all(cell.measure in KINDS[entry.kind].measures for cell in entry.cells), f"{entry.name}: unknown measure"
+
+
+def test_a_cell_reads_the_measure_it_names_through_its_entry_s_kind_of_run(tmp_path):
+  """A metric-learning entry's cells are scored from its runs' retrieval (the fold models concatenated), a few-shot
+  entry's from the test accuracy: each through its kind's row, none by testing the kind.
+  """
+  schedule, model = Schedule("s", {"epochs": 2}, "two epochs", published=False), Model("m", {})
+  cells = (Cell("MAP@R", "m", {}, 20.0, measure="map_at_r"), Cell("P@1", "m", {}, 50.0, measure="precision_at_1"))
+  entry = Entry("made_up_dml", "made up", "made up", "cub", "nothing", {"dataset": "cub"}, (model,), (schedule,), cells,
+                (), arms={"triplet": {"loss": "triplet"}}, kind="dml")
+  for seed, (map_at_r, p_at_1) in enumerate(((0.25, 0.5), (0.3125, 0.625))):
+    workdir = pathlib.Path(plan.run_dir(str(tmp_path), entry, schedule, model, "triplet", plan.SELECT, seed))
+    workdir.mkdir(parents=True)
+    tested = {"map_at_r": map_at_r, "precision_at_1": p_at_1, "r_precision": 0.0}
+    (workdir / "results.json").write_text(json.dumps({
+        "separated": [{"fold": 0, "test": {**tested, "map_at_r": 0.0}}], "concatenated": {"test": tested}}))
+  assert plan.cell_measured(str(tmp_path), entry, schedule, cells[0], "triplet", (0, 1, 2)) == {
+      0: (25.0, None), 1: (31.25, None)}
+  assert plan.cell_values(str(tmp_path), entry, schedule, cells[1], "triplet", (0, 1)) == {0: 50.0, 1: 62.5}
+  few = dataclasses.replace(entry, kind="fewshot", cells=(Cell("5-way", "m", {}, 90.0),))
+  (pathlib.Path(plan.run_dir(str(tmp_path), few, schedule, model, "triplet", plan.SELECT, 0)) / "results.json"
+   ).write_text(json.dumps({"test_accuracy": 91.5, "test_ci95": 0.25, "best_episode": 100}))
+  assert plan.cell_measured(str(tmp_path), few, schedule, few.cells[0], "triplet", (0,)) == {0: (91.5, 0.25)}
 
 
 def _tiny(entry: Entry, **options) -> Entry:

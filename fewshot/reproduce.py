@@ -131,9 +131,9 @@ def check_trained_as(workdir: str, group: plan.Group, seed: int) -> None:
 
 def measure_cells(out: str, entry, schedule, model, arm: str, seeds, data_dir: str | None,
                   tfds_dir: str | None) -> None:
-  """Evaluate each of ``model``'s cells that is not the run's own test, on every tested run that lacks it."""
-  from fewshot import evaluate
-
+  """Evaluate each of ``model``'s cells that is not the run's own test, on every tested run that lacks it (by the
+  entry's scorer, :data:`SCORERS`).
+  """
   for cell in (c for c in report.schedule_cells(entry, schedule) if c.model == model.name
                and not plan.own_test(entry, model, c)):
     for seed in seeds:
@@ -141,10 +141,15 @@ def measure_cells(out: str, entry, schedule, model, arm: str, seeds, data_dir: s
       record = plan.cell_record(workdir, entry, model, cell)
       if record is None or os.path.exists(record):
         continue
-      if entry.scored_on == "lake_runs":
-        score_lake_runs(workdir, record, cell.test, data_dir)
-      else:
-        evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **cell.test)
+      SCORERS[entry.scored_on](workdir, record, cell.test, data_dir, tfds_dir)
+
+
+def measure_on_episodes(workdir: str, record: str, test: dict, data_dir: str | None, tfds_dir: str | None) -> None:
+  """Test a run's best checkpoint on the cell's episodes (``python -m fewshot.evaluate``, which names ``record``)."""
+  from fewshot import evaluate
+
+  del record  # evaluate writes the measurement under the name plan.cell_record gives it
+  evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **test)
 
 
 def lake_runs_for(test: dict, data_dir: str | None, image_size: int, resize: str = "box"):
@@ -174,8 +179,11 @@ def check_official(data_dir: str | None):
   return found
 
 
-def score_lake_runs(workdir: str, record: str, test: dict, data_dir: str | None) -> None:
-  """Score a run's best checkpoint on a Lake cell's runs (:func:`lake_runs_for`), written to ``record``."""
+def score_lake_runs(workdir: str, record: str, test: dict, data_dir: str | None, tfds_dir: str | None = None) -> None:
+  """Score a run's best checkpoint on a Lake cell's runs (:func:`lake_runs_for`), written to ``record`` (the runs
+  are read from ``data_dir``'s images, so ``tfds_dir`` is not used).
+  """
+  del tfds_dir
   from fewshot import api
   from fewshot.episodic import evaluators
   from fewshot.records.files import finite_json, write_json_atomic
@@ -225,6 +233,7 @@ def _lake_report(out: str, entry, schedule, seeds) -> str:
 
 
 REPORTS = {"episodes": _episode_report, "lake_runs": _lake_report}  # by Entry.scored_on
+SCORERS = {"episodes": measure_on_episodes, "lake_runs": score_lake_runs}  # by Entry.scored_on
 
 
 def list_entries() -> str:

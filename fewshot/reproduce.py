@@ -61,7 +61,7 @@ def chosen(entry, models: list[str] | None, arms: list[str] | None, schedule=Non
   """The entry's models and arms a run asked for (by default those ``schedule`` trains), in the entry's order; a
   one-line ``ConfigError`` for others.
   """
-  names = [m.name for m in entry.models if schedule is None or schedule.models is None or m.name in schedule.models]
+  names = [m.name for m in (entry.models if schedule is None else entry.models_of(schedule))]
   models = names if models is None else models
   for given, known, flag in ((models, names, "models"), (arms, list(entry.arms), "arms")):
     unknown = [g for g in given or () if g not in known]

@@ -14,7 +14,8 @@ to agree do not make an interval of nothing), ``e`` the published interval's sta
 * ``inconclusive at n seeds``: neither.
 
 A schedule that is not the published one never gets an agreement word: its cell reads ``not the published schedule:``
-followed by ``below by x`` / ``above by x`` where the 95% interval excludes 0, else ``inconclusive at n seeds``.
+(or, where its runs differ from the published protocol in more than their length, the words ``unlike`` gives, e.g.
+``not the published protocol (5-way training):``) followed by ``below by x`` / ``above by x`` where the 95% interval excludes 0, else ``inconclusive at n seeds``.
 Beside each verdict, :attr:`Verdict.smallest_margin`: the smallest δ the design establishes were ``D`` exactly 0
 (``t(0.95, n − 1)`` standard errors), what more seeds or a tighter test would buy.
 
@@ -33,6 +34,7 @@ import numpy as np
 from fewshot.analysis import stats
 
 Z95 = 1.959963984540054  # a published 95% half-width / Z95 = its standard error
+UNLIKE = "not the published schedule"  # a verdict's first words where the runs are not the published protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +80,7 @@ def _interval(centre: float, error: float, df: int, confidence: float) -> tuple[
 
 def verdict(values, published: float | None, *, margin: float | None, errors=None,
             published_ci95: float | None = None, published_schedule: bool = True,
-            not_comparable: str | None = None) -> Verdict:
+            not_comparable: str | None = None, unlike: str = UNLIKE) -> Verdict:
   """The verdict on per-seed ``values`` (in %) against ``published`` under ``margin`` (points); ``errors``: each
   seed's test standard error; see the module docstring.
   """
@@ -90,18 +92,18 @@ def verdict(values, published: float | None, *, margin: float | None, errors=Non
   if error is not None:
     i90, i95 = (_interval(difference, error, len(values) - 1, c) for c in (0.90, 0.95))
     smallest = _interval(0.0, error, len(values) - 1, 0.90)[1]
-  words = _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable)
+  words = _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable, unlike)
   return Verdict(values, published, mean, ci95, difference, i90, i95, margin, smallest, words, error)
 
 
-def _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable) -> str:
+def _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable, unlike) -> str:
   if not_comparable is not None:
     return f"not comparable: {not_comparable}"
   if published is None:
     return "no published number"
   if not values:
     return "no seeds yet"
-  prefix = "" if published_schedule else "not the published schedule: "
+  prefix = "" if published_schedule else f"{unlike}: "
   if i95 is None:
     return f"{prefix}inconclusive at 1 seed: no interval"
   equivalent = margin is not None and -margin < i90[0] and i90[1] < margin
@@ -114,7 +116,8 @@ def _words(values, published, difference, i90, i95, margin, published_schedule, 
   return f"{prefix}inconclusive at {len(values)} seeds"
 
 
-def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule: bool = True) -> Verdict | None:
+def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule: bool = True,
+           unlike: str = UNLIKE) -> Verdict | None:
   """The fixed-effect pool of independent arms' differences (each weighted by its inverse variance, ``n − 1``
   degrees of freedom summed), judged by the same words under ``margin`` (the caller's: the page takes the smallest
   of the arms' margins); None where fewer than two arms have an interval of some width.
@@ -134,7 +137,7 @@ def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule:
   df = sum(len(v.values) - 1 for v in arms)
   i90, i95 = (_interval(difference, error, df, c) for c in (0.90, 0.95))
   values = tuple(x for v in arms for x in v.values)
-  words = _words(values, 0.0, difference, i90, i95, margin, published_schedule, None)
+  words = _words(values, 0.0, difference, i90, i95, margin, published_schedule, None, unlike)
   words = words.replace(f"at {len(values)} seeds", f"at {len(arms)} arms")
   return Verdict(values, None, None, None, difference, i90, i95, margin, _interval(0.0, error, df, 0.90)[1], words,
                  error)

@@ -22,7 +22,7 @@ def _cost(records: str, entry: Entry, schedule: Schedule) -> tuple[float, list[s
   hold the group's time, so it counts once per group) and where each arm ran (backend, device, CPU, commit).
   """
   seconds, where, groups = 0.0, {}, set()
-  root = os.path.join(records, entry.name, schedule.name)
+  root = plan.schedule_folder(records, entry, schedule)
   for folder, _, files in sorted(os.walk(root)):
     if "metrics.jsonl" not in files or "config.json" not in files:
       continue
@@ -67,7 +67,7 @@ def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
 def _lengths(records: str, entry: Entry, schedule: Schedule, seeds) -> str:
   """The tested runs' lengths and the learning-rate halvings they applied, from their configs."""
   configs = [plan.read_json(os.path.join(plan.run_dir(records, entry, schedule, m, h, plan.tested_stage(entry, schedule), s),
-                                         "config.json")) for m in entry.models for h in entry.arms for s in seeds]
+                                         "config.json")) for m in entry.models_of(schedule) for h in entry.arms for s in seeds]
   configs = [c for c in configs if c and "episodes" in c]
   if not configs:
     return ""
@@ -119,7 +119,7 @@ def entry_section(records: str, entry: Entry) -> list[str]:
       continue
     ran = True
     hours, where = _cost(records, entry, schedule)
-    lines += [f"### Schedule `{schedule.name}`{'' if schedule.published else ' (not the published schedule)'}", "",
+    lines += [f"### Schedule `{schedule.name}`{'' if schedule.published else f' ({schedule.unlike})'}", "",
               f"{schedule.about}. Seeds {', '.join(map(str, seeds))}; {hours:.2f} h of training and validation; "
               f"ran: {'; '.join(where)}.{_lengths(records, entry, schedule, seeds)}", ""]
     lines += TABLES[entry.scored_on](records, entry, schedule, seeds) + [""]
@@ -153,7 +153,8 @@ def build(records: str, entries: list[Entry]) -> str:
            "added where the paper gives one (Student t, n − 1 degrees of freedom). Verdicts, in fixed words: "
            "*equivalent within ±δ* where the 90% interval lies inside ±δ (two one-sided tests); *below by x* / *above "
            "by x* where the 95% interval excludes 0; *inconclusive at n seeds* otherwise; *not the published "
-           "schedule:* before the words of a schedule that is not the paper's, which never reads *equivalent*; *not "
+           "schedule:* (or words that name how else the runs differ from the paper's protocol) before the words of "
+           "a schedule that is not the paper's, which never reads *equivalent*; *not "
            "comparable: why*. The smallest margin is the δ this design (its seeds and spread) would establish were "
            "ours exactly the published value. The pooled line pools the entry's independent arms (each model and "
            "arm; a model's cells share its runs, so their differences are averaged per seed) by inverse variance. "

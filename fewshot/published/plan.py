@@ -32,8 +32,17 @@ class Group:
   workdirs: tuple[str, ...]
 
 
+def schedule_folder(out: str, entry: Entry, schedule: Schedule) -> str:
+  """Where a schedule's runs live: the entry's schedule's folder, or the folder of the runs that stand in for the
+  schedule's (:class:`fewshot.published.registry.RunsOf`).
+  """
+  source = schedule.runs_of
+  return os.path.join(out, *((source.entry, source.schedule) if source else (entry.name, schedule.name)))
+
+
 def arm_folder(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str) -> str:
-  return os.path.join(out, entry.name, schedule.name, f"{model.name}_{arm}")
+  name = schedule.runs_of.models[model.name] if schedule.runs_of else model.name
+  return os.path.join(schedule_folder(out, entry, schedule), f"{name}_{arm}")
 
 
 def run_dir(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str, stage: str, seed: int) -> str:
@@ -42,6 +51,8 @@ def run_dir(out: str, entry: Entry, schedule: Schedule, model: Model, arm: str, 
 
 def retrains(entry: Entry, schedule: Schedule) -> bool:
   """Whether the schedule's tested runs train on train + val (after a select run, or at a fixed length at once)."""
+  if schedule.runs_of is not None:
+    return schedule.runs_of.retrains
   return entry.retrain or not schedule.selects
 
 
@@ -157,7 +168,7 @@ def cell_values(out: str, entry: Entry, schedule: Schedule, cell: Cell, arm: str
 def seeds_found(out: str, entry: Entry, schedule: Schedule) -> list[int]:
   """Every seed with a run directory under the entry's schedule, in order."""
   found = set()
-  for model in entry.models:
+  for model in entry.models_of(schedule):
     for arm in entry.arms:
       for stage in (SELECT, FINAL):
         folder = os.path.join(arm_folder(out, entry, schedule, model, arm), stage)

@@ -35,6 +35,19 @@ class Model:
 
 
 @dataclasses.dataclass(frozen=True)
+class RunsOf:
+  """Another entry's runs that stand in for a schedule's: trained under the same options (a test checks that each
+  model and arm's options are equal), read from that entry's schedule's folders; ``models`` maps this entry's model
+  names to that entry's, and ``retrains`` says whether that entry tests final runs on train + val.
+  """
+
+  entry: str
+  schedule: str
+  models: dict
+  retrains: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class Schedule:
   """How long a protocol trains: its options (``episodes``, ``patience``, ...) and what it is, in words; options None:
   the published schedule is not known (figures quoted without their training), so it is named and never run.
@@ -49,6 +62,10 @@ class Schedule:
   selects: bool = True
   models: tuple[str, ...] | None = None  # the models it trains (None: all the entry's); the others' cells are not run
   retrain_beyond: int = 0  # episodes the final run trains past the select run's best (the code's best + patience)
+  runs_of: RunsOf | None = None  # another entry's runs, where they are this schedule's too (trained once, read twice)
+  # A verdict's first words where the schedule is not the published one: how its runs differ from the paper's (the
+  # length by default; more where they differ in more, so that the verdict itself says so).
+  unlike: str = "not the published schedule"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +148,10 @@ class Entry:
 
   def model(self, name: str) -> Model:
     return next(m for m in self.models if m.name == name)
+
+  def models_of(self, schedule: Schedule) -> tuple[Model, ...]:
+    """The models ``schedule`` trains (its ``models``; None: every one), in the entry's order."""
+    return tuple(m for m in self.models if schedule.models is None or m.name in schedule.models)
 
   def run_options(self, model: Model, schedule: Schedule, arm: str) -> dict:
     """A model's training options under ``schedule`` in ``arm``: the entry's, the model's, the schedule's, the arm's."""

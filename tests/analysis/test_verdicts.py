@@ -70,6 +70,12 @@ def test_another_schedule_never_gets_an_agreement_word():
       "not the published schedule: inconclusive at 3 seeds")
   assert verdicts.verdict([97.0, 97.1, 97.2], 98.8, margin=0.5, published_schedule=False).words == (
       "not the published schedule: below by 1.70")
+  other = "not the published protocol (5-way training)"  # the verdict itself names how the runs differ
+  assert verdicts.verdict([97.0, 97.1, 97.2], 98.8, margin=0.5, published_schedule=False, unlike=other).words == (
+      f"{other}: below by 1.70")
+  pooled = verdicts.pooled([verdicts.verdict(v, 98.8, margin=0.5, published_schedule=False) for v in (
+      [97.0, 97.1, 97.2], [96.9, 97.0, 97.3])], 0.5, published_schedule=False, unlike=other)
+  assert pooled.words.startswith(f"{other}: below by ")
 
 
 def test_the_smallest_margin_is_the_ninety_percent_half_width_at_no_difference():

@@ -151,6 +151,33 @@ def test_a_cell_reads_the_measure_it_names_through_its_entry_s_kind_of_run(tmp_p
   assert plan.cell_measured(str(tmp_path), few, schedule, few.cells[0], "triplet", (0,)) == {0: (91.5, 0.25)}
 
 
+def test_a_schedule_that_reads_another_entry_s_runs_trains_them_under_the_same_options_and_reads_them(tmp_path):
+  """``Schedule.runs_of``: the runs stand in only where every model and arm's options are the other entry's; a cell
+  of the schedule is measured from those runs' records, where that entry keeps them.
+  """
+  from fewshot.config import Config
+
+  borrowing = [(e, s) for e in published.ENTRIES.values() for s in e.schedules if s.runs_of is not None]
+  assert borrowing, "no schedule reads another entry's runs: the checks below would pass vacuously"
+  for entry, schedule in borrowing:
+    source = published.ENTRIES[schedule.runs_of.entry]
+    for name in schedule.models or [m.name for m in entry.models]:
+      for arm in entry.arms:
+        ours = entry.run_options(entry.model(name), schedule, arm)
+        theirs = source.run_options(source.model(schedule.runs_of.models[name]), source.schedule(
+            schedule.runs_of.schedule), arm)
+        assert Config(**ours).to_dict() == Config(**theirs).to_dict(), (entry.name, schedule.name, name, arm)
+  entry = published.ENTRIES["snell2017_mini_imagenet"]
+  schedule, kim = entry.schedule("kim_cpu_2500"), published.ENTRIES["kim2022_mini_imagenet"]
+  workdir = pathlib.Path(plan.run_dir(str(tmp_path), kim, kim.schedule("cpu_2500"), kim.model("conv4 1-shot"), "dr",
+                                      plan.SELECT, 3))
+  workdir.mkdir(parents=True)
+  (workdir / "results.json").write_text(json.dumps({"test_accuracy": 31.5, "test_ci95": 0.6, "best_episode": 2000}))
+  cell = next(c for c in entry.cells if c.model == "1-shot")
+  assert plan.seeds_found(str(tmp_path), entry, schedule) == [3]
+  assert plan.cell_measured(str(tmp_path), entry, schedule, cell, "dr", (3,)) == {3: (31.5, 0.6)}
+
+
 def _tiny(entry: Entry, **options) -> Entry:
   """The entry's protocol cut to a smoke run: its first model, one arm, a few episodes of small images."""
   small = dict(episodes=2, eval_every=2, val_episodes=1, test_episodes=2, way=2, test_way=2, query=2, test_query=2,

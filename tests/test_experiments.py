@@ -217,3 +217,35 @@ def test_omniglot_oneshot_smoke_scores_held_out_runs_and_resumes(tmp_path, capsy
   for s in (0, 1):
     assert json.loads((out / "distort" / f"omniglot_conv4_ProtoNet_S_5w1s_seed{s}" / "lake_runs.json").read_text())[
         "test_shifts"] == 1
+
+
+def test_embedding_spread_is_pairwise_distances_and_the_nearest_neighbour_as_scipy_finds_them():
+  import scipy.spatial.distance
+
+  from experiments import embedding_spread
+
+  rng = np.random.default_rng(0)
+  labels = np.repeat(np.arange(4), 6)
+  z = rng.normal(size=(24, 5)) + 2.0 * rng.normal(size=(4, 5))[labels]
+  z[0, :2] = 0.0  # zero entries count as inactive
+  got = embedding_spread.spread(z.astype(np.float32), labels)
+  d2 = scipy.spatial.distance.pdist(z.astype(np.float32).astype(np.float64), "sqeuclidean")
+  pair_same = scipy.spatial.distance.pdist(labels[:, None], lambda a, b: float(a[0] == b[0])).astype(bool)
+  assert got["same"] == pytest.approx(d2[pair_same].mean()) and got["other"] == pytest.approx(d2[~pair_same].mean())
+  square = scipy.spatial.distance.squareform(d2) + np.diag(np.full(24, np.inf))
+  assert got["nn_accuracy"] == pytest.approx(np.mean(labels[square.argmin(1)] == labels))
+  assert got["active"] == pytest.approx(1 - 2 / z.size)
+  assert got["norm_mean"] == pytest.approx(np.linalg.norm(z, axis=1).mean(), rel=1e-6)
+
+
+@pytest.mark.slow
+def test_embedding_spread_reads_a_trained_run(tmp_path, capsys):
+  from fewshot.train import train
+
+  from experiments import embedding_spread
+
+  workdir = tmp_path / "run"
+  train(Config(episodes=2, eval_every=2, val_episodes=1, test_episodes=2), str(workdir))
+  [line] = embedding_spread.main([str(workdir), "--images", "40"])
+  assert line.startswith(f"{workdir}: ProtoNet_S, 40 val images of 200 classes: norm ") and "1-NN accuracy" in line
+  assert line in capsys.readouterr().out

@@ -76,6 +76,7 @@ class Method:
       ``--test_shifts`` apply; False for a method that adapts its network to each episode.
     diagnoses: whether its metrics rows carry the update diagnostics.
     instead: said after the refusal of another method's option (e.g. where its own stands instead).
+    shared_options: ``Config``'s own fields that only this method uses (protonet's heads), refused to the others.
   """
 
   summary: str
@@ -87,7 +88,7 @@ class Method:
   embeds_once: bool
   diagnoses: bool
   instead: str = ""
-  shared_options: tuple[str, ...] = ()  # Config's own fields that only this method uses (protonet's heads)
+  shared_options: tuple[str, ...] = ()
 
   @property
   def options(self) -> tuple[str, ...]:

@@ -384,3 +384,40 @@ def test_mini_imagenet_s_kept_runs_join_the_page_as_a_natural_image_section(tmp_
   assert f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25; each pair trained the same " \
          "episodes) |" in row
   assert "DR − S is positive in 1 of the 1 cells; 1 cell(s), one model's runs." in text
+
+
+def test_mini_imagenet_s_section_draws_each_head_s_tested_runs_median_curve(tmp_path):
+  """Issue 54's curves: the section's figure draws, per head, the tested runs' median validation accuracy (records
+  made up in `reproduce`'s layout, the medians recomputed with numpy); a source without curves, or a page built
+  without a plot, links no figure.
+  """
+  from fewshot.analysis.figures import median_band  # noqa: PLC0415
+
+  from projects.dr_ratio import dr_second_dataset  # noqa: PLC0415
+
+  curves = {"softmax": [[27.0, 28.0], [26.0, 30.0], [29.0, 27.5]], "dr": [[31.0, 33.0], [32.5, 34.0], [30.0, 35.5]]}
+  for head, runs in curves.items():
+    for seed, values in enumerate(runs):
+      run = tmp_path / "kim2022_mini_imagenet" / "cpu_2500" / f"conv4 1-shot_{head}" / "select" / f"seed{seed}"
+      run.mkdir(parents=True)
+      (run / "results.json").write_text(json.dumps({"test_accuracy": values[-1], "test_ci95": 0.8,
+                                                    "best_episode": 500}))
+      (run / "config.json").write_text(json.dumps({"episodes": 500, "head": head, "seed": seed, "way": 5}))
+      (run / "metrics.jsonl").write_text("".join(json.dumps({"episode": e, "val_accuracy": v}) + "\n"
+                                                 for e, v in zip((250, 500), values)))
+  drawn = {}
+
+  def plot(arms, name):
+    drawn[name] = arms
+    return f"results/{name}"
+
+  text = dr_second_dataset.section(tmp_path, plot)
+  name = "val_accuracy_kim2022_mini_imagenet_cpu_2500.png"
+  assert f"![validation accuracy, kim2022_mini_imagenet cpu_2500](results/{name})" in text
+  (model, heads), = drawn[name].items()
+  assert model == "conv4 1-shot" and list(heads) == ["ProtoNet_S", "ProtoNet_DR"]
+  for label, head in (("ProtoNet_S", "softmax"), ("ProtoNet_DR", "dr")):
+    assert [run.config.seed for run in heads[label]] == [0, 1, 2]
+    episodes, median, _, _ = median_band(heads[label], "val_accuracy")
+    assert episodes.tolist() == [250, 500] and np.allclose(median, np.median(curves[head], axis=0))
+  assert "![" not in dr_second_dataset.section(tmp_path)  # no plot given: no figure

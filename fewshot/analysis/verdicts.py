@@ -13,9 +13,9 @@ to agree do not make an interval of nothing), ``e`` the published interval's sta
   inside the margin, ``, equivalent within ±δ`` follows: a real difference smaller than the margin);
 * ``inconclusive at n seeds``: neither.
 
-A schedule that is not the published one never gets an agreement word: its cell reads ``not the published schedule:``
-(or, where its runs differ from the published protocol in more than their length, the words ``unlike`` gives, e.g.
-``not the published protocol (5-way training):``) followed by ``below by x`` / ``above by x`` where the 95% interval excludes 0, else ``inconclusive at n seeds``.
+A schedule that is not the published one never gets an agreement word: its cell reads ``unlike``'s words (``not the
+published schedule:`` where only the length differs, e.g. ``not the published protocol (5-way training):`` where more
+does; ``unlike=None``: the published protocol itself) followed by ``below by x`` / ``above by x`` where the 95% interval excludes 0, else ``inconclusive at n seeds``.
 Beside each verdict, :attr:`Verdict.smallest_margin`: the smallest δ the design establishes were ``D`` exactly 0
 (``t(0.95, n − 1)`` standard errors), what more seeds or a tighter test would buy.
 
@@ -79,10 +79,11 @@ def _interval(centre: float, error: float, df: int, confidence: float) -> tuple[
 
 
 def verdict(values, published: float | None, *, margin: float | None, errors=None,
-            published_ci95: float | None = None, published_schedule: bool = True,
-            not_comparable: str | None = None, unlike: str = UNLIKE) -> Verdict:
+            published_ci95: float | None = None, not_comparable: str | None = None,
+            unlike: str | None = None) -> Verdict:
   """The verdict on per-seed ``values`` (in %) against ``published`` under ``margin`` (points); ``errors``: each
-  seed's test standard error; see the module docstring.
+  seed's test standard error; ``unlike``: how the runs differ from the published protocol (e.g. :data:`UNLIKE`),
+  None where they follow it; see the module docstring.
   """
   values = tuple(float(v) for v in values)
   mean, ci95 = stats.t_interval(values) if values else (None, None)
@@ -92,32 +93,31 @@ def verdict(values, published: float | None, *, margin: float | None, errors=Non
   if error is not None:
     i90, i95 = (_interval(difference, error, len(values) - 1, c) for c in (0.90, 0.95))
     smallest = _interval(0.0, error, len(values) - 1, 0.90)[1]
-  words = _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable, unlike)
+  words = _words(values, published, difference, i90, i95, margin, not_comparable, unlike)
   return Verdict(values, published, mean, ci95, difference, i90, i95, margin, smallest, words, error)
 
 
-def _words(values, published, difference, i90, i95, margin, published_schedule, not_comparable, unlike) -> str:
+def _words(values, published, difference, i90, i95, margin, not_comparable, unlike) -> str:
   if not_comparable is not None:
     return f"not comparable: {not_comparable}"
   if published is None:
     return "no published number"
   if not values:
     return "no seeds yet"
-  prefix = "" if published_schedule else f"{unlike}: "
+  prefix = "" if unlike is None else f"{unlike}: "
   if i95 is None:
     return f"{prefix}inconclusive at 1 seed: no interval"
   equivalent = margin is not None and -margin < i90[0] and i90[1] < margin
   within = f"equivalent within ±{margin:g}" if margin is not None else ""
   if i95[0] > 0 or i95[1] < 0:
     direction = f"{'above' if difference > 0 else 'below'} by {abs(difference):.2f}"
-    return prefix + direction + (f", {within}" if equivalent and published_schedule else "")
-  if equivalent and published_schedule:
+    return prefix + direction + (f", {within}" if equivalent and unlike is None else "")
+  if equivalent and unlike is None:
     return within
   return f"{prefix}inconclusive at {len(values)} seeds"
 
 
-def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule: bool = True,
-           unlike: str = UNLIKE) -> Verdict | None:
+def pooled(verdicts: list[Verdict], margin: float | None, *, unlike: str | None = None) -> Verdict | None:
   """The fixed-effect pool of independent arms' differences (each weighted by its inverse variance, ``n − 1``
   degrees of freedom summed), judged by the same words under ``margin`` (the caller's: the page takes the smallest
   of the arms' margins); None where fewer than two arms have an interval of some width.
@@ -137,7 +137,7 @@ def pooled(verdicts: list[Verdict], margin: float | None, *, published_schedule:
   df = sum(len(v.values) - 1 for v in arms)
   i90, i95 = (_interval(difference, error, df, c) for c in (0.90, 0.95))
   values = tuple(x for v in arms for x in v.values)
-  words = _words(values, 0.0, difference, i90, i95, margin, published_schedule, None, unlike)
+  words = _words(values, 0.0, difference, i90, i95, margin, None, unlike)
   words = words.replace(f"at {len(values)} seeds", f"at {len(arms)} arms")
   return Verdict(values, None, None, None, difference, i90, i95, margin, _interval(0.0, error, df, 0.90)[1], words,
                  error)

@@ -33,7 +33,7 @@ OMNIGLOT = Entry(
                  test_inner_steps=10, learning_rate=1e-3, eval_every=1000, val_episodes=100, test_episodes=600),
     models=MODELS,
     schedules=(Schedule("published", dict(episodes=40_000), "the code's usage lines: 40,000 meta-updates",
-                        published=True),),
+                        unlike=None),),
     # Margins as Snell et al.'s Omniglot cells (fewshot.published.snell2017): 0.5 points at 5-way, 1.0 at 20-way.
     cells=(Cell("5-way 1-shot", "5-way 1-shot", {}, 98.7, 0.4, margin=0.5),
            Cell("5-way 5-shot", "5-way 5-shot", {}, 99.9, 0.1, margin=0.5),

@@ -26,13 +26,13 @@ def _entry(dataset: str, label: str, class_splits: str, needs: str, directions: 
       options=dict(dataset=dataset, class_splits=class_splits, classifier="proto", distance="squared_euclidean",
                    way=5, query=16, test_way=5, test_query=15, test_episodes=600, augment=True),
       models=_MODELS,
-      schedules=(Schedule("published", {}, "the paper's: 60,000 / 50,000 episodes", published=True),
+      schedules=(Schedule("published", {}, "the paper's: 60,000 / 50,000 episodes", unlike=None),
                  # Declared on 2026-12-02, before any of its runs (issue 54 item 2): what a 2-core CPU trains for
                  # Conv4 1-shot, 3 seeds per head, in about 3-4 h in all at the measured 0.6 s per augmented 84 px
                  # episode (BUILD_NOTES, mini-ImageNet): 2,500 episodes, 1/24 of the paper's, validated every 250.
                  Schedule("cpu_2500", dict(episodes=2500, eval_every=250, val_episodes=100), "2,500 episodes "
                           "(1/24 of the paper's 60,000), validated every 250 on 100 episodes, the best checkpoint "
-                          "tested; Conv4 1-shot only", published=False, models=("conv4 1-shot",))),
+                          "tested; Conv4 1-shot only", models=("conv4 1-shot",))),
       cells=tuple(Cell(f"{m.name} 5-way", m.name, dict(test_way=5), None, direction=directions[m.name])
                   for m in _MODELS),
       differences=("Checkpoints every 100 episodes, each on 100 validation episodes (the paper does not say how "

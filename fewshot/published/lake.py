@@ -31,13 +31,13 @@ MODELS = (
 )
 _SCHEDULES = (
     Schedule("own", {}, "each model's own length (6,000 episodes, Adam's rate halved every 3,000 for the recipe and "
-             "every 2,000 for protonet), the checkpoint chosen on 20-way validation episodes", published=True),
+             "every 2,000 for protonet), the checkpoint chosen on 20-way validation episodes", unlike=None),
     # Declared before any of its training runs: what a 2-core CPU trains for 3 seeds of both models and heads in each
     # of the three settings (36 training runs) in hours. Both models halve their rate once, at half the length, as
     # the recipe's own 6,000 episodes halve at 3,000.
     Schedule("short", dict(episodes=2000, eval_every=500, lr_halve_every=1000), "2,000 episodes, Adam's rate halved "
              "at 1,000, validated every 500 (a third of each model's own length): what a 2-core CPU trains for 3 "
-             "seeds of both models and heads in hours", published=False),
+             "seeds of both models and heads in hours"),
 )
 ALL_CHARACTERS = Schedule(
     # Declared on 2026-12-02, before any of its runs: the recipe on every background character, as Lake et al.'s
@@ -45,7 +45,7 @@ ALL_CHARACTERS = Schedule(
     # choose one), 3 seeds per head.
     "all_characters", dict(episodes=6000), "The recipe on all 964 background characters (train + val of the "
     "all_characters split) for its own 6,000 episodes, Adam's rate halved at 3,000, its last checkpoint tested",
-    published=False, selects=False, models=("recipe",))
+    selects=False, models=("recipe",))
 _OLD_RUNS = ("Before 2026-12-02 the runs scored were fewshot's own, drawn from all 20 evaluation alphabets (100 runs, "
              "seed 0), with a defect: each run's supports came from several drawers, not one (the prepared split "
              "does not store a character's images in drawer order). Those cells stay as measured and are not "

@@ -23,12 +23,12 @@ _PROTOCOL = ("Conv4 (64-64-64-64) ProtoNet (squared Euclidean), 5-way 1-shot and
              "training (episode shape, length, augmentation) and test episode count are not in MetaOptNet's text.")
 _SCHEDULES = (
     Schedule("published", None, "the cited runs' training is not stated where MetaOptNet quotes the figures",
-             published=True),
+             unlike=None),
     # Declared on 2026-12-02, before any of its runs: Conv4 at 32 px costs a small fraction of an 84 px episode, so a
     # 2-core CPU trains 10,000 episodes per seed and head in well under an hour (not measured yet: no CIFAR-100 here).
     Schedule("cpu_10000", dict(episodes=10_000, eval_every=500, val_episodes=200), "10,000 episodes, Adam 1e-3, "
              "validated every 500 on 200 episodes, the best checkpoint tested (the cited papers' schedules are not "
-             "known here)", published=False),
+             "known here)"),
 )
 _DIFFERENCES = (
     "Schedule: the cited runs' are not stated where the figures are quoted; `cpu_10000` is fewshot's, declared "

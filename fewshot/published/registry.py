@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from fewshot.analysis.verdicts import UNLIKE
 from fewshot.errors import ConfigError
 
 
@@ -56,16 +57,21 @@ class Schedule:
   name: str
   options: dict | None
   about: str
-  published: bool  # the paper's own schedule, or another (the verdict says "not the published schedule")
   # Where the entry retrains: False trains the final runs on train + val for the schedule's ``episodes`` at once,
   # with no select run to choose the length (a fixed length declared before the runs).
   selects: bool = True
   models: tuple[str, ...] | None = None  # the models it trains (None: all the entry's); the others' cells are not run
   retrain_beyond: int = 0  # episodes the final run trains past the select run's best (the code's best + patience)
   runs_of: RunsOf | None = None  # another entry's runs, where they are this schedule's too (trained once, read twice)
-  # A verdict's first words where the schedule is not the published one: how its runs differ from the paper's (the
-  # length by default; more where they differ in more, so that the verdict itself says so).
-  unlike: str = "not the published schedule"
+  # How its runs differ from the paper's protocol, as a verdict's first words: the length alone by default, more words
+  # where they differ in more (so that the verdict itself says so); None only for the paper's own schedule, which
+  # must say so.
+  unlike: str | None = UNLIKE
+
+  @property
+  def published(self) -> bool:
+    """Whether this is the paper's own schedule (the only one whose verdicts may read *equivalent*)."""
+    return self.unlike is None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,8 +34,7 @@ def _verdict(measured: dict[int, tuple[float, float | None]], cell: Cell, entry:
   errors = [ci / verdicts.Z95 for _, ci in measured.values() if ci is not None]
   return verdicts.verdict([a for a, _ in measured.values()], cell.value, margin=cell.margin,
                           errors=errors if len(errors) == len(measured) else None, published_ci95=cell.ci95,
-                          published_schedule=schedule.published, not_comparable=entry.not_comparable,
-                          unlike=schedule.unlike)
+                          not_comparable=entry.not_comparable, unlike=schedule.unlike)
 
 
 def schedule_cells(entry: Entry, schedule: Schedule) -> tuple[Cell, ...]:
@@ -117,8 +116,7 @@ def pooled(out: str, entry: Entry, schedule: Schedule, seeds) -> verdicts.Verdic
   """The entry's pooled verdict across its independent arms (:func:`verdicts.pooled`), None with fewer than two."""
   arms = arm_verdicts(out, entry, schedule, seeds)
   margins = [a.margin for a in arms if a.margin is not None]
-  return verdicts.pooled(arms, min(margins) if margins else None, published_schedule=schedule.published,
-                         unlike=schedule.unlike)
+  return verdicts.pooled(arms, min(margins) if margins else None, unlike=schedule.unlike)
 
 
 def arm_label(entry: Entry, arm: str) -> str:

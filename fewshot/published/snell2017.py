@@ -48,16 +48,16 @@ OMNIGLOT = Entry(
     schedules=(
         Schedule("published", dict(episodes=1_000_000, patience=200), "the paper's code: up to 10,000 epochs of 100 "
                  "episodes, stopped after 200 without a better validation score, then best + 200 epochs on train + "
-                 "val", published=True, retrain_beyond=20_000),
+                 "val", unlike=None, retrain_beyond=20_000),
         Schedule("short", dict(episodes=2000, patience=5), "at most 2,000 episodes, stopped after 5 checkpoints "
                  "(500 episodes) without a better validation accuracy, then that length on train + val: what a "
-                 "2-core CPU trains for 3 seeds per model and head in hours", published=False),
+                 "2-core CPU trains for 3 seeds per model and head in hours"),
         # Declared on 2026-12-02, before any of its runs: the shortest retrain the authors' code can run (best + 200
         # epochs of 100 episodes with best at 0), 1-shot model only, 3 seeds per head on a 2-core CPU (~5 h a head).
         Schedule("code_minimum", dict(episodes=20_000), "20,000 episodes on train + val at once, Adam 1e-3 halved "
                  "every 2,000 (9 halvings): the shortest final run the authors' code trains (best + 200 epochs of "
                  "100 episodes, with best at 0); no select run, so both heads of a seed train the same 20,000 "
-                 "episodes; the 1-shot model", published=False, selects=False, models=("1-shot",)),
+                 "episodes; the 1-shot model", selects=False, models=("1-shot",)),
     ),
     cells=(
         Cell("5-way 1-shot", "1-shot", dict(test_way=5), 98.8, margin=_MARGIN_5WAY, code_value=98.4),
@@ -104,15 +104,15 @@ MINI_IMAGENET = Entry(
     schedules=(
         Schedule("published", dict(episodes=1_000_000, patience=200), "the paper's code: up to 10,000 epochs of 100 "
                  "episodes, stopped after 200 without a better validation score, then best + 200 epochs on train + "
-                 "val", published=True, retrain_beyond=20_000),
+                 "val", unlike=None, retrain_beyond=20_000),
         Schedule("short", dict(episodes=2000, patience=5), "at most 2,000 episodes, stopped after 5 checkpoints "
-                 "without a better validation accuracy", published=False),
+                 "without a better validation accuracy"),
         # Declared on 2026-12-06, before the last of those runs finished (issue 54): Kim et al.'s training as the
         # kim2022_mini_imagenet entry's cpu_2500 schedule runs it, read from its runs (no second training).
         Schedule("kim_cpu_2500", dict(way=5, query=16, augment=True, episodes=2500, eval_every=250, val_episodes=100,
                                       lr_halve_every=None), "Kim et al.'s 5-way 16-query augmented training, not "
                  "Snell et al.'s 30-way: 2,500 episodes at a constant rate, validated every 250, the best checkpoint "
-                 "tested (the kim2022_mini_imagenet entry's cpu_2500 runs); 1-shot only", published=False,
+                 "tested (the kim2022_mini_imagenet entry's cpu_2500 runs); 1-shot only",
                  models=("1-shot",), runs_of=RunsOf("kim2022_mini_imagenet", "cpu_2500", {"1-shot": "conv4 1-shot"}),
                  unlike="not the published protocol, Kim et al.'s 5-way augmented training for 2,500 episodes"),
     ),

@@ -246,7 +246,8 @@ def main(argv=None) -> str:
   markdown, figure = page_files(args.dataset)
   figure = plot_curves(arms, args.out / "results", figure)
   preregistered = dr_prereg.section(records, arms) if args.dataset == "omniglot" else ""
-  second = dr_second_dataset.section(args.out / "reproductions") if args.dataset == "omniglot" else ""
+  draw = lambda runs, name: "results/" + plot_curves(runs, args.out / "results", name)  # noqa: E731
+  second = dr_second_dataset.section(args.out / "reproductions", draw) if args.dataset == "omniglot" else ""
   text = page(arms, made, records.relative_to(args.out), f"results/{figure}", preregistered, second)
   (args.out / markdown).write_text(text)
   print(f"wrote {args.out / markdown}")

@@ -6,7 +6,8 @@ episodes and tests, a shorter schedule than the paper's, 3 seeds), and a softmax
 same episodes there too (as far as the shorter of the two trains: each table says how far), so their test
 accuracies pair by seed as the page's do. A section is a function of the records kept in ``docs/reproductions/``
 alone, read through the reproduction page's own report (:mod:`fewshot.published.report`), so the two pages cannot
-disagree; a source with nothing kept has no section.
+disagree; a source with nothing kept has no section. A source marked ``curves`` also shows its tested runs'
+validation curves, where the page's builder passes a ``plot`` (``dr_results.plot_curves`` writing into ``results/``).
 
     section(pathlib.Path("docs/reproductions"))   # "" where no run of any source is kept
 """
@@ -17,7 +18,9 @@ import dataclasses
 import pathlib
 
 from fewshot import published
+from fewshot.config import Config
 from fewshot.published import plan, report
+from fewshot.records.reading import read_runs
 
 ENTRY = "snell2017_omniglot"
 
@@ -36,13 +39,15 @@ def _row(r: report.CellReport) -> str:
 @dataclasses.dataclass(frozen=True)
 class Source:
   """A reproduction whose runs pair the two heads by seed: its entry, the section's heading and first paragraph,
-  and why its cells' signs are or are not independent (said after the table).
+  why its cells' signs are or are not independent (said after the table), and whether its tested runs' validation
+  curves are drawn (a retraining entry's tested runs validate nothing, so its curves would be the select runs').
   """
 
   entry: str
   heading: str
   about: str
   independence: str
+  curves: bool = False
 
 
 SOURCES = (
@@ -58,11 +63,38 @@ SOURCES = (
            "mini-ImageNet (Ravi & Larochelle's split, 84 px, 16 queries, the DR paper's augmentation) on a schedule "
            "much shorter than the paper's, and tested them on 600 5-way episodes of 15 queries; they bear on claim 0 "
            "(test accuracy) only.",
-           "{cells} cell(s), one model's runs"),
+           "{cells} cell(s), one model's runs", curves=True),
 )
 
 
-def _block(reproductions: pathlib.Path, source: Source) -> list[str]:
+def tested_runs(reproductions: pathlib.Path, entry, schedule, seeds) -> dict[str, dict[str, list]]:
+  """The records of the runs each cell of ``schedule`` tests, by model and then by arm's label, in seed order: what
+  ``dr_results.plot_curves`` draws (one panel per model, a median curve per arm). Seeds an arm lacks are left out.
+  """
+  stage = plan.tested_stage(entry, schedule)
+  arms = {}
+  for model in entry.models_of(schedule):
+    for arm in entry.arms:
+      dirs = [plan.run_dir(str(reproductions), entry, schedule, model, arm, stage, s) for s in seeds]
+      dirs = [d for d in dirs if (pathlib.Path(d) / "metrics.jsonl").is_file()]
+      if dirs:
+        arms.setdefault(model.name, {})[report.arm_label(entry, arm)] = read_runs(dirs, Config.from_dict)
+  return arms
+
+
+def _figure(reproductions: pathlib.Path, source: Source, entry, schedule, seeds, plot) -> list[str]:
+  if plot is None or not source.curves:
+    return []
+  arms = tested_runs(reproductions, entry, schedule, seeds)
+  if not arms:
+    return []
+  path = plot(arms, f"val_accuracy_{entry.name}_{schedule.name}.png")
+  return [f"Validation accuracy of the tested runs against training episodes (each arm's median over its seeds, "
+          f"the band its seeds' 25th to 75th percentile; `python -m fewshot.plot` draws the same runs' other "
+          f"diagnostics):\n", f"![validation accuracy, {entry.name} {schedule.name}]({path})\n"]
+
+
+def _block(reproductions: pathlib.Path, source: Source, plot=None) -> list[str]:
   entry = published.ENTRIES[source.entry]
   blocks = []
   for schedule in entry.schedules:
@@ -82,12 +114,13 @@ def _block(reproductions: pathlib.Path, source: Source) -> list[str]:
                f"DR − S is positive in {positive} of the {len(paired)} cells; "
                f"{source.independence.format(cells=len(paired))}. With {pairs} pairs the "
                f"exact sign-flip p cannot go below {2 / 2 ** pairs:.3g}, so these runs cannot decide claim 0 on their "
-               "own: they give a second dataset's direction, not a test.\n"]
+               "own: they give the direction on one more dataset, not a test.\n",
+               *_figure(reproductions, source, entry, schedule, seeds, plot)]
   return [f"## {source.heading}\n", f"{source.about}\n", *blocks] if blocks else []
 
 
-def section(reproductions: pathlib.Path) -> str:
+def section(reproductions: pathlib.Path, plot=None) -> str:
   """The page's sections on the reproductions' paired runs (:data:`SOURCES`), or ``""`` where none are kept under
-  ``reproductions``.
+  ``reproductions``; with ``plot(arms, file_name) -> the figure's path from the page``, a ``curves`` source's figure.
   """
-  return "\n".join(line for source in SOURCES for line in _block(reproductions, source))
+  return "\n".join(line for source in SOURCES for line in _block(reproductions, source, plot))

@@ -65,16 +65,15 @@ def test_equivalence_is_claimed_at_most_five_percent_of_the_time_when_the_gap_is
 
 def test_another_schedule_never_gets_an_agreement_word():
   tight = [98.79, 98.80, 98.81]
-  assert verdicts.verdict(tight, 98.8, margin=0.5).words == "equivalent within ±0.5"
-  assert verdicts.verdict(tight, 98.8, margin=0.5, published_schedule=False).words == (
+  assert verdicts.verdict(tight, 98.8, margin=0.5).words == "equivalent within ±0.5"  # unlike None: the paper's
+  assert verdicts.verdict(tight, 98.8, margin=0.5, unlike=verdicts.UNLIKE).words == (
       "not the published schedule: inconclusive at 3 seeds")
-  assert verdicts.verdict([97.0, 97.1, 97.2], 98.8, margin=0.5, published_schedule=False).words == (
+  assert verdicts.verdict([97.0, 97.1, 97.2], 98.8, margin=0.5, unlike=verdicts.UNLIKE).words == (
       "not the published schedule: below by 1.70")
   other = "not the published protocol (5-way training)"  # the verdict itself names how the runs differ
-  assert verdicts.verdict([97.0, 97.1, 97.2], 98.8, margin=0.5, published_schedule=False, unlike=other).words == (
-      f"{other}: below by 1.70")
-  pooled = verdicts.pooled([verdicts.verdict(v, 98.8, margin=0.5, published_schedule=False) for v in (
-      [97.0, 97.1, 97.2], [96.9, 97.0, 97.3])], 0.5, published_schedule=False, unlike=other)
+  assert verdicts.verdict([97.0, 97.1, 97.2], 98.8, margin=0.5, unlike=other).words == f"{other}: below by 1.70"
+  pooled = verdicts.pooled([verdicts.verdict(v, 98.8, margin=0.5, unlike=other) for v in (
+      [97.0, 97.1, 97.2], [96.9, 97.0, 97.3])], 0.5, unlike=other)
   assert pooled.words.startswith(f"{other}: below by ")
 
 
@@ -108,3 +107,17 @@ def test_too_little_to_judge_says_so():
   assert verdicts.verdict([95.0, 95.1], 96.0, margin=1, not_comparable="an ImageNet trunk").words == (
       "not comparable: an ImageNet trunk")
   assert verdicts.verdict([95.0, 95.0], 96.0, margin=None).words == "below by 1.00"  # no spread, no floor: a point
+
+
+def test_a_schedule_is_the_paper_s_only_where_it_says_so():
+  """A registered schedule that names no ``unlike`` is not the published one (its verdicts start with the default
+  words); only ``unlike=None`` marks the paper's own, which the registry's schedules do where they are named
+  "published" (or Lake's "own": each model's own length) and nowhere else.
+  """
+  from fewshot import published  # noqa: PLC0415
+  from fewshot.published.registry import Schedule  # noqa: PLC0415
+
+  assert Schedule("mine", {}, "mine").unlike == verdicts.UNLIKE and not Schedule("mine", {}, "mine").published
+  for entry in published.ENTRIES.values():
+    for schedule in entry.schedules:
+      assert schedule.published == (schedule.name in ("published", "own")), (entry.name, schedule.name)

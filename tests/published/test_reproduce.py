@@ -22,7 +22,7 @@ TINY = Entry(
     needs="nothing", options=dict(dataset="strokes", way=3, query=2, test_way=2, test_query=2, test_episodes=3,
                                   eval_every=2, val_episodes=2),
     models=(Model("1-shot", dict(shot=1)),),
-    schedules=(Schedule("tiny", dict(episodes=6, patience=1), "six episodes", published=False),),
+    schedules=(Schedule("tiny", dict(episodes=6, patience=1), "six episodes"),),
     cells=(Cell("2-way 1-shot", "1-shot", dict(test_way=2), 60.0), Cell("3-way 1-shot", "1-shot", dict(test_way=3),
                                                                           50.0)),
     differences=("tiny",), arms=head_arms("softmax"), retrain=True)
@@ -132,7 +132,7 @@ def test_a_cell_reads_the_measure_it_names_through_its_entry_s_kind_of_run(tmp_p
   """A metric-learning entry's cells are scored from its runs' retrieval (the fold models concatenated), a few-shot
   entry's from the test accuracy: each through its kind's row, none by testing the kind.
   """
-  schedule, model = Schedule("s", {"epochs": 2}, "two epochs", published=False), Model("m", {})
+  schedule, model = Schedule("s", {"epochs": 2}, "two epochs"), Model("m", {})
   cells = (Cell("MAP@R", "m", {}, 20.0, measure="map_at_r"), Cell("P@1", "m", {}, 50.0, measure="precision_at_1"))
   entry = Entry("made_up_dml", "made up", "made up", "cub", "nothing", {"dataset": "cub"}, (model,), (schedule,), cells,
                 (), arms={"triplet": {"loss": "triplet"}}, kind="dml")
@@ -182,8 +182,7 @@ def _tiny(entry: Entry, **options) -> Entry:
   """The entry's protocol cut to a smoke run: its first model, one arm, a few episodes of small images."""
   small = dict(episodes=2, eval_every=2, val_episodes=1, test_episodes=2, way=2, test_way=2, query=2, test_query=2,
                image_size=16, patience=None)
-  schedule = Schedule("smoke", {k: v for k, v in small.items() if k in ("episodes", "patience")}, "a smoke run",
-                      published=False)
+  schedule = Schedule("smoke", {k: v for k, v in small.items() if k in ("episodes", "patience")}, "a smoke run")
   model = dataclasses.replace(entry.models[0], options={**entry.models[0].options, **{
       k: v for k, v in small.items() if k in ("way", "episodes")}})
   cell = dataclasses.replace(next(c for c in entry.cells if c.model == model.name), test=dict(test_way=2))
@@ -262,7 +261,7 @@ def test_a_fixed_length_schedule_trains_every_seed_on_train_and_val_at_once_with
 
 @pytest.mark.slow  # two seeds of a fixed-length schedule trained and tested: ~20 s
 def test_a_fixed_length_schedule_runs_end_to_end_with_no_select_run(tmp_path, monkeypatch):
-  fixed = Schedule("fixed", dict(episodes=4), "four episodes on train + val", published=False, selects=False)
+  fixed = Schedule("fixed", dict(episodes=4), "four episodes on train + val", selects=False)
   entry = dataclasses.replace(TINY, name="tiny_fixed", schedules=(fixed,))
   monkeypatch.setitem(published.ENTRIES, entry.name, entry)
   out = str(tmp_path / "runs")

@@ -15,7 +15,9 @@ reported; ``--test_episodes`` or ``--seed`` draw a different set of test episode
 reports the per-episode protocol (the paper's, the default) beside it, the cached path
 testing ``--cached_episodes`` episodes (default as many). ``--lake_runs`` scores Lake et
 al.'s one-shot runs instead of the test split (:mod:`fewshot.episodic.lake`) and writes
-``lake_runs.json`` into the run directory.
+``lake_runs.json`` into the run directory; ``--lake_design N`` scores ``N`` random runs of his design drawn from the
+Omniglot images instead (:mod:`fewshot.episodic.lake_design`; ``--test_way``, default 20, and ``--seed``, default 0)
+and writes ``lake_design_<N>runs_<W>way_seed<K>.json``, the name ``fewshot.reproduce`` gives the same runs' score.
 
 What it measured is written into the run directory (``--norecord``: printed only), whole (atomically), as
 ``test_<checkpoint>@<its episode>_<N>ep[_cached | _both[_cached<M>ep]][_way<W>][_shot<S>][_query<Q>][_shifts<S>]
@@ -48,13 +50,14 @@ from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
 LAKE_FILE = "lake_runs.json"
-RETRIEVAL_FILE = "test_{checkpoint}_retrieval.json"  # a metric-learning run's re-test
-# A metric-learning run's embedder tested on few-shot episodes; the flags that ask for it.
-EPISODES_FILE = "test_{checkpoint}_episodes_{way}w{shot}s{query}q_{episodes}ep_seed{seed}.json"
+DESIGN_WAY, DESIGN_SEED = 20, 0  # runs of Lake's design: 20-way as his, seed 0 unless asked
+# The flags that ask for a metric-learning run's embedder to be tested on few-shot episodes.
 DML_EPISODE_FLAGS = ("test_way", "shot", "test_query", "test_episodes", "seed")
-# What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there.
+# What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there; runs of Lake's
+# design are drawn from --data_dir's images with their own --test_way and --seed.
 EPISODE_FLAGS = ("test_episodes", "test_way", "shot", "test_query", "seed", "data_dir", "tfds_dir", "test_by",
                  "cached_episodes")
+DESIGN_FLAGS = ("test_way", "seed", "data_dir")
 
 
 def define_flags() -> None:
@@ -81,6 +84,11 @@ def define_flags() -> None:
   with options.flag_heading("Lake's one-shot runs"):
     flags.DEFINE_string("lake_runs", None, "Lake et al.'s one-shot runs (all_runs folder or all_runs.zip): score "
                         f"them instead of the test split and write {LAKE_FILE} into the run directory")
+    flags.DEFINE_integer("lake_design", None, "score this many random runs of Lake's design instead (his 10 "
+                         "evaluation alphabets, drawers 1-8, one drawer for a run's supports and another for its "
+                         f"queries), drawn with --seed (default {DESIGN_SEED}) from the Omniglot images in --data_dir "
+                         f"(default the run's), --test_way classes each (default {DESIGN_WAY}); writes "
+                         "lake_design_<N>runs_<W>way_seed<K>.json into the run directory", lower_bound=1)
 
 FLAGS = flags.FLAGS
 
@@ -191,29 +199,56 @@ def measurement_record(m: Measurement, check: bool = True) -> tuple[pathlib.Path
   return m.rundir.path / name, options
 
 
-def evaluate_lake(workdir: str, lake_runs: str, checkpoint: str = "best", test_shifts: int | None = None,
-                  record: bool = True) -> dict:
-  """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json`` (``record``).
+def design_record(runs: int, way: int = DESIGN_WAY, seed: int = DESIGN_SEED) -> str:
+  """The file holding a score on ``runs`` random runs of Lake's design (the name ``fewshot.reproduce`` uses too).
+
+  >>> design_record(400)
+  'lake_design_400runs_20way_seed0.json'
+  """
+  from fewshot.published import plan
+
+  return plan.lake_record_name({"lake_runs": "design", "runs": runs, "way": way, "seed": seed})
+
+
+def evaluate_lake(workdir: str, lake_runs: str | None, checkpoint: str = "best", test_shifts: int | None = None,
+                  record: bool = True, design: dict | None = None, data_dir: str | None = None) -> dict:
+  """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json`` (``record``);
+  with ``design`` (``dict(runs=400, way=20, seed=0)``) in place of ``lake_runs``, on random runs of his design drawn
+  from the Omniglot images in ``data_dir`` (None: the run's), written to :func:`design_record`'s file.
 
   Lake's runs are read (and refused) before the model is loaded, so bad input writes nothing.
   ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
   """
   from fewshot import api  # the model machinery, only where a model is tested
-  from fewshot.episodic import evaluators, lake
+  from fewshot.episodic import evaluators, lake, lake_design
 
+  if (lake_runs is None) == (design is None):
+    raise ConfigError("score Lake's official runs (--lake_runs) or runs of his design (--lake_design), one of the "
+                      "two.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
-  record = rundir.read_config()  # read once: the model below is loaded from it
-  config = rundir.read_options(Config.from_dict, record)
+  kept = rundir.read_config()  # read once: the model below is loaded from it
+  config = rundir.read_options(Config.from_dict, kept)
   if test_shifts is not None:
     config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
   lake.check_model(config)
-  runs = lake.read_runs(lake_runs, config.image_size, config.resize)
-  config, learner, state = api.restore_run(rundir, record, checkpoint, test_shifts=test_shifts)
-  source = str(pathlib.Path(lake_runs).expanduser().resolve())
+  if design is None:
+    runs = lake.read_runs(lake_runs, config.image_size, config.resize)
+    source, target = str(pathlib.Path(lake_runs).expanduser().resolve()), LAKE_FILE
+  else:
+    folder = data_dir or config.data_dir
+    if not folder:
+      raise ConfigError(f"{workdir} names no data folder: give --data_dir, the Omniglot folder holding "
+                        "images_evaluation.zip, to draw runs of Lake's design from.")
+    runs = lake_design.design_runs(folder, design["runs"], design["way"], design["seed"], config.image_size,
+                                   resize=config.resize)
+    source, target = str(pathlib.Path(folder).expanduser().resolve()), design_record(**design)
+  config, learner, state = api.restore_run(rundir, kept, checkpoint, test_shifts=test_shifts)
   results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts, source).run(state)
   results.update(checkpoint=checkpoint, checkpoint_episode=rundir.checkpoints.step(checkpoint))
+  if design is not None:
+    results["design"] = dict(design)
   if record:
-    write_json_atomic(rundir.path / LAKE_FILE, finite_json(results))
+    write_json_atomic(rundir.path / target, finite_json(results))
   return results
 
 
@@ -225,8 +260,10 @@ def main(argv):
 
 
 def main_few_shot():
-  """A few-shot run (its row's ``retest``): Lake's runs with ``--lake_runs``, else the test split's episodes."""
-  if FLAGS.lake_runs is not None:
+  """A few-shot run (its row's ``retest``): Lake's runs with ``--lake_runs`` or ``--lake_design``, else the test
+  split's episodes.
+  """
+  if FLAGS.lake_runs is not None or FLAGS.lake_design is not None:
     main_lake()
   else:
     main_test()
@@ -235,57 +272,46 @@ def main_few_shot():
 def main_retrieval():
   """A metric-learning run: its fold models' test retrieval again, or with an episode's shape given (``--test_way``,
   ``--shot``, ``--test_query``, ``--test_episodes``, ``--seed``) its embedder tested on few-shot episodes of the test
-  split (:mod:`fewshot.dml.retest`).
+  split (:func:`fewshot.dml.retest.measure`).
   """
   from fewshot.dml import retest
 
-  refused = [f"--{name}" for name in ("test_by", "cached_episodes", "lake_runs", "test_shifts") if FLAGS[name].present]
+  refused = [f"--{name}" for name in ("test_by", "cached_episodes", "lake_runs", "lake_design", "test_shifts")
+             if FLAGS[name].present]
   if refused:
     raise ConfigError(f"{', '.join(refused)} choose how a few-shot run is tested; {FLAGS.workdir} is a "
                       "metric-learning run, tested by its retrieval of the test split, or on few-shot episodes with "
                       "--test_way, --shot, --test_query, --test_episodes and --seed (leave them out).")
-  rundir, config, _ = retest.resolve(FLAGS.workdir, FLAGS.checkpoint)
-  shaped = any(FLAGS[name].present for name in DML_EPISODE_FLAGS)
-  if shaped:
-    shape = retest.episode_options(config, way=FLAGS.test_way, shot=FLAGS.shot, query=FLAGS.test_query,
-                                   episodes=FLAGS.test_episodes, seed=FLAGS.seed)
-    target = rundir.path / EPISODES_FILE.format(checkpoint=FLAGS.checkpoint, **shape)
-  else:
-    shape, target = {}, rundir.path / RETRIEVAL_FILE.format(checkpoint=FLAGS.checkpoint)
-  if FLAGS.record:
-    check_writable(rundir.path, "--workdir")
-  results = retest.retest(FLAGS.workdir, FLAGS.checkpoint, FLAGS.data_dir, FLAGS.tfds_dir,
-                          "episodes" if shaped else "retrieval", **shape)
-  parts = [(f"fold model {s['fold']}", s) for s in results["separated"]]
-  parts += [("fold models concatenated", results["concatenated"])] if "concatenated" in results else []
-  for label, part in parts:
-    test, where = part["test"], f"{results['loss']} ({FLAGS.checkpoint} checkpoint, {label}, {part['dim']}-d)"
-    if shaped:
-      print(f"{where} on {shape['way']}-way {shape['shot']}-shot {shape['query']}-query episodes of "
-            f"{results['test_classes']} test classes: test accuracy {test['test_accuracy']:.2f}% ± "
-            f"{test['test_ci95']:.2f}% ({test['test_episodes']} episodes, nearest mean support embedding)")
-    else:
-      print(f"{where} on {results['test_classes']} test classes: MAP@R {100 * test['map_at_r']:.2f}%, R-precision "
-            f"{100 * test['r_precision']:.2f}%, precision@1 {100 * test['precision_at_1']:.2f}%")
-  if FLAGS.record:
-    write_json_atomic(target, finite_json({**results, "options": shape} if shaped else results))
-    print(f"wrote {target}")
+  shape = None
+  if any(FLAGS[name].present for name in DML_EPISODE_FLAGS):
+    shape = dict(way=FLAGS.test_way, shot=FLAGS.shot, query=FLAGS.test_query, episodes=FLAGS.test_episodes,
+                 seed=FLAGS.seed)
+  retest.measure(FLAGS.workdir, FLAGS.checkpoint, FLAGS.data_dir, FLAGS.tfds_dir, shape, FLAGS.record)
 
 
 def main_lake():
-  given = [f"--{name}" for name in EPISODE_FLAGS if FLAGS[name].present]
+  design = FLAGS.lake_design
+  if design is not None and FLAGS.lake_runs is not None:
+    raise ConfigError("--lake_runs scores Lake's official runs and --lake_design runs of his design; give one of the "
+                      "two (run the command twice for both).")
+  kept = DESIGN_FLAGS if design is not None else ()
+  given = [f"--{name}" for name in EPISODE_FLAGS if FLAGS[name].present and name not in kept]
   if given:
-    raise ConfigError(f"{', '.join(given)} choose test-split episodes; --lake_runs scores Lake's runs instead "
-                      "(leave them out, or run without --lake_runs).")
-  results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint, FLAGS.test_shifts, FLAGS.record)
+    raise ConfigError(f"{', '.join(given)} choose test-split episodes; {'--lake_runs' if design is None else '--lake_design'} "
+                      "scores Lake's runs instead (leave them out, or run without it).")
+  shape = None if design is None else dict(runs=design, way=FLAGS.test_way or DESIGN_WAY,
+                                           seed=DESIGN_SEED if FLAGS.seed is None else FLAGS.seed)
+  results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint, FLAGS.test_shifts, FLAGS.record,
+                          design=shape, data_dir=FLAGS.data_dir)
   views = f", mean over shifts by up to {results['test_shifts']} px" if results["test_shifts"] else ""
+  which = "one-shot runs" if shape is None else f"design (random runs, seed {shape['seed']})"
   print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
-        f"one-shot runs ({results['runs']} runs, {results['items']} items{views}):")
+        f"{which} ({results['runs']} runs, {results['items']} items{views}):")
   from fewshot.episodic import lake
 
-  print(lake.table(results))
+  print(lake.table(results, per_run=shape is None))
   if FLAGS.record:
-    print(f"wrote {existing_run(FLAGS.workdir).path / LAKE_FILE}")
+    print(f"wrote {existing_run(FLAGS.workdir).path / (LAKE_FILE if shape is None else design_record(**shape))}")
 
 
 def measure(workdir: str, checkpoint: str = "best", test_by: str = "episode", cached_episodes: int | None = None,

@@ -5,6 +5,7 @@ RUN`` does for a run of ``python -m fewshot.dml.train``, through the experiment'
     from fewshot.dml import retest
     results = retest.retest("runs/strokes_triplet_seed0")   # {"separated": [...], "concatenated": {...}, ...}
     results = retest.retest("runs/strokes_triplet_seed0", evaluator="episodes", way=5, shot=1)  # on episodes
+    retest.measure("runs/strokes_triplet_seed0")   # printed, and written as test_best_retrieval.json
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import dataclasses
 from fewshot.dml.config import DMLConfig
 from fewshot.errors import ConfigError, RunDirError
 from fewshot.records.checkpoints import check_kind
+from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import check_measured_data
 from fewshot.records.rundir import RunDir, existing_run
+
+RETRIEVAL_FILE = "test_{checkpoint}_retrieval.json"  # a re-test of the run's own retrieval
+EPISODES_FILE = "test_{checkpoint}_episodes_{way}w{shot}s{query}q_{episodes}ep_seed{seed}.json"  # a test on episodes
 
 
 def fold_dirs(rundir: RunDir, config: DMLConfig) -> list[RunDir]:
@@ -77,3 +82,37 @@ def retest(workdir: str, checkpoint: str = "best", data_dir: str | None = None, 
   [tested] = experiment.evaluator(evaluator, **options).run(states)
   return {"loss": config.loss, "test_classes": experiment.test.num_classes, **tested, "checkpoint": checkpoint,
           "checkpoint_steps": [fold.checkpoints.step(checkpoint) for fold in folds]}
+
+
+def measure(workdir: str, checkpoint: str = "best", data_dir: str | None = None, tfds_dir: str | None = None,
+            shape: dict | None = None, record: bool = True) -> dict:
+  """:func:`retest` as ``python -m fewshot.evaluate`` runs it: the retrieval test, or with ``shape`` (``way``,
+  ``shot``, ``query``, ``episodes``, ``seed``; None: the default) a test on few-shot episodes, each fold model's
+  (and their concatenation's) line printed and, with ``record``, written into the run (:data:`RETRIEVAL_FILE`,
+  :data:`EPISODES_FILE`).
+  """
+  rundir, config, _ = resolve(workdir, checkpoint)
+  if shape is not None:
+    shape = episode_options(config, **shape)
+    target = rundir.path / EPISODES_FILE.format(checkpoint=checkpoint, **shape)
+  else:
+    target = rundir.path / RETRIEVAL_FILE.format(checkpoint=checkpoint)
+  if record:
+    check_writable(rundir.path, "--workdir")
+  results = retest(workdir, checkpoint, data_dir, tfds_dir, "retrieval" if shape is None else "episodes",
+                   **(shape or {}))
+  parts = [(f"fold model {s['fold']}", s) for s in results["separated"]]
+  parts += [("fold models concatenated", results["concatenated"])] if "concatenated" in results else []
+  for label, part in parts:
+    test, where = part["test"], f"{results['loss']} ({checkpoint} checkpoint, {label}, {part['dim']}-d)"
+    if shape is not None:
+      print(f"{where} on {shape['way']}-way {shape['shot']}-shot {shape['query']}-query episodes of "
+            f"{results['test_classes']} test classes: test accuracy {test['test_accuracy']:.2f}% ± "
+            f"{test['test_ci95']:.2f}% ({test['test_episodes']} episodes, nearest mean support embedding)")
+    else:
+      print(f"{where} on {results['test_classes']} test classes: MAP@R {100 * test['map_at_r']:.2f}%, R-precision "
+            f"{100 * test['r_precision']:.2f}%, precision@1 {100 * test['precision_at_1']:.2f}%")
+  if record:
+    write_json_atomic(target, finite_json(results if shape is None else {**results, "options": shape}))
+    print(f"wrote {target}")
+  return results

@@ -11,11 +11,11 @@ import pytest
 import fewshot
 from fewshot.config import Config
 from fewshot.data.omniglot import decode
-from fewshot.episodic import lake
+from fewshot.episodic import lake, lake_design
 from fewshot.errors import DataError
 from fewshot.train import train
 
-from omniglot_fixtures import RUNS, WAY, write_lake_runs, zip_runs
+from omniglot_fixtures import RUNS, WAY, characters, write_background_zip, write_lake_runs, zip_runs
 
 # The tiny run of tests/test_cli.py: its programs, compiled once, serve both (the suite shares a compilation cache).
 TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
@@ -202,4 +202,32 @@ def test_scoring_a_run_opens_it_once_and_reads_its_config_once(runs, trained_run
   init = RunDir.__init__
   monkeypatch.setattr(RunDir, "__init__", lambda self, *a, **k: opened.append(a[0]) or init(self, *a, **k))
   results = evaluate.evaluate_lake(str(trained_run), str(runs[1]), record=False)
+  assert not (trained_run / "lake_runs.json").exists()  # record=False writes nothing (it once wrote anyway)
   assert len(reads) == 1 and len(opened) == 1 and results["rules"] == lake.score_runs(fewshot.load(str(trained_run)), runs[1])["rules"]
+
+
+def test_cli_scores_random_runs_of_lake_s_design_and_names_the_record_by_them(tmp_path, trained_run,
+                                                                            assert_one_line_error):
+  """``--lake_design N`` draws N runs of Lake's design from the images in --data_dir (his 10 alphabets, here 2
+  characters each, drawers 1-8) with --test_way and --seed, and scores them as the official runs are scored (the
+  same runs drawn and scored here through ``lake.score_runs``); the per-run table is left out of what it prints.
+  """
+  data = write_background_zip(characters({a: 2 for a in lake_design.ALPHABETS}, drawers=8), tmp_path / "omniglot",
+                              "images_evaluation")
+  result = _evaluate_cli(f"--workdir={trained_run}", "--lake_design=12", "--test_way=2", "--seed=3",
+                         f"--data_dir={data}")
+  assert result.returncode == 0, result.stderr[-2000:]
+  record = trained_run / "lake_design_12runs_2way_seed3.json"
+  written = json.loads(record.read_text())
+  drawn = lake_design.design_runs(str(data), 12, way=2, seed=3)
+  expected = lake.score_runs(fewshot.load(str(trained_run)), drawn)
+  assert written["rules"] == expected["rules"] and written["runs"] == 12 and written["items"] == 24
+  assert written["design"] == {"runs": 12, "way": 2, "seed": 3} and written["lake_runs"] == str(data.resolve())
+  assert [row["run"] for row in written["per_run"]] == [run.name for run in drawn]
+  assert len(result.stdout.splitlines()) == 1 + 2 + 1  # title, the two rules, wrote
+  record.unlink()
+  for args, fragment in ((["--lake_runs=all_runs.zip"], "give one of the two"),
+                         (["--test_episodes=10"], "--test_episodes")):
+    refused = _evaluate_cli(f"--workdir={trained_run}", "--lake_design=12", f"--data_dir={data}", *args)
+    assert_one_line_error(refused, fragment)
+  assert not list(trained_run.glob("lake_design_*.json"))

@@ -68,12 +68,9 @@ def torch_model(params: dict, batch_stats: dict):
 
 def drawn(source, key, count: int, way: int, per_class: int) -> np.ndarray:
   """The image indices ``[count, way, per_class]`` fewshot's sampler draws for ``fold_in(key, i)``, ``i < count``."""
-  import jax.numpy as jnp
-
   from fewshot.training import sources
 
-  return np.asarray(sources._draw_indices_jit(key, jnp.arange(count, dtype=jnp.int32), source.layout, way,
-                                              per_class)[1])
+  return sources.drawn_indices(source.layout, key, count, way, per_class)
 
 
 def episode_batch(images: np.ndarray, indices: np.ndarray, shot: int):

@@ -148,14 +148,21 @@ def _draw_indices(base_key: jax.Array, steps: jax.Array, layout: ClassLayout, nu
 _draw_indices_jit = jax.jit(_draw_indices, static_argnums=(3, 4))
 
 
+def drawn_indices(layout: ClassLayout, key: jax.Array, count: int, num_classes: int, per_class: int) -> np.ndarray:
+  """The image indices ``[count, num_classes, per_class]`` of the draws keyed ``fold_in(key, i)``, ``i < count``:
+  the episodes a run draws, for code that replays them elsewhere (``experiments/torch_parity.py``).
+  """
+  steps = jnp.arange(count, dtype=jnp.int32)
+  return np.asarray(_draw_indices_jit(key, steps, layout, num_classes, per_class)[1])
+
+
 def drawn_images(layout: ClassLayout, key: jax.Array, count: int, num_classes: int, per_class: int) -> np.ndarray:
   """The distinct indices (sorted) of every image the draws keyed ``fold_in(key, i)``, ``i < count``, take: what a
   test of those episodes needs embedded, and nothing else.
   """
   if count <= 0:
     return np.zeros((0,), np.int64)
-  steps = jnp.arange(count, dtype=jnp.int32)
-  return np.unique(np.asarray(_draw_indices_jit(key, steps, layout, num_classes, per_class)[1]))
+  return np.unique(drawn_indices(layout, key, count, num_classes, per_class))
 
 
 class HostSource:

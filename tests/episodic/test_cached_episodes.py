@@ -83,6 +83,8 @@ def test_a_shifted_test_embeds_only_the_images_its_episodes_draw_and_scores_what
   expected = np.unique(np.concatenate([d.reshape(-1) for d in draws]))
   drawn = sources.drawn_images(source.layout, key, episodes, shape.way, shape.per_class)
   np.testing.assert_array_equal(drawn, expected)
+  np.testing.assert_array_equal(sources.drawn_indices(source.layout, key, episodes, shape.way, shape.per_class),
+                                np.stack(draws))  # each episode's draw, in its order (what torch_parity replays)
   assert len(drawn) < len(split.labels), "the check needs images that no episode draws"
   embedded = []
   real = cached_episodes.embed_split

@@ -29,11 +29,12 @@ class CellReport:
   shared: str = ""  # how much of their training the paired runs share, in words
 
 
-def _verdict(measured: dict[int, tuple[float, float | None]], cell: Cell, entry: Entry,
-             schedule: Schedule) -> verdicts.Verdict:
+def _verdict(measured: dict[int, tuple[float, float | None]], published: float | None, published_ci95: float | None,
+             margin: float | None, entry: Entry, schedule: Schedule) -> verdicts.Verdict:
+  """The verdict on per-seed ``(value, ci95)`` against a published value (a cell's, or 0 for an arm's differences)."""
   errors = [ci / verdicts.Z95 for _, ci in measured.values() if ci is not None]
-  return verdicts.verdict([a for a, _ in measured.values()], cell.value, margin=cell.margin,
-                          errors=errors if len(errors) == len(measured) else None, published_ci95=cell.ci95,
+  return verdicts.verdict([a for a, _ in measured.values()], published, margin=margin,
+                          errors=errors if len(errors) == len(measured) else None, published_ci95=published_ci95,
                           not_comparable=entry.not_comparable, unlike=schedule.unlike)
 
 
@@ -48,7 +49,7 @@ def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[Cell
   reports = []
   for cell in schedule_cells(entry, schedule):
     measured = {arm: plan.cell_measured(out, entry, schedule, cell, arm, seeds) for arm in entry.arms}
-    by_arm = {arm: _verdict(m, cell, entry, schedule) for arm, m in measured.items()}
+    by_arm = {arm: _verdict(m, cell.value, cell.ci95, cell.margin, entry, schedule) for arm, m in measured.items()}
     pair = None
     if len(entry.arms) == 2:
       first, second = (measured[h] for h in entry.arms)
@@ -97,10 +98,9 @@ def arm_verdicts(out: str, entry: Entry, schedule: Schedule, seeds) -> list[verd
         continue
       mean_difference = {s: (sum(m[s][0] - c.value for m, c in zip(measured, cells)) / len(cells),
                              _mean_error(m[s][1] for m in measured)) for s in common}
-      published_ci = _mean_error(c.ci95 for c in cells)
       margins = [c.margin for c in cells if c.margin is not None]
-      arm = Cell(f"{model} {arm}", model, {}, 0.0, published_ci, margin=min(margins) if margins else None)
-      arms.append(_verdict(mean_difference, arm, entry, schedule))
+      arms.append(_verdict(mean_difference, 0.0, _mean_error(c.ci95 for c in cells),
+                           min(margins) if margins else None, entry, schedule))
   return arms
 
 

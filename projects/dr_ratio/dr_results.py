@@ -106,7 +106,7 @@ def plot_curves(arms: dict, out: pathlib.Path, name: str = "val_accuracy.png") -
   for ax in axes[:, 0]:
     ax.set_ylabel("validation accuracy (%)")
   for ax in axes.flat[: len(arms)]:  # each panel its own legend: its arms' seed counts differ (the 1-NN replicate)
-    ax.legend(loc="lower right", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
+    ax.legend(loc="best", fontsize="small", title="band: seeds' 25–75%", title_fontsize="small")
   path = out / name
   fig.savefig(path, dpi=150, bbox_inches="tight")
   pyplot.close(fig)

@@ -57,6 +57,7 @@ class Schedule:
   name: str
   options: dict | None
   about: str
+  _: dataclasses.KW_ONLY  # the rest by name: a positional value would silently land in the wrong field
   # Where the entry retrains: False trains the final runs on train + val for the schedule's ``episodes`` at once,
   # with no select run to choose the length (a fixed length declared before the runs).
   selects: bool = True

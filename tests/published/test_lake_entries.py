@@ -71,7 +71,7 @@ def test_a_lake_entry_trains_on_all_background_characters_and_scores_official_an
   write_background_zip({a: chars[a] for a in ("Angelic", "Keble")}, tmp_path / "data", "images_evaluation")
   base = published.ENTRIES["lake2015_background"]
   design = dict(lake_runs="design", runs=5, way=3, seed=0, alphabets=["Angelic", "Keble"])
-  fixed = Schedule("all", dict(episodes=4), "tiny, on every background character", False, selects=False)
+  fixed = Schedule("all", dict(episodes=4), "tiny, on every background character", selects=False)
   tiny = dataclasses.replace(
       base, name="tiny_lake", arms=head_arms("softmax"), models=(dataclasses.replace(base.models[1], options=dict(
           way=3, query=2, episodes=4, eval_every=2)),),

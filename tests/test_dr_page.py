@@ -383,7 +383,7 @@ def test_mini_imagenet_s_kept_runs_join_the_page_as_a_natural_image_section(tmp_
   row = next(line for line in text.splitlines() if line.startswith("| conv4 1-shot 5-way |"))
   assert f"| {d.mean():+.2f} ± {half:.2f} (3 pairs, sign-flip p = {p:.3g}, floor 0.25; each pair trained the same " \
          "episodes) |" in row
-  assert "DR − S is positive in 1 of the 1 cells; 1 cell(s), one model's runs." in text
+  assert "DR − S is positive in 1 of the 1 cells; its cells test one model's runs, so they are one sign." in text
 
 
 def test_mini_imagenet_s_section_draws_each_head_s_tested_runs_median_curve(tmp_path):

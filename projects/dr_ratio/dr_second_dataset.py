@@ -63,7 +63,7 @@ SOURCES = (
            "mini-ImageNet (Ravi & Larochelle's split, 84 px, 16 queries, the DR paper's augmentation) on a schedule "
            "much shorter than the paper's, and tested them on 600 5-way episodes of 15 queries; they bear on claim 0 "
            "(test accuracy) only.",
-           "{cells} cell(s), one model's runs", curves=True),
+           "its cells test one model's runs, so they are one sign", curves=True),
 )
 
 

@@ -223,8 +223,8 @@ def evaluate_lake(workdir: str, lake_runs: str | None, checkpoint: str = "best",
   from fewshot.episodic import evaluators, lake, lake_design
 
   if (lake_runs is None) == (design is None):
-    raise ConfigError("score Lake's official runs (--lake_runs) or runs of his design (--lake_design), one of the "
-                      "two.")
+    raise ConfigError("--lake_runs scores Lake's official runs and --lake_design runs of his design; give one of the "
+                      "two (run the command twice for both).")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   kept = rundir.read_config()  # read once: the model below is loaded from it
   config = rundir.read_options(Config.from_dict, kept)
@@ -290,10 +290,7 @@ def main_retrieval():
 
 
 def main_lake():
-  design = FLAGS.lake_design
-  if design is not None and FLAGS.lake_runs is not None:
-    raise ConfigError("--lake_runs scores Lake's official runs and --lake_design runs of his design; give one of the "
-                      "two (run the command twice for both).")
+  design = FLAGS.lake_design  # with --lake_runs too: evaluate_lake refuses the pair in one line
   kept = DESIGN_FLAGS if design is not None else ()
   given = [f"--{name}" for name in EPISODE_FLAGS if FLAGS[name].present and name not in kept]
   if given:

@@ -30,7 +30,7 @@ from fewshot.training import run_flags
 def define_flags() -> None:
   """Define the command-line flags (only when run as a program, so importing this module defines none)."""
   with options.flag_heading("what to reproduce"):
-    flags.DEFINE_string("seeds", "0-2", "the seeds (0-4, 0,3,5): each trains the whole protocol once")
+    flags.DEFINE_string("seeds", f"{plan.SEEDS[0]}-{plan.SEEDS[-1]}", "the seeds (0-4, 0,3,5): each trains the whole protocol once")
     flags.DEFINE_string("schedule", None, "the entry's schedule: published (the paper's, the default) or a shorter "
                         "one it names (short)")
     flags.DEFINE_list("models", None, "the entry's models to run (default all, in its order), e.g. 1-shot")

@@ -59,7 +59,7 @@ def _cell_table(entry: Entry, reports: list[report.CellReport]) -> list[str]:
     for r in pairs:
       mean, half, p, n = r.paired
       interval = "" if half is None else f" ± {half:.2f}"
-      lines.append(f"| {r.cell.name} | {mean:+.2f}{interval} ({n} pairs, sign-flip p = {p:.3g}, floor "
+      lines.append(f"| {r.cell.name} | {mean:+.2f}{interval} ({report.counted(n, 'pair')}, sign-flip p = {p:.3g}, floor "
                    f"{2 / 2 ** n:.3g}) | {r.shared or '–'} |")
   return lines
 
@@ -82,6 +82,17 @@ def _lengths(records: str, entry: Entry, schedule: Schedule, seeds) -> str:
       f"{lengths[0]:,}–{lengths[-1]:,} (mean {sum(lengths) / len(lengths):,.0f})")
   rate = f" every {', '.join(f'{e:,}' for e in sorted(every))} episodes" if None not in every else ""
   return f" The {len(lengths)} tested runs trained {spread} episodes; Adam's rate{rate}: {halved}."
+
+
+def _missing(records: str, entry: Entry, schedule: Schedule) -> str:
+  """Which of the command's seeds (0–2) a schedule still lacks, per arm: its other units are training."""
+  missing = report.seeds_missing(records, entry, schedule)
+  if not missing:
+    return ""
+  lacking = "; ".join(f"{report.arm_label(entry, arm)} {'seed' if len(s) == 1 else 'seeds'} {', '.join(map(str, s))}"
+                      for arm, s in missing.items())
+  return (f" **Not on the page yet** (of the command's seeds {', '.join(map(str, plan.SEEDS))}): {lacking}; they "
+          "join it when their runs finish.")
 
 
 def _episode_tables(records: str, entry: Entry, schedule: Schedule, seeds) -> list[str]:
@@ -121,7 +132,8 @@ def entry_section(records: str, entry: Entry) -> list[str]:
     hours, where = _cost(records, entry, schedule)
     lines += [f"### Schedule `{schedule.name}`{'' if schedule.published else f' ({schedule.unlike})'}", "",
               f"{schedule.about}. Seeds {', '.join(map(str, seeds))}; {hours:.2f} h of training and validation; "
-              f"ran: {'; '.join(where)}.{_lengths(records, entry, schedule, seeds)}", ""]
+              f"ran: {'; '.join(where)}.{_lengths(records, entry, schedule, seeds)}{_missing(records, entry, schedule)}",
+              ""]
     lines += TABLES[entry.scored_on](records, entry, schedule, seeds) + [""]
   if not ran and entry.accelerator:
     lines += [f"Not run here: its schedule needs an accelerator (`python -m fewshot.reproduce {entry.name} --data_dir "

@@ -18,6 +18,7 @@ from fewshot.records.measurements import measurement_name
 from fewshot.records.run_kinds import KINDS
 
 SELECT, FINAL = "select", "final"
+SEEDS = (0, 1, 2)  # the seeds the command trains by default: each schedule's runs, declared with it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,3 +176,4 @@ def seeds_found(out: str, entry: Entry, schedule: Schedule) -> list[int]:
         if os.path.isdir(folder):
           found.update(int(n[4:]) for n in os.listdir(folder) if n.startswith("seed") and n[4:].isdigit())
   return sorted(found)
+

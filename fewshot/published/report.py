@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 from fewshot.analysis import paired, verdicts
 from fewshot.method_rows import METHODS
@@ -61,6 +62,26 @@ def cell_reports(out: str, entry: Entry, schedule: Schedule, seeds) -> list[Cell
     reports.append(CellReport(cell, by_arm, {h: tuple(sorted(v)) for h, v in measured.items()}, pair,
                               shared_text(out, entry, schedule, cell, common if pair else ())))
   return reports
+
+
+def seeds_missing(out: str, entry: Entry, schedule: Schedule, seeds=plan.SEEDS) -> dict[str, list[int]]:
+  """{arm: the seeds of ``seeds`` for which some model of the schedule has no finished tested run (its
+  ``results.json``)}, for the arms that lack some: what a page built while a schedule's units still train says.
+  """
+  stage = plan.tested_stage(entry, schedule)
+  missing = {}
+  for arm in entry.arms:
+    lacking = [s for s in seeds if any(plan.read_json(os.path.join(plan.run_dir(out, entry, schedule, m, arm, stage, s),
+                                                                   "results.json")) is None
+                                       for m in entry.models_of(schedule))]
+    if lacking:
+      missing[arm] = lacking
+  return missing
+
+
+def counted(n: int, noun: str) -> str:
+  """``1 seed``, ``3 seeds``."""
+  return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def shared_text(out: str, entry: Entry, schedule: Schedule, cell: Cell, seeds) -> str:
@@ -129,7 +150,7 @@ def ours_text(v: verdicts.Verdict) -> str:
     return "no runs measured"
   interval = "" if v.ci95 is None else f" ± {v.ci95:.2f}"
   seeds = ", ".join(f"{x:.2f}" for x in v.values)
-  return f"{v.mean:.2f}{interval} ({len(v.values)} seeds: {seeds})"
+  return f"{v.mean:.2f}{interval} ({counted(len(v.values), 'seed')}: {seeds})"
 
 
 def difference_text(v: verdicts.Verdict) -> str:
@@ -173,6 +194,6 @@ def format_reports(entry: Entry, schedule: Schedule, reports: list[CellReport],
       p_text = "" if p is None else f", sign-flip p = {p:.3g} (its floor at {n} pairs: {2 / 2 ** n:.3g})"
       first, second = (arm_label(entry, h) for h in entry.arms)
       shared = f"; {report.shared}" if report.shared else ""
-      lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({n} pairs{p_text}{shared})")
+      lines.append(f"  {second} − {first} paired by seed: {mean:+.2f}{interval} points ({counted(n, 'pair')}{p_text}{shared})")
   said = pooled_text(pool)
   return "\n".join(lines + ([said] if said else []))

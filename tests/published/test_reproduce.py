@@ -88,6 +88,26 @@ def test_the_report_pairs_the_heads_by_seed(tmp_path):
   assert "3.50 h of training" in text  # seven runs, each its own group (started apart), 1800 s each
 
 
+def test_a_page_built_while_units_still_train_names_the_seeds_it_lacks_per_arm(tmp_path):
+  entry = dataclasses.replace(TINY, arms=head_arms("softmax", "dr"), retrain=False, cells=TINY.cells[:1])
+  schedule, model = entry.schedules[0], entry.models[0]
+  _fake_run(tmp_path, entry, schedule, model, "softmax", 0, 90.0)
+  _fake_run(tmp_path, entry, schedule, model, "dr", 0, 91.0)
+  _fake_run(tmp_path, entry, schedule, model, "dr", 1, 92.0)
+  assert report.seeds_missing(str(tmp_path), entry, schedule) == {"softmax": [1, 2], "dr": [2]}
+  text = page.build(str(tmp_path), [entry])
+  assert ("**Not on the page yet** (of the command's seeds 0, 1, 2): ProtoNet_S seeds 1, 2; ProtoNet_DR seed 2; "
+          "they join it when their runs finish.") in text
+  assert "| ProtoNet_S | 90.00 (1 seed: 90.00) | – | not the published schedule: inconclusive at 1 seed: no interval |" \
+      in text
+  assert "| 2-way 1-shot | +1.00 (1 pair, sign-flip p = 1, floor 1) |" in text
+  _fake_run(tmp_path, entry, schedule, model, "softmax", 1, 90.5)
+  _fake_run(tmp_path, entry, schedule, model, "softmax", 2, 90.2)
+  _fake_run(tmp_path, entry, schedule, model, "dr", 2, 92.5)
+  assert report.seeds_missing(str(tmp_path), entry, schedule) == {}
+  assert "Not on the page yet" not in page.build(str(tmp_path), [entry])
+
+
 def test_bad_names_and_missing_data_are_one_line_refusals(tmp_path):
   with pytest.raises(ConfigError, match="no published entry 'nope'; choose one of snell2017_omniglot"):
     reproduce.reproduce("nope", (0,))

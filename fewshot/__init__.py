@@ -12,7 +12,8 @@ and what each folder may import: docs/architecture.md.
   :mod:`~fewshot.convolutions`), :mod:`~fewshot.numerics` (which products are exact float32);
   :mod:`~fewshot.config` (a few-shot run's options); :mod:`~fewshot.api` (a trained run from Python);
 * the commands: :mod:`~fewshot.train`, :mod:`~fewshot.evaluate`, :mod:`~fewshot.analyze`, :mod:`~fewshot.plot`,
-  :mod:`~fewshot.reproduce`, and :mod:`~fewshot.kinds` (each kind of run's options, as the commands read runs);
+  :mod:`~fewshot.reproduce`, :mod:`~fewshot.kinds` (each kind of run's options, as the commands read runs) and
+  :mod:`~fewshot.lake_scoring` (a run scored on Lake's one-shot runs: ``evaluate --lake_runs``, ``--lake_design``);
 * the folders: :mod:`~fewshot.data`, :mod:`~fewshot.augment`, :mod:`~fewshot.records`, :mod:`~fewshot.analysis`,
   :mod:`~fewshot.published`, :mod:`~fewshot.training`, :mod:`~fewshot.episodic`, :mod:`~fewshot.dml`.
 """

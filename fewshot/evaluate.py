@@ -39,9 +39,10 @@ import time
 
 from absl import flags, logging
 
-from fewshot import kinds, options, runner
+from fewshot import kinds, lake_scoring, options, runner
 from fewshot.config import Config
 from fewshot.errors import ConfigError
+from fewshot.lake_scoring import DESIGN_SEED, DESIGN_WAY, LAKE_FILE, design_record, evaluate_lake
 from fewshot.method_rows import METHODS
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import check_measured_data, record_name
@@ -49,8 +50,6 @@ from fewshot.records.run_kinds import DEFAULT, run_kind
 from fewshot.records.rundir import RunDir, existing_checkpoint, existing_run
 
 TEST_BY = ("episode", "cached", "both")
-LAKE_FILE = "lake_runs.json"
-DESIGN_WAY, DESIGN_SEED = 20, 0  # runs of Lake's design: 20-way as his, seed 0 unless asked
 # The flags that ask for a metric-learning run's embedder to be tested on few-shot episodes.
 DML_EPISODE_FLAGS = ("test_way", "shot", "test_query", "test_episodes", "seed")
 # What the test split's episodes are drawn with: meaningless beside --lake_runs, so refused there; runs of Lake's
@@ -199,59 +198,6 @@ def measurement_record(m: Measurement, check: bool = True) -> tuple[pathlib.Path
   return m.rundir.path / name, options
 
 
-def design_record(runs: int, way: int = DESIGN_WAY, seed: int = DESIGN_SEED) -> str:
-  """The file holding a score on ``runs`` random runs of Lake's design (the name ``fewshot.reproduce`` uses too).
-
-  >>> design_record(400)
-  'lake_design_400runs_20way_seed0.json'
-  """
-  from fewshot.published import plan
-
-  return plan.lake_record_name({"lake_runs": "design", "runs": runs, "way": way, "seed": seed})
-
-
-def evaluate_lake(workdir: str, lake_runs: str | None, checkpoint: str = "best", test_shifts: int | None = None,
-                  record: bool = True, design: dict | None = None, data_dir: str | None = None) -> dict:
-  """Score a run's checkpoint on Lake's one-shot runs and write them to ``<workdir>/lake_runs.json`` (``record``);
-  with ``design`` (``dict(runs=400, way=20, seed=0)``) in place of ``lake_runs``, on random runs of his design drawn
-  from the Omniglot images in ``data_dir`` (None: the run's), written to :func:`design_record`'s file.
-
-  Lake's runs are read (and refused) before the model is loaded, so bad input writes nothing.
-  ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
-  """
-  from fewshot import api  # the model machinery, only where a model is tested
-  from fewshot.episodic import evaluators, lake, lake_design
-
-  if (lake_runs is None) == (design is None):
-    raise ConfigError("--lake_runs scores Lake's official runs and --lake_design runs of his design; give one of the "
-                      "two (run the command twice for both).")
-  rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
-  kept = rundir.read_config()  # read once: the model below is loaded from it
-  config = rundir.read_options(Config.from_dict, kept)
-  if test_shifts is not None:
-    config = dataclasses.replace(config, test_shifts=test_shifts)  # refused here, before anything is read
-  lake.check_model(config)
-  if design is None:
-    runs = lake.read_runs(lake_runs, config.image_size, config.resize)
-    source, target = str(pathlib.Path(lake_runs).expanduser().resolve()), LAKE_FILE
-  else:
-    folder = data_dir or config.data_dir
-    if not folder:
-      raise ConfigError(f"{workdir} names no data folder: give --data_dir, the Omniglot folder holding "
-                        "images_evaluation.zip, to draw runs of Lake's design from.")
-    runs = lake_design.design_runs(folder, design["runs"], design["way"], design["seed"], config.image_size,
-                                   resize=config.resize)
-    source, target = str(pathlib.Path(folder).expanduser().resolve()), design_record(**design)
-  config, learner, state = api.restore_run(rundir, kept, checkpoint, test_shifts=test_shifts)
-  results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts, source).run(state)
-  results.update(checkpoint=checkpoint, checkpoint_episode=rundir.checkpoints.step(checkpoint))
-  if design is not None:
-    results["design"] = dict(design)
-  if record:
-    write_json_atomic(rundir.path / target, finite_json(results))
-  return results
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -300,13 +246,7 @@ def main_lake():
                                            seed=DESIGN_SEED if FLAGS.seed is None else FLAGS.seed)
   results = evaluate_lake(FLAGS.workdir, FLAGS.lake_runs, FLAGS.checkpoint, FLAGS.test_shifts, FLAGS.record,
                           design=shape, data_dir=FLAGS.data_dir)
-  views = f", mean over shifts by up to {results['test_shifts']} px" if results["test_shifts"] else ""
-  which = "one-shot runs" if shape is None else f"design (random runs, seed {shape['seed']})"
-  print(f"{results['model']} ({FLAGS.checkpoint} checkpoint, episode {results['checkpoint_episode']}) on Lake's "
-        f"{which} ({results['runs']} runs, {results['items']} items{views}):")
-  from fewshot.episodic import lake
-
-  print(lake.table(results, per_run=shape is None))
+  print(lake_scoring.report(results, FLAGS.checkpoint, shape))
   if FLAGS.record:
     print(f"wrote {existing_run(FLAGS.workdir).path / (LAKE_FILE if shape is None else design_record(**shape))}")
 

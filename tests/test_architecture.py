@@ -22,7 +22,8 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fewshot"
 # The commands of the package's root (and what they share); a command in a folder (python -m fewshot.data.get,
 # python -m fewshot.dml.train) is one of its folder's modules and keeps to its folder's rule.
-COMMANDS = {"fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.reproduce", "fewshot.kinds"}
+COMMANDS = {"fewshot.train", "fewshot.evaluate", "fewshot.analyze", "fewshot.plot", "fewshot.reproduce", "fewshot.kinds",
+            "fewshot.lake_scoring"}
 ROOT_LAYERS = {"errors": "kernel", "choices": "kernel", "options": "kernel", "usage": "kernel", "runner": "kernel",
                "distances": "research",
                "heads": "research", "landscape": "research", "backbones": "research", "convolutions": "research",
@@ -306,7 +307,7 @@ def test_each_folder_imports_every_layer_its_may_import_line_names():
 def test_the_package_root_holds_only_commands_and_the_research_api():
   root = {p.stem for p in PACKAGE.glob("*.py")}
   assert root == {"__init__", "analyze", "api", "backbones", "choices", "config", "convolutions", "distances",
-                  "errors", "evaluate", "heads", "kinds", "landscape", "method_rows", "numerics", "options", "plot", "reproduce",
+                  "errors", "evaluate", "heads", "kinds", "lake_scoring", "landscape", "method_rows", "numerics", "options", "plot", "reproduce",
                   "runner", "train", "usage"}
 
 

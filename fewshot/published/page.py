@@ -81,7 +81,8 @@ def _lengths(records: str, entry: Entry, schedule: Schedule, seeds) -> str:
   spread = f"{lengths[0]:,}" if lengths[0] == lengths[-1] else (
       f"{lengths[0]:,}–{lengths[-1]:,} (mean {sum(lengths) / len(lengths):,.0f})")
   rate = f" every {', '.join(f'{e:,}' for e in sorted(every))} episodes" if None not in every else ""
-  return f" The {len(lengths)} tested runs trained {spread} episodes; Adam's rate{rate}: {halved}."
+  runs = "run" if len(lengths) == 1 else "runs"
+  return f" The {len(lengths)} tested {runs} trained {spread} episodes; Adam's rate{rate}: {halved}."
 
 
 def _missing(records: str, entry: Entry, schedule: Schedule) -> str:

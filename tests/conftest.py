@@ -62,6 +62,32 @@ def shared_compilation_cache(tmp_path_factory):
   yield str(path)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def each_prepared_split_read_once():
+  """A worker reads each prepared split once and hands every later load a copy: the suite's tests load the same
+  few prepared datasets (the strokes, small Omniglot fixtures) some 170 times, each read decoding every record
+  (about 1 s for the strokes' 24,000). A prepared folder changed since (a test damaging or rebuilding it) is read
+  again: the key holds each file's size and modification time. The first read of each is the package's own path.
+  """
+  from fewshot.data import tfds_io
+  from fewshot.data.split import Split
+
+  read, held = tfds_io.read_split, {}
+
+  def once(builder, split):
+    folder = pathlib.Path(builder.data_dir)
+    files = tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
+    key = (str(folder), split, files)
+    if key not in held:
+      held[key] = read(builder, split)
+    kept = held[key]
+    return Split(kept.images.copy(), kept.labels.copy(), kept.class_names)
+
+  tfds_io.read_split = once
+  yield
+  tfds_io.read_split = read
+
+
 @pytest.fixture(scope="module", autouse=True)
 def release_compiled_programs():
   """Each test module's compiled programs are released after it. A jitted function keeps a program per static

@@ -222,7 +222,7 @@ def test_an_entry_for_the_data_users_bring_runs_on_its_fixture(name, write, tmp_
   text = reproduce.reproduce(tiny.name, (0,), str(write(tmp_path / "data")), str(tmp_path / "tfds"),
                              str(tmp_path / "runs"))
   [cell] = report.cell_reports(str(tmp_path / "runs"), tiny, tiny.schedules[0], (0,))
-  assert len(cell.by_arm[next(iter(tiny.arms))].values) == 1 and "1 seeds" in text
+  assert len(cell.by_arm[next(iter(tiny.arms))].values) == 1 and "(1 seed: " in text
 
 
 def test_entries_for_the_data_users_bring_refuse_without_it_naming_it(tmp_path):

@@ -32,7 +32,7 @@ def _row(r: report.CellReport) -> str:
   mean, half, p, n = r.paired
   interval = "" if half is None else f" ± {half:.2f}"
   shared = f"; {r.shared}" if r.shared else ""
-  return (f"| {r.cell.name} | {' | '.join(values)} | {mean:+.2f}{interval} ({n} pairs, sign-flip p = {p:.3g}, "
+  return (f"| {r.cell.name} | {' | '.join(values)} | {mean:+.2f}{interval} ({report.counted(n, 'pair')}, sign-flip p = {p:.3g}, "
           f"floor {2 / 2 ** n:.3g}{shared}) |")
 
 

@@ -176,4 +176,3 @@ def seeds_found(out: str, entry: Entry, schedule: Schedule) -> list[int]:
         if os.path.isdir(folder):
           found.update(int(n[4:]) for n in os.listdir(folder) if n.startswith("seed") and n[4:].isdigit())
   return sorted(found)
-

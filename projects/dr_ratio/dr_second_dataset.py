@@ -112,7 +112,7 @@ def _block(reproductions: pathlib.Path, source: Source, plot=None) -> list[str]:
                "|---|" + "---|" * (len(labels) + 1),
                *[_row(r) for r in reports], "",
                f"DR − S is positive in {positive} of the {len(paired)} cells; "
-               f"{source.independence.format(cells=len(paired))}. With {pairs} pairs the "
+               f"{source.independence.format(cells=len(paired))}. With {report.counted(pairs, 'pair')} the "
                f"exact sign-flip p cannot go below {2 / 2 ** pairs:.3g}, so these runs cannot decide claim 0 on their "
                "own: they give the direction on one more dataset, not a test.\n",
                *_figure(reproductions, source, entry, schedule, seeds, plot)]

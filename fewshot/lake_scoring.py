@@ -37,8 +37,7 @@ def evaluate_lake(workdir: str, lake_runs: str | None, checkpoint: str = "best",
   Lake's runs are read (and refused) before the model is loaded, so bad input writes nothing.
   ``test_shifts`` replaces the run's ``--test_shifts`` (None keeps it).
   """
-  from fewshot import api  # the model machinery, only where a model is tested
-  from fewshot.episodic import evaluators, lake, lake_design
+  from fewshot.episodic import lake, lake_design
 
   if (lake_runs is None) == (design is None):
     raise ConfigError("--lake_runs scores Lake's official runs and --lake_design runs of his design; give one of the "
@@ -60,13 +59,26 @@ def evaluate_lake(workdir: str, lake_runs: str | None, checkpoint: str = "best",
     runs = lake_design.design_runs(folder, design["runs"], design["way"], design["seed"], config.image_size,
                                    resize=config.resize)
     source, target = str(pathlib.Path(folder).expanduser().resolve()), design_record(**design)
-  config, learner, state = api.restore_run(rundir, kept, checkpoint, test_shifts=test_shifts)
-  results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts, source).run(state)
-  results.update(checkpoint=checkpoint, checkpoint_episode=rundir.checkpoints.step(checkpoint))
+  results = score_checkpoint(rundir, kept, checkpoint, runs, source, test_shifts)
   if design is not None:
     results["design"] = dict(design)
   if record:
     write_json_atomic(rundir.path / target, finite_json(results))
+  return results
+
+
+def score_checkpoint(rundir, kept: dict, checkpoint: str, runs, source: str | None,
+                     test_shifts: int | None = None) -> dict:
+  """A run directory's ``checkpoint`` (its ``config.json`` already read as ``kept``) scored on Lake-style ``runs``
+  read from ``source``: what ``evaluate --lake_runs`` / ``--lake_design`` and ``fewshot.reproduce``'s Lake cells
+  record, with the checkpoint and its episode.
+  """
+  from fewshot import api  # the model machinery, only where a model is tested
+  from fewshot.episodic import evaluators
+
+  config, learner, state = api.restore_run(rundir, kept, checkpoint, test_shifts=test_shifts)
+  results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts, source).run(state)
+  results.update(checkpoint=checkpoint, checkpoint_episode=rundir.checkpoints.step(checkpoint))
   return results
 
 

@@ -16,10 +16,12 @@ The runs are ordinary run directories under ``--out`` that ``evaluate``, ``analy
 from __future__ import annotations
 
 import os
+import pathlib
 
 from absl import flags
 
 from fewshot import options, runner
+from fewshot.config import Config
 from fewshot.data import catalog
 from fewshot.data.downloads import fetch_hint
 from fewshot.errors import ConfigError, RunDirError
@@ -152,17 +154,19 @@ def measure_on_episodes(workdir: str, record: str, test: dict, data_dir: str | N
   evaluate.measure(workdir, "best", data_dir=data_dir, tfds_dir=tfds_dir, **test)
 
 
-def lake_runs_for(test: dict, data_dir: str | None, image_size: int, resize: str = "box"):
-  """The runs a Lake cell scores, read or drawn at the model's ``image_size``: Lake's official 20 from the Omniglot
-  folder, or random runs of his design from its images (:mod:`fewshot.episodic.lake_design`).
+def lake_runs_for(test: dict, data_dir: str | None, image_size: int, resize: str = "box") -> tuple[list, str]:
+  """The runs a Lake cell scores, read or drawn at the model's ``image_size``, and where from: Lake's official 20
+  from the Omniglot folder, or random runs of his design from its images (:mod:`fewshot.episodic.lake_design`).
   """
   from fewshot.episodic import lake, lake_design
 
   if test["lake_runs"] == "official":
-    return lake.read_runs(check_official(data_dir), image_size, resize)
+    found = check_official(data_dir)
+    return lake.read_runs(found, image_size, resize), str(found.resolve())
   if test["lake_runs"] == "design":
-    return lake_design.design_runs(data_dir, test["runs"], test["way"], test["seed"], image_size,
-                                   tuple(test.get("alphabets", lake_design.ALPHABETS)), resize=resize)
+    return (lake_design.design_runs(data_dir, test["runs"], test["way"], test["seed"], image_size,
+                                    tuple(test.get("alphabets", lake_design.ALPHABETS)), resize=resize),
+            str(pathlib.Path(data_dir).expanduser().resolve()))
   raise ConfigError(f"the cell's runs {test['lake_runs']!r} are no longer drawn (fewshot's drawn runs before "
                     "2026-12-02 took their supports from several drawers); score official or design runs.")
 
@@ -181,19 +185,19 @@ def check_official(data_dir: str | None):
 
 def score_lake_runs(workdir: str, record: str, test: dict, data_dir: str | None, tfds_dir: str | None = None) -> None:
   """Score a run's best checkpoint on a Lake cell's runs (:func:`lake_runs_for`), written to ``record`` (the runs
-  are read from ``data_dir``'s images, so ``tfds_dir`` is not used).
+  are read from ``data_dir``'s images, so ``tfds_dir`` is not used); read before the model is loaded.
   """
   del tfds_dir
-  from fewshot import api
-  from fewshot.episodic import evaluators
+  from fewshot import lake_scoring
   from fewshot.records.files import finite_json, write_json_atomic
   from fewshot.records.rundir import existing_checkpoint
 
   rundir = existing_checkpoint(workdir, "best")
-  config, learner, state = api.restore_run(rundir, rundir.read_config(), "best")
-  runs = lake_runs_for(test, data_dir or config.data_dir, config.image_size, config.resize)
+  kept = rundir.read_config()
+  config = rundir.read_options(Config.from_dict, kept)
+  runs, source = lake_runs_for(test, data_dir or config.data_dir, config.image_size, config.resize)
   print(f"scoring {workdir} on {len(runs)} of Lake's {test['lake_runs']} one-shot runs", flush=True)
-  results = evaluators.LakeRuns(config, learner, tuple(runs), config.test_shifts).run(state)
+  results = lake_scoring.score_checkpoint(rundir, kept, "best", runs, source)
   write_json_atomic(record, finite_json({**results, "scored": dict(test)}))
 
 

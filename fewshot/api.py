@@ -51,16 +51,18 @@ class TrainedModel:
     mean over the image's shifts by up to N px, so ``embed(split.images)`` is what testing sees.
     """
     images = jnp.asarray(images)
-    self._check_protonet("embed")
+    self._refuse_unless("embed", "embeds_once", "one embedding per image from the trained backbone")
     self._check_images(images, "images")
     view = (self.learner, self.config.test_shifts)
     return split_embedding.embed_batch(learning.view_embeddings, view, self.variables, images)
 
-  def _check_protonet(self, what: str) -> None:
-    if not methods.row(self.config.method).embeds_once:
-      raise ConfigError(f"{what} is a model's that embeds once (one embedding, a distance head); a --method "
-                        f"{self.config.method} run adapts its network to each episode: test it with python -m "
-                        "fewshot.evaluate, or read its variables.")
+  def _refuse_unless(self, what: str, fact: str, needs: str) -> None:
+    """A one-line ``ConfigError`` where the run's method row lacks ``fact`` (``embeds_once``, ``distance_head``)."""
+    row = methods.row(self.config.method)
+    if not getattr(row, fact):
+      embed = ", embed its images with .embed" if row.embeds_once else ""
+      raise ConfigError(f"{what} needs {needs}; a --method {self.config.method} run tests otherwise ({row.summary}): "
+                        f"test it with python -m fewshot.evaluate{embed}, or read its variables.")
 
   def _check_images(self, images, name: str) -> None:
     """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""
@@ -80,7 +82,7 @@ class TrainedModel:
     else its initial ones. ``support_labels`` are episode labels in ``0..way-1``. Support and query are
     embedded with running BatchNorm statistics, as at test time.
     """
-    self._check_protonet("logits")
+    self._refuse_unless("logits", "distance_head", "a distance head on one embedding per image")
     support_labels = _episode_labels(support_labels, len(support_images))
     way = int(support_labels.max()) + 1
     own = self.learner.head

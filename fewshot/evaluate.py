@@ -118,9 +118,9 @@ def resolve(workdir: str, checkpoint: str = "best", test_by: str = "episode", ca
                       f"{cached_episodes} with --test_by {test_by}.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = rundir.read_options(Config.from_dict)
-  if test_by != "episode" and not METHODS[config.method].embeds_once:
-    raise ConfigError(f"--test_by {test_by} embeds the test split once, which --method {config.method} cannot (it "
-                      "adapts its network to each episode); use --test_by episode.")
+  if test_by != "episode" and not METHODS[config.method].distance_head:
+    raise ConfigError(f"--test_by {test_by} embeds the test split once and classifies under a distance head; --method "
+                      f"{config.method} tests otherwise ({METHODS[config.method].summary}); use --test_by episode.")
   used = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
   return Measurement(rundir, config, used, checkpoint, test_by, cached_episodes or used.test_episodes)
 

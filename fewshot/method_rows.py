@@ -8,8 +8,8 @@ options; no command tests a method by name. A new method is its module of steps 
 
     >>> METHODS["anil"].model_name({"first_order": True, "meta_head": "dr"})
     'FOANIL_DR'
-    >>> METHODS["protonet"].embeds_once, METHODS["maml"].embeds_once
-    (True, False)
+    >>> [(m.embeds_once, m.distance_head) for m in (METHODS["protonet"], METHODS["baseline_pp"], METHODS["maml"])]
+    [(True, True), (True, False), (False, False)]
 """
 
 from __future__ import annotations
@@ -72,8 +72,10 @@ class Method:
     model_name: its model's name in logs, tables and run names, from a mapping of options (a ``Config``'s or a
       published entry's; missing ones take their defaults).
     check: ``(config) -> None``: its own checks (one-line ``ConfigError``) and the defaults of its options.
-    embeds_once: one embedding per image under a distance head, so ``embed``, ``--test_by class``, Lake's runs and
-      ``--test_shifts`` apply; False for a method that adapts its network to each episode.
+    embeds_once: its test embeds each image once with the trained backbone, frozen (so ``fewshot.load(...).embed``
+      gives what testing sees); False for a method that adapts its network to each episode.
+    distance_head: its test classifies those embeddings under a distance head, so ``logits``, ``--test_by class``
+      and ``cached``, Lake's runs and ``--test_shifts`` apply; False where it fits a classifier to each episode.
     diagnoses: whether its metrics rows carry the update diagnostics.
     instead: said after the refusal of another method's option (e.g. where its own stands instead).
     shared_options: ``Config``'s own fields that only this method uses (protonet's heads), refused to the others.
@@ -86,6 +88,7 @@ class Method:
   model_name: Callable[[Mapping], str]
   check: Callable[[object], None]
   embeds_once: bool
+  distance_head: bool
   diagnoses: bool
   instead: str = ""
   shared_options: tuple[str, ...] = ()
@@ -132,12 +135,13 @@ def _check_baseline(config) -> None:
 
 
 _META = dict(steps="fewshot.episodic.maml", option_set=InnerLoopOptions,
-             check=_check_inner_loop, embeds_once=False, diagnoses=False,
+             check=_check_inner_loop, embeds_once=False, distance_head=False, diagnoses=False,
              instead=" (its adapted head is --meta_head: linear, softmax or dr; it records no diagnostics)")
 METHODS: dict[str, Method] = {
     "protonet": Method("a distance head on one embedding: --head, --classifier, --distance",
                        "fewshot.episodic.learning", "fewshot.episodic.learners:protonet_learner", None,
-                       _protonet_name, _no_check, embeds_once=True, diagnoses=True, shared_options=HEAD_OPTIONS),
+                       _protonet_name, _no_check, embeds_once=True, distance_head=True, diagnoses=True,
+                       shared_options=HEAD_OPTIONS),
     "maml": Method("Finn et al. 2017: every parameter adapted to each episode's support set, a linear head",
                    learner="fewshot.episodic.learners:maml_learner", model_name=_meta_name("maml"), **_META),
     "anil": Method("Raghu et al. 2020: the head alone adapted", learner="fewshot.episodic.learners:anil_learner",
@@ -145,7 +149,8 @@ METHODS: dict[str, Method] = {
     "baseline_pp": Method("Chen et al. 2019: a cosine classifier over every training class, fitted anew on each "
                           "test episode's support set", "fewshot.episodic.baseline_pp",
                           "fewshot.episodic.baseline_pp:learner", BaselinePPOptions,
-                          lambda o: "Baseline++", _check_baseline, embeds_once=False, diagnoses=False,
+                          lambda o: "Baseline++", _check_baseline, embeds_once=True, distance_head=False,
+                          diagnoses=False,
                           instead=" (it trains a cosine classifier; it records no diagnostics)"),
 }
 

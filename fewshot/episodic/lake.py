@@ -217,9 +217,10 @@ def check_model(config) -> None:
   if config.is_image_dataset:
     raise ConfigError(f"Lake's runs are grayscale Omniglot characters; a {config.dataset} run reads "
                       f"{config.image_size}px RGB images. Pass an omniglot or strokes run.")
-  if not methods.row(config.method).embeds_once:
-    raise ConfigError(f"Lake's runs are scored by a run's head and 1-NN on one embedding; --method {config.method} "
-                      "adapts its network to each episode. Pass a run that embeds once (e.g. --method protonet).")
+  row = methods.row(config.method)
+  if not row.distance_head:
+    raise ConfigError(f"Lake's runs are scored by a run's distance head and 1-NN on one embedding; --method "
+                      f"{config.method} tests otherwise ({row.summary}). Pass a --method protonet run.")
 
 
 def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:

@@ -97,6 +97,36 @@ def test_its_options_are_its_own():
       Config(**options)
 
 
+def test_its_model_embeds_as_its_backbone_and_refuses_what_needs_a_distance_head():
+  """Baseline++ tests on one embedding per image from its frozen backbone, so ``embed`` gives it (computed here by
+  the backbone itself); ``logits``, Lake's runs and the cached test need a distance head, and MAML embeds nothing
+  once.
+  """
+  import fewshot  # noqa: PLC0415
+  from fewshot import backbones  # noqa: PLC0415
+  from fewshot.episodic import lake  # noqa: PLC0415
+
+  config = Config(method="baseline_pp", base_classes=9, way=3)
+  model = fewshot.build(config)
+  images = np.random.default_rng(0).integers(0, 256, (5, 28, 28, 1), np.uint8)
+  variables = {"params": model.variables["params"]["backbone"], "batch_stats": model.variables["batch_stats"]}
+  by_hand = model.learner.backbone.apply(variables, jnp.asarray(images, jnp.float32) / 255.0,
+                                         **backbones.call_options(model.learner.backbone, False))
+  np.testing.assert_allclose(np.asarray(model.embed(images)), np.asarray(by_hand), rtol=1e-5, atol=1e-6)
+  with pytest.raises(ConfigError, match=r"^logits needs a distance head on one embedding per image; a --method "
+                     r"baseline_pp run tests otherwise \(Chen et al\. 2019: .*\): test it with python -m "
+                     r"fewshot\.evaluate, embed its images with \.embed, or read its variables\.$"):
+    model.logits(images[:3], np.arange(3), images[3:])
+  with pytest.raises(ConfigError, match=r"Lake's runs are scored by a run's distance head .* --method baseline_pp "
+                     r"tests otherwise \(Chen"):
+    lake.check_model(config)
+  maml = fewshot.build(Config(method="maml", way=3))
+  with pytest.raises(ConfigError, match=r"^embed needs one embedding per image from the trained backbone; a --method "
+                     r"maml run tests otherwise \(Finn et al\. 2017: .*\): test it with python -m fewshot\.evaluate, "
+                     r"or read its variables\.$"):
+    maml.embed(images)
+
+
 @pytest.mark.slow  # a short strokes run, resumed, grouped, re-tested by the command, and its refusals
 def test_baseline_pp_trains_validates_tests_resumes_and_groups_from_the_commands(tmp_path, assert_one_line_error):
   from fewshot.records.rundir import RunDir  # noqa: PLC0415

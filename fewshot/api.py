@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import heads
+from fewshot import heads, method_rows
 from fewshot.config import Config
 from fewshot.episodic import learning, methods
 from fewshot.episodic.learners import build_learner, check_values, with_values
@@ -58,11 +58,9 @@ class TrainedModel:
 
   def _refuse_unless(self, what: str, fact: str, needs: str) -> None:
     """A one-line ``ConfigError`` where the run's method row lacks ``fact`` (``embeds_once``, ``distance_head``)."""
-    row = methods.row(self.config.method)
-    if not getattr(row, fact):
-      embed = ", embed its images with .embed" if row.embeds_once else ""
-      raise ConfigError(f"{what} needs {needs}; a --method {self.config.method} run tests otherwise ({row.summary}): "
-                        f"test it with python -m fewshot.evaluate{embed}, or read its variables.")
+    embed = ", embed its images with .embed" if methods.row(self.config.method).embeds_once else ""
+    method_rows.require(self.config.method, fact, f"{what} needs {needs}",
+                        f"test it with python -m fewshot.evaluate{embed}, or read its variables")
 
   def _check_images(self, images, name: str) -> None:
     """A one-line ``ConfigError`` for images the backbone cannot take (where Flax would fail deep inside)."""

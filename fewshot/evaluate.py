@@ -43,7 +43,7 @@ from fewshot import kinds, lake_scoring, options, runner
 from fewshot.config import Config
 from fewshot.errors import ConfigError
 from fewshot.lake_scoring import DESIGN_SEED, DESIGN_WAY, LAKE_FILE, design_record, evaluate_lake
-from fewshot.method_rows import METHODS
+from fewshot.method_rows import require
 from fewshot.records.files import check_writable, finite_json, write_json_atomic
 from fewshot.records.measurements import check_measured_data, record_name
 from fewshot.records.run_kinds import DEFAULT, run_kind
@@ -118,9 +118,9 @@ def resolve(workdir: str, checkpoint: str = "best", test_by: str = "episode", ca
                       f"{cached_episodes} with --test_by {test_by}.")
   rundir = existing_checkpoint(workdir, checkpoint, "--checkpoint")
   config = rundir.read_options(Config.from_dict)
-  if test_by != "episode" and not METHODS[config.method].distance_head:
-    raise ConfigError(f"--test_by {test_by} embeds the test split once and classifies under a distance head; --method "
-                      f"{config.method} tests otherwise ({METHODS[config.method].summary}); use --test_by episode.")
+  if test_by != "episode":
+    require(config.method, "distance_head", f"--test_by {test_by} embeds the test split once and classifies under a "
+            "distance head", "use --test_by episode")
   used = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
   return Measurement(rundir, config, used, checkpoint, test_by, cached_episodes or used.test_episodes)
 

@@ -183,3 +183,14 @@ def check_options(config, given: Callable[[str], bool]) -> None:
       raise ConfigError(f"{said} is an option of --method {' or '.join(users)}; --method {config.method} does not "
                         f"use it{own.instead}: drop it, or pass that method.")
   own.check(config)
+
+
+def require(method: str, fact: str, needs: str, fix: str) -> None:
+  """One-line ``ConfigError`` where ``method``'s row lacks ``fact`` (``"embeds_once"`` or ``"distance_head"``):
+  ``needs`` says what asked for it, then the method's own test (its summary), then ``fix``.
+
+      >>> require("protonet", "distance_head", "logits needs a distance head", "use .embed")  # protonet has one
+  """
+  row = METHODS[method]
+  if not getattr(row, fact):
+    raise ConfigError(f"{needs}; a --method {method} run tests otherwise ({row.summary}): {fix}.")

@@ -4,6 +4,7 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,8 @@ import pytest
 
 from fewshot import evaluate
 from fewshot.config import Config
-from fewshot.errors import OutputError
+from fewshot.errors import ConfigError, OutputError
+from fewshot.method_rows import METHODS
 from fewshot.records.rundir import RunDir
 
 RUN = Config(dataset="strokes", head="dr")  # test_episodes 600, test_query 15, seed 0, test_shifts 0
@@ -117,6 +119,22 @@ def trained(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("evaluate_records") / "run"
   tiny = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=4)
   return workdir, train(Config(dataset="strokes", **tiny), str(workdir), progress=False)
+
+
+@pytest.mark.parametrize("method", ["baseline_pp", "maml"])
+def test_a_cached_test_of_a_method_without_a_distance_head_is_refused_naming_its_own_test(tmp_path, method):
+  rundir = RunDir(tmp_path / "run")
+  rundir.write_config(dataclasses.replace(RUN, method=method, head="softmax", **(
+      {"base_classes": 9} if method == "baseline_pp" else {})).to_dict())
+  (rundir.path / "checkpoints" / "best" / "2000").mkdir(parents=True)
+  (rundir.path / "checkpoints" / "best" / "2000" / "state.msgpack").write_bytes(b"")
+  summary = re.escape(METHODS[method].summary)
+  for test_by in ("cached", "both"):
+    with pytest.raises(ConfigError, match=rf"^--test_by {test_by} embeds the test split once and classifies under a "
+                       rf"distance head; a --method {method} run tests otherwise \({summary}\): use --test_by "
+                       r"episode\.$"):
+      evaluate.resolve(str(rundir.path), test_by=test_by)
+  assert evaluate.resolve(str(rundir.path)).test_by == "episode"
 
 
 def test_a_real_test_says_what_it_tests_and_records_the_accuracy_it_printed(trained):

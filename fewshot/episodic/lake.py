@@ -31,12 +31,12 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot import distances, heads
+from fewshot import distances, heads, method_rows
 from fewshot.analysis import stats
 from fewshot.data import archives
 from fewshot.data.catalog import SMALL_IMAGE_SIZE
 from fewshot.data.omniglot import decode
-from fewshot.episodic import learning, methods
+from fewshot.episodic import learning
 from fewshot.errors import ConfigError, DataError
 from fewshot.training import split_embedding
 
@@ -217,10 +217,8 @@ def check_model(config) -> None:
   if config.is_image_dataset:
     raise ConfigError(f"Lake's runs are grayscale Omniglot characters; a {config.dataset} run reads "
                       f"{config.image_size}px RGB images. Pass an omniglot or strokes run.")
-  row = methods.row(config.method)
-  if not row.distance_head:
-    raise ConfigError(f"Lake's runs are scored by a run's distance head and 1-NN on one embedding; --method "
-                      f"{config.method} tests otherwise ({row.summary}). Pass a --method protonet run.")
+  method_rows.require(config.method, "distance_head", "Lake's runs are scored by a run's distance head and 1-NN on "
+                      "one embedding", "pass a --method protonet run")
 
 
 def score_runs(model, runs: str | os.PathLike | Sequence[LakeRun]) -> dict:

@@ -117,8 +117,8 @@ def test_its_model_embeds_as_its_backbone_and_refuses_what_needs_a_distance_head
                      r"baseline_pp run tests otherwise \(Chen et al\. 2019: .*\): test it with python -m "
                      r"fewshot\.evaluate, embed its images with \.embed, or read its variables\.$"):
     model.logits(images[:3], np.arange(3), images[3:])
-  with pytest.raises(ConfigError, match=r"Lake's runs are scored by a run's distance head .* --method baseline_pp "
-                     r"tests otherwise \(Chen"):
+  with pytest.raises(ConfigError, match=r"^Lake's runs are scored by a run's distance head .* a --method baseline_pp "
+                     r"run tests otherwise \(Chen et al\. 2019: .*\): pass a --method protonet run\.$"):
     lake.check_model(config)
   maml = fewshot.build(Config(method="maml", way=3))
   with pytest.raises(ConfigError, match=r"^embed needs one embedding per image from the trained backbone; a --method "

@@ -334,6 +334,11 @@ def test_the_dr_page_s_second_dataset_pairs_the_reproduction_s_heads_by_seed(tmp
     unequal = [pair for pair in lengths if pair[0] != pair[1]]  # the pairs that share only their first episodes
     assert f"; {len(unequal)} of 3 pairs differ in length by {min(abs(a - b) for a, b in unequal):,}" in row
     assert f"share only their first {min(min(pair) for pair in unequal):,}" in row
+  # The short schedule tests two models (1-shot, 5-shot), code_minimum one: its two cells are one sign.
+  short_block, code_block = text.split("Schedule `code_minimum`")
+  assert "the 1-shot cells test one model's runs and the 5-shot cells another's, so they are not 4 independent signs" \
+      in short_block
+  assert "; its cells test one model's runs, so they are one sign." in code_block and "another's" not in code_block
 
 
 def _shown_as(value: str, kept_numbers: set[str]) -> bool:

@@ -39,14 +39,13 @@ def _row(r: report.CellReport) -> str:
 @dataclasses.dataclass(frozen=True)
 class Source:
   """A reproduction whose runs pair the two heads by seed: its entry, the section's heading and first paragraph,
-  why its cells' signs are or are not independent (said after the table), and whether its tested runs' validation
-  curves are drawn (a retraining entry's tested runs validate nothing, so its curves would be the select runs').
+  and whether its tested runs' validation curves are drawn (a retraining entry's tested runs validate nothing, so its
+  curves would be the select runs').
   """
 
   entry: str
   heading: str
   about: str
-  independence: str
   curves: bool = False
 
 
@@ -54,17 +53,27 @@ SOURCES = (
     Source(ENTRY, "A second dataset: Snell et al.'s protocol on the complete Omniglot",
            f"The runs of [`{ENTRY}`](reproductions.md) trained both heads on the complete Omniglot (1,623 characters, "
            "Vinyals' published split, rotations as classes, 60-way episodes) and tested them on 1,000 episodes of "
-           "each cell; they bear on claim 0 (test accuracy) only.",
-           "the 1-shot cells test one model's runs and the 5-shot cells another's, so they are not {cells} "
-           "independent signs"),
+           "each cell; they bear on claim 0 (test accuracy) only."),
     # Issue 54: the first natural-image dataset, once its runs are kept (until then the page has no such section).
     Source("kim2022_mini_imagenet", "A natural-image dataset: mini-ImageNet",
            "The runs of [`kim2022_mini_imagenet`](reproductions.md) trained Conv4 ProtoNet with both heads on "
            "mini-ImageNet (Ravi & Larochelle's split, 84 px, 16 queries, the DR paper's augmentation) on a schedule "
            "much shorter than the paper's, and tested them on 600 5-way episodes of 15 queries; they bear on claim 0 "
-           "(test accuracy) only.",
-           "its cells test one model's runs, so they are one sign", curves=True),
+           "(test accuracy) only.", curves=True),
 )
+
+
+def independence(models: list[str]) -> str:
+  """Why a schedule's paired cells are or are not independent signs: each model's cells test the same runs.
+
+  >>> independence(["1-shot", "5-shot", "1-shot", "5-shot"])
+  "the 1-shot cells test one model's runs and the 5-shot cells another's, so they are not 4 independent signs"
+  """
+  names = list(dict.fromkeys(models))
+  if len(names) == 1:
+    return "its cells test one model's runs, so they are one sign"
+  parts = [f"the {names[0]} cells test one model's runs", *(f"the {name} cells another's" for name in names[1:])]
+  return f"{', '.join(parts[:-1])} and {parts[-1]}, so they are not {len(models)} independent signs"
 
 
 def tested_runs(reproductions: pathlib.Path, entry, schedule, seeds) -> dict[str, dict[str, list]]:
@@ -106,13 +115,14 @@ def _block(reproductions: pathlib.Path, source: Source, plot=None) -> list[str]:
     paired = [r.paired for r in reports if r.paired is not None]
     positive = sum(mean > 0 for mean, *_ in paired)
     pairs = min((n for *_, n in paired), default=0)
+    signs = independence([r.cell.model for r in reports if r.paired is not None])
     blocks += [f"Schedule `{schedule.name}`: {schedule.about}. Seeds {', '.join(map(str, seeds))}; test accuracy "
                f"(%), mean ± 95% t-interval (the per-seed values).\n",
                f"| cell | {' | '.join(f'{h} (ours)' for h in labels)} | {labels[1]} − {labels[0]} (paired by seed) |",
                "|---|" + "---|" * (len(labels) + 1),
                *[_row(r) for r in reports], "",
                f"DR − S is positive in {positive} of the {len(paired)} cells; "
-               f"{source.independence.format(cells=len(paired))}. With {report.counted(pairs, 'pair')} the "
+               f"{signs}. With {report.counted(pairs, 'pair')} the "
                f"exact sign-flip p cannot go below {2 / 2 ** pairs:.3g}, so these runs cannot decide claim 0 on their "
                "own: they give the direction on one more dataset, not a test.\n",
                *_figure(reproductions, source, entry, schedule, seeds, plot)]

@@ -123,11 +123,9 @@ def trained(tmp_path_factory):
 
 @pytest.mark.parametrize("method", ["baseline_pp", "maml"])
 def test_a_cached_test_of_a_method_without_a_distance_head_is_refused_naming_its_own_test(tmp_path, method):
-  rundir = RunDir(tmp_path / "run")
+  rundir = fake_run(tmp_path / "run")
   rundir.write_config(dataclasses.replace(RUN, method=method, head="softmax", **(
       {"base_classes": 9} if method == "baseline_pp" else {})).to_dict())
-  (rundir.path / "checkpoints" / "best" / "2000").mkdir(parents=True)
-  (rundir.path / "checkpoints" / "best" / "2000" / "state.msgpack").write_bytes(b"")
   summary = re.escape(METHODS[method].summary)
   for test_by in ("cached", "both"):
     with pytest.raises(ConfigError, match=rf"^--test_by {test_by} embeds the test split once and classifies under a "

@@ -47,8 +47,8 @@ from fewshot.data.catalog import DATASETS, IMAGE_DATASETS, SPLITS
 from fewshot.data.split import Split
 from fewshot.errors import DataError
 
-_LAZY = {"load_splits": "loading", "load_split": "loading", "default_tfds_dir": "loading", "files_read": "loading",
-         "files_not_read": "loading", "memory_plan": "memory"}
+_LAZY = {"load_splits": "loading", "load_split": "loading", "default_tfds_dir": "loading", "files": "loading",
+         "memory_plan": "memory"}
 
 __all__ = ["DATASETS", "IMAGE_DATASETS", "SPLITS", "DataError", "Split", *_LAZY]
 

@@ -49,7 +49,7 @@ class DatasetSpec:
     reader: the module that reads it, imported on first use (so that configurations name datasets without
       tensorflow_datasets): an image dataset's has ``locate(data_dir)`` and ``read_<name>(data_dir)``
       (``fewshot.data.readers``), a small one's ``builder(data_dir, tfds_dir, size)`` (its prepared tfds builder)
-      and, where it knows them, ``files_read(data_dir)``.
+      and, where it knows them, ``files(data_dir)``: the files it reads and those it leaves unread.
     class_splits: ``{--class_splits name: the rule in RULES that makes it}``, the default first; empty: one fixed
       split (strokes).
     boxes: whether its images have bounding boxes (``--bbox_crop``).

@@ -97,20 +97,13 @@ def load_splits(dataset: str, data_dir: str | None = None, tfds_dir: str | None 
   return {split: omniglot.rotated(loaded[split]) if rotations else loaded[split] for split in splits}
 
 
-def files_read(dataset: str, data_dir: str | None) -> list[str] | None:
-  """The files of ``data_dir`` a dataset's images are read from, where its reader knows them (omniglot: the zips and
-  folders holding characters); None where it does not (the run then names what the folder holds at its top).
+def files(dataset: str, data_dir: str | None) -> tuple[list[str] | None, list[str]]:
+  """The files of ``data_dir`` a dataset's images are read from and those its reader leaves unread on purpose, where
+  its reader knows them (omniglot: the zips and folders holding characters, and zips that are not its image
+  archives); else None (the run then names what the folder holds at its top) and none.
   """
-  files = getattr(reader(dataset), "files_read", None)
-  return None if files is None else files(data_dir)
-
-
-def files_not_read(dataset: str, data_dir: str | None) -> list[str]:
-  """The files of ``data_dir`` its reader leaves unread on purpose (omniglot: zips that are not its image
-  archives), where the reader names them; else none.
-  """
-  files = getattr(reader(dataset), "files_not_read", None)
-  return [] if files is None else files(data_dir)
+  known = getattr(reader(dataset), "files", None)
+  return (None, []) if known is None else known(data_dir)
 
 
 def load_split(dataset: str, split: str, data_dir: str | None = None, tfds_dir: str | None = None,

@@ -307,16 +307,13 @@ class Omniglot(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         yield f"{cls}/{i:03d}", {"image": image, "label": cls}
 
 
-def files_read(data_dir: str | None) -> list[str]:
-  """The zips and folders of ``data_dir`` that hold characters: what a run's images are read from."""
-  return list(scan(data_dir).sources)
-
-
-def files_not_read(data_dir: str | None) -> list[str]:
-  """The zips of ``data_dir`` the reader leaves unopened (``all_runs.zip`` beside the image zips, as
-  ``python -m fewshot.data.get omniglot`` lays them out): what a run says it did not read.
+def files(data_dir: str | None) -> tuple[list[str], list[str]]:
+  """From one scan of ``data_dir``: the zips and folders that hold characters (what a run's images are read from),
+  and those the reader leaves unopened (``all_runs.zip`` beside the image zips, as ``python -m fewshot.data.get
+  omniglot`` lays them out: what a run says it did not read).
   """
-  return list(scan(data_dir).not_read)
+  found = scan(data_dir)
+  return list(found.sources), list(found.not_read)
 
 
 def builder(data_dir: str | None, tfds_dir: str, size: int = _SIZE[0], resize: str = "box") -> Omniglot:

@@ -84,8 +84,7 @@ class Experiment:
     self._learners: dict[int, MetricLearner] = {}
     self.folds, self.test, splits = load_data(config)
     # How the dataset was split, and the files it was (and was not) read from: what config.json records.
-    self.data = data_record(splits, config.data_dir, data.files_read(config.dataset, config.data_dir),
-                            data.files_not_read(config.dataset, config.data_dir))
+    self.data = data_record(splits, config.data_dir, *data.files(config.dataset, config.data_dir))
     self.stored_shape = self.test.image_shape  # the images as stored: the learners transform them for the model
     image = config.dataset in data.IMAGE_DATASETS  # augmented always: the reality check trains with it
     self.augmentation = Augmentation.for_dataset(config.image_size, self.stored_shape[-1], image, augment=image)

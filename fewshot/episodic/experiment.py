@@ -238,8 +238,7 @@ def _data(config: Config, loaded: dict[str, Split]) -> dict:
   """How the dataset was split (provenance.data_record), with the files it was truly read from and, for class
   splits read from lists, the lists' SHA-256 (two runs on different lists are not one protocol).
   """
-  files = data.files_read(config.dataset, config.data_dir)
-  record = data_record(loaded, config.data_dir, files, data.files_not_read(config.dataset, config.data_dir))
+  record = data_record(loaded, config.data_dir, *data.files(config.dataset, config.data_dir))
   if config.class_splits in catalog.LISTED_CLASS_SPLITS:
     record["class_lists_sha256"] = omniglot.listed(config.class_splits, config.split_lists).sha256
   return record

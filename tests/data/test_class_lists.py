@@ -93,7 +93,7 @@ def complete(tmp_path_factory):
 @pytest.mark.slow  # 8 s: the complete Omniglot prepared and read; the lists' logic on fixtures is the default tier's
 def test_on_the_complete_omniglot_vinyals_published_and_lakes_alphabets(complete):
   data_dir, tfds_dir = complete
-  assert data.files_read("omniglot", data_dir) == ["images_background.zip", "images_evaluation.zip"]  # not splits/
+  assert data.files("omniglot", data_dir)[0] == ["images_background.zip", "images_evaluation.zip"]  # not splits/
   vinyals = data.load_splits("omniglot", data_dir, tfds_dir, class_splits="vinyals_published", rotations=True)
   assert [vinyals[s].num_classes for s in data.SPLITS] == [4112, 688, 1692]
   listed = {s: sorted(_raw(s)) for s in data.SPLITS}

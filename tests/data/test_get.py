@@ -127,8 +127,7 @@ def test_the_folder_data_get_writes_reads_as_its_image_zips_and_names_the_runs_z
   splits = data.load_splits("omniglot", str(tmp_path / "d"), str(tmp_path / "tfds"))
   names = [name for split in splits.values() for name in split.class_names]
   assert len(names) == 8 and not any(name.startswith("run") for name in names), names
-  assert data.files_read("omniglot", str(tmp_path / "d")) == ["images_background.zip"]
-  assert data.files_not_read("omniglot", str(tmp_path / "d")) == ["all_runs.zip"]
+  assert data.files("omniglot", str(tmp_path / "d")) == (["images_background.zip"], ["all_runs.zip"])
   from fewshot.training.provenance import data_record, describe_data
 
   record = data_record(splits, str(tmp_path / "d"), ["images_background.zip"], ["all_runs.zip"])

@@ -13,7 +13,7 @@ from fewshot.records import reuse
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
-TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
+from tiny_run import TINY
 
 
 def _run_cli(*args):

@@ -24,8 +24,7 @@ from fewshot.train import train
 
 import omniglot_fixtures
 from experiments import omniglot_oneshot
-
-TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
+from tiny_run import TINY
 
 
 @pytest.fixture(scope="module")

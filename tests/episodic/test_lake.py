@@ -16,9 +16,7 @@ from fewshot.errors import DataError
 from fewshot.train import train
 
 from omniglot_fixtures import RUNS, WAY, characters, write_background_zip, write_lake_runs, zip_runs
-
-# The tiny run of tests/test_cli.py: its programs, compiled once, serve both (the suite shares a compilation cache).
-TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
+from tiny_run import TINY
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,10 @@ from fewshot.records import local_checkpoints, writer_lock
 from fewshot.records.reading import read_run
 from fewshot.records.rundir import RunDir
 
-TINY = dict(episodes=4, eval_every=2, val_episodes=2, test_episodes=2, way=2, query=2, test_query=2)
-TINY_FLAGS = [f"--{k}={v}" for k, v in TINY.items()]
+import tiny_run
+
+TINY = {**tiny_run.TINY, "episodes": 4}  # two checkpoints, best and last
+TINY_FLAGS = tiny_run.flags(**TINY)
 TINY_DML = DMLConfig(embedding_dim=8, classes=4, per_class=2, steps_per_epoch=2, epochs=1)
 
 

@@ -17,7 +17,8 @@ from fewshot.options import RENAMED, current_names
 from fewshot.records.rundir import RunDir
 from fewshot.train import train
 
-TINY = dict(way=2, shot=1, query=1, test_query=1, episodes=2, eval_every=2, val_episodes=1, test_episodes=1)
+from tiny_run import TINY
+
 RESULTS = pathlib.Path(__file__).parents[2] / "docs" / "results" / "omniglot"
 
 

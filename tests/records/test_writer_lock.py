@@ -16,9 +16,10 @@ from fewshot.records import writer_lock
 from fewshot.records.rundir import RunDir
 from fewshot.training.runs import Runs
 
+import tiny_run
 from environment import checkout_env
 
-TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
+TINY = {**tiny_run.TINY, "episodes": 4}
 HOLD = ("import pathlib, sys, time; from fewshot.records import writer_lock\n"
         "writer_lock.hold(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(120)")
 

@@ -23,9 +23,10 @@ from fewshot.training import loop
 from fewshot.training.runs import Runs
 from fewshot.training.train_state import TrainState
 
+import tiny_run
 from cli_output import error_lines
 
-TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=4, eval_every=2, val_episodes=1, test_episodes=2)
+TINY = {**tiny_run.TINY, "episodes": 4}
 
 
 def _flags(**options):

@@ -133,7 +133,8 @@ def test_a_folder_without_cifar_names_the_command_that_fetches_it(tmp_path):
                  "python -m fewshot.data.get cifar100 --to DIR fetches it")
 
 
-@pytest.mark.parametrize("dataset", ["cifar_fs", "fc100"])
+# FC100 end to end in the slow tier: its class split, all it does otherwise, is checked by the test of its superclasses.
+@pytest.mark.parametrize("dataset", ["cifar_fs", pytest.param("fc100", marks=pytest.mark.slow)])
 def test_a_run_trains_validates_and_tests_on_its_benchmark_s_classes_and_evaluate_reproduces_it(cifar_dir, tmp_path,
                                                                                                 dataset):
   """Both benchmarks end to end at 32 px: trained on the list's train classes, validated on its val classes, tested

@@ -88,6 +88,29 @@ def each_prepared_split_read_once():
   tfds_io.read_split = read
 
 
+@pytest.fixture(scope="session", autouse=True)
+def default_strokes_rendered_once():
+  """A worker renders the default strokes once and hands every later preparation of them a copy: their 24,000
+  images take ~9 s, and a worker prepares them in more than one folder (its private tfds dir, the data tests' own).
+  Any other configuration (the generator's own tests) is rendered each time; a test replacing the generator
+  replaces this.
+  """
+  from fewshot.data import strokes
+
+  render, held = strokes.render_glyphs, []
+
+  def once(*args, **kwargs):
+    if args != (strokes.NUM_CLASSES, strokes.PER_CLASS, strokes.SEED) or kwargs:
+      return render(*args, **kwargs)
+    if not held:
+      held.append(render(*args))
+    return tuple(a.copy() for a in held[0])
+
+  strokes.render_glyphs = once
+  yield
+  strokes.render_glyphs = render
+
+
 @pytest.fixture(scope="module", autouse=True)
 def release_compiled_programs():
   """Each test module's compiled programs are released after it. A jitted function keeps a program per static

@@ -17,6 +17,8 @@ from fewshot.errors import ConfigError, OutputError
 from fewshot.method_rows import METHODS
 from fewshot.records.rundir import RunDir
 
+from tiny_run import TINY
+
 RUN = Config(dataset="strokes", head="dr")  # test_episodes 600, test_query 15, seed 0, test_shifts 0
 
 
@@ -117,8 +119,7 @@ def trained(tmp_path_factory):
   from fewshot.train import train  # noqa: PLC0415  (JAX: only for the test that trains)
 
   workdir = tmp_path_factory.mktemp("evaluate_records") / "run"
-  tiny = dict(way=2, shot=1, query=2, test_query=2, episodes=2, eval_every=2, val_episodes=1, test_episodes=4)
-  return workdir, train(Config(dataset="strokes", **tiny), str(workdir), progress=False)
+  return workdir, train(Config(dataset="strokes", **{**TINY, "test_episodes": 4}), str(workdir), progress=False)
 
 
 @pytest.mark.parametrize("method", ["baseline_pp", "maml"])
@@ -145,7 +146,7 @@ def test_a_real_test_says_what_it_tests_and_records_the_accuracy_it_printed(trai
   printed = f"test accuracy {results['test_accuracy']:.2f}% ± {results['test_ci95']:.2f}% (4 episodes)"
   assert printed in done.stdout
   record = json.loads((workdir / "test_best@2_4ep.json").read_text())
-  assert record["test_accuracy"] == results["test_accuracy"] and record["options"]["test_query"] == 2
+  assert record["test_accuracy"] == results["test_accuracy"] and record["options"]["test_query"] == 1
 
 
 @pytest.mark.slow  # one more test program compiled, in a command: ~10 s
@@ -154,7 +155,7 @@ def test_another_episode_shape_tests_the_same_checkpoint_and_is_recorded_under_i
   done = subprocess.run([sys.executable, "-m", "fewshot.evaluate", f"--workdir={workdir}", "--shot=2",
                          "--test_episodes=3"], capture_output=True, text=True)
   assert done.returncode == 0, done.stderr[-2000:]
-  assert "(best checkpoint, episode 2, 2-way 2-shot 2-query): test accuracy" in done.stdout
+  assert "(best checkpoint, episode 2, 2-way 2-shot 1-query): test accuracy" in done.stdout
   record = json.loads((workdir / "test_best@2_3ep_shot2.json").read_text())
   assert record["options"]["shot"] == 2 and record["test_episodes"] == 3
 

@@ -25,10 +25,10 @@ from fewshot import data
 from fewshot.records.rundir import RunDir
 from fewshot.training import progress, provenance
 
+import tiny_run
 from environment import checkout_env
 
-FLAGS = ["--way=2", "--query=2", "--test_query=2", "--episodes=6", "--eval_every=2", "--val_episodes=2",
-         "--test_episodes=2"]
+FLAGS = tiny_run.flags(episodes=6, test_episodes=2)
 CHECKPOINT_LINE = re.compile(r"^(.+): episode (\d+)/6, loss \d+\.\d{3}, val \d+\.\d\d%, best \d+\.\d\d%, "
                              r"elapsed \d+:\d\d:\d\d, ETA (\d+:\d\d:\d\d|\?)$")
 

@@ -11,7 +11,9 @@ from fewshot.records.rundir import RunDir
 from fewshot.train import train, train_group
 from fewshot.training import loop
 
-TINY = dict(way=2, shot=1, query=2, test_query=2, episodes=8, eval_every=2, val_episodes=2, test_episodes=2)
+import tiny_run
+
+TINY = {**tiny_run.TINY, "episodes": 8, "val_episodes": 2, "test_episodes": 2}
 
 
 def _stop_by_hand(values, patience):

@@ -74,24 +74,12 @@ def test_render_classes_are_learnable_but_not_identical():
 
 @pytest.fixture(scope="module")
 def strokes_tfds(tmp_path_factory):
-  """The default strokes prepared from scratch, and what its generator returned while preparing them (rendering the
-  24,000 images again for the comparison would cost another ~9 s).
-  """
-  tfds_dir, rendered, render = tmp_path_factory.mktemp("tfds_strokes"), [], strokes.render_glyphs
-
-  def recorded(*args, **kwargs):
-    rendered.append(render(*args, **kwargs))
-    return rendered[-1]
-
-  with pytest.MonkeyPatch.context() as patched:
-    patched.setattr(strokes, "render_glyphs", recorded)
-    splits = data.load_splits("strokes", tfds_dir=str(tfds_dir))
-  assert len(rendered) == 1, "the default strokes were already prepared: the fixture saw no generator"
-  return tfds_dir, splits, rendered[0]
+  tfds_dir = tmp_path_factory.mktemp("tfds_strokes")
+  return tfds_dir, data.load_splits("strokes", tfds_dir=str(tfds_dir))
 
 
 def test_strokes_default_splits(strokes_tfds):
-  _, splits, _ = strokes_tfds
+  _, splits = strokes_tfds
   assert {k: v.num_classes for k, v in splits.items()} == {"train": 800, "val": 200, "test": 200}
   names = [set(s.class_names) for s in splits.values()]
   assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])
@@ -103,9 +91,11 @@ def test_strokes_default_splits(strokes_tfds):
 
 
 def test_strokes_split_matches_generator(strokes_tfds):
-  _, splits, (images, labels) = strokes_tfds
+  _, splits = strokes_tfds
   test = splits["test"]
   first = int(test.class_names[0].split("_")[1])
+  # The preparation's arguments: a worker renders them once (tests/conftest.py), so this costs a copy.
+  images, labels = strokes.render_glyphs(strokes.NUM_CLASSES, strokes.PER_CLASS, strokes.SEED)
   stored = test.images[test.labels == 0]
   expected = images[labels == first]
   # Same set of images (tfds may store them in another order).
@@ -113,7 +103,7 @@ def test_strokes_split_matches_generator(strokes_tfds):
 
 
 def test_second_load_reuses_prepared_data(strokes_tfds, monkeypatch):
-  tfds_dir, splits, _ = strokes_tfds
+  tfds_dir, splits = strokes_tfds
   before = {p: p.stat().st_mtime_ns for p in tfds_dir.rglob("*") if p.is_file()}
 
   def fail(*args, **kwargs):

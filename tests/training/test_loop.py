@@ -29,10 +29,6 @@ from cli_output import error_lines
 TINY = {**tiny_run.TINY, "episodes": 4}
 
 
-def _flags(**options):
-  return [f"--{k}={v}" for k, v in options.items()]
-
-
 def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_good_one(tmp_path):
   losses = {2: 1.0, 4: 0.5, 6: float("nan"), 8: 0.25}
   state = TrainState(step=jnp.int32(0), params={"w": jnp.zeros(3)}, batch_stats={"b": jnp.zeros(1)},
@@ -65,7 +61,7 @@ def test_a_non_finite_loss_stops_the_loop_at_that_checkpoint_and_keeps_the_last_
 def test_a_diverging_run_exits_2_in_one_line(tmp_path, assert_one_line_error):
   workdir = tmp_path / "run"
   result = subprocess.run([sys.executable, "-m", "fewshot.train", f"--workdir={workdir}", "--head=dr",
-                           "--learning_rate=1e6", *_flags(**{**TINY, "episodes": 10, "eval_every": 5})],
+                           "--learning_rate=1e6", *tiny_run.flags(episodes=10, eval_every=5)],
                           capture_output=True, text=True)
   assert_one_line_error(result, "training stopped: the training loss at episode 5", "not finite",
                         "--learning_rate")
@@ -81,7 +77,7 @@ def test_ctrl_c_or_sigterm_prints_where_the_run_stopped_exits_at_once_and_resume
   """Ctrl-C (exit 130) and SIGTERM, what SLURM and cloud preemption send (exit 143): one line each."""
   workdir = tmp_path / "run"
   command = [sys.executable, "-m", "fewshot.train", f"--workdir={workdir}",
-             *_flags(**{**TINY, "episodes": 600, "eval_every": 50})]
+             *tiny_run.flags(episodes=600, eval_every=50)]
   process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 300
   # A saved step, not the folder: orbax makes checkpoints/last when its first save starts, and under load a signal

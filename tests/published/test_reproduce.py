@@ -245,23 +245,35 @@ def test_the_kept_page_rebuilds_byte_for_byte_from_its_records():
 
 def test_every_figure_of_the_readme_s_table_is_on_the_kept_page_with_its_words_whole():
   """The README's summary of the page is copied by hand: each of its cells must be a row of the page, its mean ±
-  interval and its verdict word for word.
+  interval and its verdict word for word, and a row of the schedule its table's header names.
   """
   root = pathlib.Path(__file__).resolve().parents[2]
   readme = (root / "README.md").read_text()
   section = readme[readme.index("## Published results beside ours"):readme.index("```bash\npython -m fewshot.reproduce")]
   kept = (root / "docs" / "reproductions.md").read_text()
-  rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
-  assert rows, "the README's table of published results beside ours is gone"
+  lines = section.splitlines()
+  tables = {}  # header -> rows: a table's header is the row before its |---| line, its other rows are ours
+  for line, after in zip(lines, lines[1:] + [""]):
+    if after.startswith("|---"):
+      tables[line] = []
+    elif line.startswith("| ") and not line.startswith("|---"):
+      tables[list(tables)[-1]].append(line)
+  assert tables, "the README's table of published results beside ours is gone"
   heads = ("ProtoNet_S", "ProtoNet_DR")
-  for row in rows:
-    cell, _, *ours = [part.strip() for part in row.strip("|").split("|")]
-    for head, text in zip(heads, ours):
-      figure, words = text.split(": ", 1)
-      mean, interval = figure.split(" ± ")
-      pattern = rf"\| {re.escape(cell)} \| [^|]+ \| [^|]+ \| {head} \| {re.escape(mean)} ± {re.escape(interval)} [^|]+\|" \
-                rf"[^|]+\| {re.escape(words)} \|"
-      assert re.search(pattern, kept), f"README's {cell} {head} '{text}' is not a row of docs/reproductions.md"
+  for header, rows in tables.items():
+    schedule = re.search(r"schedule `(\w+)`", header)
+    assert schedule and rows, f"README's table '{header}' names no schedule (schedule `NAME`) or has no rows"
+    # Every page section of that schedule, so a row of another schedule's table cannot match.
+    sections = re.findall(rf"### Schedule `{schedule.group(1)}`.*?(?=\n##)", kept, re.S)
+    for row in rows:
+      cell, _, *ours = [part.strip() for part in row.strip("|").split("|")]
+      for head, text in zip(heads, ours):
+        figure, words = text.split(": ", 1)
+        mean, interval = figure.split(" ± ")
+        pattern = rf"\| {re.escape(cell)} \| [^|]+ \| [^|]+ \| {head} \| {re.escape(mean)} ± {re.escape(interval)} " \
+                  rf"[^|]+\|[^|]+\| {re.escape(words)} \|"
+        assert any(re.search(pattern, kept_section) for kept_section in sections), \
+            f"README's {cell} {head} '{text}' is not a row of docs/reproductions.md's schedule {schedule.group(1)}"
 
 
 def test_a_fixed_length_schedule_trains_every_seed_on_train_and_val_at_once_without_selecting():
